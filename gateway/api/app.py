@@ -1,0 +1,131 @@
+"""Build the FastAPI application: routes, the single error handler, start-up and shutdown.
+
+Only this package imports FastAPI. Every error leaves as the OpenAI error body
+``{"error": {"message", "type", "param", "code"}}``, including ones the gateway did not
+anticipate (a 500 with the exception type, logged with its traceback, the process stays up).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import orjson
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway import metrics
+from gateway.api.chat import chat_completions
+from gateway.api.deps import Gateway
+from gateway.config import Settings
+from gateway.errors import VentanaError
+from gateway.sessions.memory import MemorySessionStore
+from gateway.sessions.protocol import SessionStore
+from gateway.store.record import MemoryRecorder, Recorder
+from gateway.upstream.router import UpstreamRouter
+
+log = logging.getLogger("ventana")
+
+
+def error_response(exc: VentanaError, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        orjson.dumps(exc.body()),
+        status_code=exc.status_code,
+        media_type="application/json",
+        headers={**exc.headers, **(headers or {})},
+    )
+
+
+def create_app(
+    settings: Settings,
+    *,
+    recorder: Recorder | None = None,
+    sessions: SessionStore | None = None,
+) -> FastAPI:
+    gw = Gateway(
+        settings=settings,
+        upstream=UpstreamRouter(settings.upstream),
+        sessions=sessions or MemorySessionStore(),
+        recorder=recorder or MemoryRecorder(),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await gw.recorder.start()
+        try:
+            yield
+        finally:
+            await gw.recorder.close()
+            await gw.sessions.close()
+            await gw.upstream.close()
+
+    app = FastAPI(title="Ventana", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gateway = gw
+
+    @app.exception_handler(VentanaError)
+    async def _ventana_error(request: Request, exc: VentanaError) -> Response:
+        return error_response(exc)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Response:
+        kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
+        body = {
+            "error": {
+                "message": f"{exc.detail}: {request.method} {request.url.path}",
+                "type": kind,
+                "param": None,
+                "code": None,
+            }
+        }
+        return JSONResponse(body, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(VentanaError(f"internal gateway error: {type(exc).__name__}"))
+
+    @app.post("/v1/chat/completions")
+    @app.post("/chat/completions")
+    async def _chat(request: Request) -> Response:
+        return await chat_completions(request, gw)
+
+    @app.get("/v1/models")
+    @app.get("/models")
+    async def _models() -> Response:
+        created = int(gw.started_at)
+        data = [{"id": m.name, "object": "model", "created": created, "owned_by": m.provider} for m in settings.models]
+        return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
+
+    @app.get("/v1/models/{model_id:path}")
+    async def _model(model_id: str) -> Response:
+        model = settings.model(model_id)
+        if model is None:
+            from gateway.errors import UnknownModel
+
+            return error_response(UnknownModel(f"the model {model_id!r} does not exist here", param="model"))
+        body = {"id": model.name, "object": "model", "created": int(gw.started_at), "owned_by": model.provider}
+        return Response(orjson.dumps(body), media_type="application/json")
+
+    @app.get("/healthz")
+    async def _healthz() -> Response:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    @app.get("/readyz")
+    async def _readyz() -> Response:
+        ready = gw.recorder.ready() and bool(settings.models)
+        body = {
+            "status": "ready" if ready else "not ready",
+            "store": gw.recorder.ready(),
+            "models": len(settings.models),
+        }
+        return Response(orjson.dumps(body), status_code=200 if ready else 503, media_type="application/json")
+
+    @app.get("/metrics")
+    async def _metrics() -> Response:
+        payload, content_type = metrics.render()
+        return Response(payload, media_type=content_type)
+
+    return app

@@ -1,0 +1,219 @@
+"""``POST /v1/chat/completions``: parse, assemble, forward, answer, record.
+
+The request never waits for the database: the record is handed to the recorder's
+queue after the answer is built (non-streamed) or after the last chunk (streamed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from gateway import metrics
+from gateway.api.deps import Gateway
+from gateway.api.stream_relay import StreamRelay
+from gateway.api.validate import validate_chat_request
+from gateway.assembly.context import Context, Env, SessionState
+from gateway.assembly.pipeline import Assembly, assemble
+from gateway.config import ModelConfig
+from gateway.errors import BodyTooLarge, RequestError, UnknownModel, UpstreamError
+from gateway.sessions.identify import identify_session
+from gateway.store.record import RequestRecord
+from gateway.upstream.usage import normalise_usage
+
+#: Request fields that belong to Ventana and never reach the provider.
+EXTENSION_FIELDS = ("documents", "document_policy", "ventana")
+_JSON = "application/json"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object", code="invalid_json")
+    return body
+
+
+def caller_hash(request: Request) -> tuple[str, str | None]:
+    """Return a short hash of the caller's key (for grouping) and the key itself (never stored)."""
+    auth = request.headers.get("authorization", "")
+    key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12] if key else "anonymous"
+    return digest, key
+
+
+def build_context(body: dict[str, Any], gw: Gateway, model: ModelConfig, state: SessionState, caller: str) -> Context:
+    params = {k: v for k, v in body.items() if k not in ("messages", "tools") and k not in EXTENSION_FIELDS}
+    extensions = {k: body[k] for k in EXTENSION_FIELDS if k in body}
+    tools = body.get("tools")
+    env = Env(
+        counter=gw.counter(model),
+        context_window=gw.info(model).context_window,
+        model=model.name,
+        provider=model.provider,
+        now=time.time(),
+        caller=caller,
+    )
+    return Context(
+        messages=tuple(body["messages"]),
+        tools=tuple(tools) if tools is not None else None,
+        params=params,
+        env=env,
+        session=state,
+        extensions=extensions,
+    )
+
+
+def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
+    """The body the provider receives; the client's own object when nothing changed it."""
+    if assembly.assembled is assembly.original and not assembly.original.extensions:
+        return body
+    return assembly.assembled.body()
+
+
+async def chat_completions(request: Request, gw: Gateway) -> Response:
+    started = time.perf_counter()
+    request_id = "req-" + uuid.uuid4().hex[:20]
+    headers = {"x-ventana-request-id": request_id}
+    raw = await read_body(request, gw.settings.limits.max_body_bytes)
+    body = parse_body(raw)
+    validate_chat_request(body, max_messages=gw.settings.limits.max_messages)
+    model = gw.settings.model(body["model"])
+    if model is None:
+        raise UnknownModel(
+            f"the model {body['model']!r} does not exist here; configured models: "
+            f"{[m.name for m in gw.settings.models]}",
+            param="model",
+        )
+    caller, client_key = caller_hash(request)
+    session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
+    headers["x-ventana-session-id"] = session_id
+    state = await gw.sessions.load(session_id)
+    ctx = build_context(body, gw, model, state, caller)
+    assembly = assemble(ctx, gw.settings.policy)
+    await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1))
+    outgoing = forward_body(body, assembly)
+    record = RequestRecord(
+        request_id=request_id,
+        session_id=session_id,
+        created_at=time.time(),
+        model=model.name,
+        provider=model.provider,
+        caller=caller,
+        original=body,
+        assembled=outgoing,
+        decisions=[d.to_dict() for d in assembly.decisions],
+        stream=bool(body.get("stream")),
+        turn=state.turn + 1,
+        tokens_original=ctx.prompt_tokens(),
+        tokens_assembled=assembly.assembled.prompt_tokens(),
+    )
+    api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
+    if record.stream:
+        return await _stream(gw, model, outgoing, body, api_key, record, headers, started)
+    return await _complete(gw, model, outgoing, api_key, record, headers, started)
+
+
+async def _complete(
+    gw: Gateway,
+    model: ModelConfig,
+    outgoing: dict[str, Any],
+    api_key: str | None,
+    record: RequestRecord,
+    headers: dict[str, str],
+    started: float,
+) -> Response:
+    record.overhead_ms = (time.perf_counter() - started) * 1000
+    try:
+        data = await gw.upstream.complete(model, outgoing, api_key)
+    except UpstreamError as exc:
+        _finish(gw, record, started, status=exc.status_code, error=exc.message)
+        metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+        raise
+    record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
+    usage_block, usage = normalise_usage(data.get("usage"))
+    if usage_block is not None:
+        data["usage"] = usage_block
+    record.usage = usage
+    record.response = data
+    choice = (data.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    record.response_text = message.get("content")
+    record.tool_calls = message.get("tool_calls")
+    record.finish_reason = choice.get("finish_reason")
+    _finish(gw, record, started, status=200)
+    return Response(orjson.dumps(data), media_type=_JSON, headers=headers)
+
+
+async def _stream(
+    gw: Gateway,
+    model: ModelConfig,
+    outgoing: dict[str, Any],
+    body: dict[str, Any],
+    api_key: str | None,
+    record: RequestRecord,
+    headers: dict[str, str],
+    started: float,
+) -> Response:
+    wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
+    record.overhead_ms = (time.perf_counter() - started) * 1000
+    try:
+        stream = await gw.upstream.open_stream(model, upstream_body, api_key)
+    except UpstreamError as exc:
+        _finish(gw, record, started, status=exc.status_code, error=exc.message)
+        metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+        raise
+    record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
+    relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
+
+    async def events() -> AsyncIterator[bytes]:
+        status, error = 200, None
+        try:
+            async for payload in stream.chunks():
+                out = relay.feed(payload)
+                if out is not None:
+                    yield out
+            yield b"data: [DONE]\n\n"
+        except UpstreamError as exc:
+            status, error = exc.status_code, exc.message
+            metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+            yield b"data: " + orjson.dumps(exc.body()) + b"\n\n"
+        finally:
+            await stream.aclose()
+            relay.fill(record)
+            _finish(gw, record, started, status=status, error=error)
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, error: str | None = None) -> None:
+    record.status = status
+    record.error = error
+    record.total_ms = (time.perf_counter() - started) * 1000
+    metrics.observe(record)
+    gw.recorder.record(record)

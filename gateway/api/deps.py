@@ -1,0 +1,32 @@
+"""The long-lived objects a running gateway shares between requests, built once at start-up."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from gateway.config import ModelConfig, Settings
+from gateway.sessions.protocol import SessionStore
+from gateway.store.record import Recorder
+from gateway.tokens import TokenCounter, counter_for, encoding_for_model
+from gateway.upstream.model_info import ModelInfo, model_info
+from gateway.upstream.router import UpstreamRouter
+
+
+@dataclass(slots=True)
+class Gateway:
+    settings: Settings
+    upstream: UpstreamRouter
+    sessions: SessionStore
+    recorder: Recorder
+    started_at: float = field(default_factory=time.time)
+    _infos: dict[str, ModelInfo] = field(default_factory=dict)
+
+    def info(self, model: ModelConfig) -> ModelInfo:
+        found = self._infos.get(model.name)
+        if found is None:
+            found = self._infos[model.name] = model_info(model.litellm_model, model.context_window)
+        return found
+
+    def counter(self, model: ModelConfig) -> TokenCounter:
+        return counter_for(model.tokenizer or encoding_for_model(model.litellm_model))

@@ -1,0 +1,77 @@
+"""Relay a provider's stream to the client chunk by chunk while reassembling it for the log.
+
+The gateway always asks the provider for usage (to record cached tokens); the client
+receives the usage chunk only if it asked for it. Chunks are forwarded as received,
+except that usage is normalised (``prompt_tokens_details.cached_tokens``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.store.record import RequestRecord
+from gateway.upstream.usage import Usage, normalise_usage
+
+
+class StreamRelay:
+    def __init__(self, *, model_name: str, forward_usage: bool) -> None:
+        self.model_name = model_name
+        self.forward_usage = forward_usage
+        self.text: list[str] = []
+        self.tool_calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+        self.chunks = 0
+
+    def feed(self, payload: bytes) -> bytes | None:
+        """Take one SSE data payload; return the bytes to send the client, or None to drop it."""
+        self.chunks += 1
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return b"data: " + payload + b"\n\n"
+        if not isinstance(chunk, dict):
+            return b"data: " + payload + b"\n\n"
+        for choice in chunk.get("choices") or ():
+            self._absorb(choice)
+        usage = chunk.get("usage")
+        if usage:
+            block, self.usage = normalise_usage(usage)
+            if not self.forward_usage:
+                if not chunk.get("choices"):
+                    return None
+                chunk = {k: v for k, v in chunk.items() if k != "usage"}
+            else:
+                chunk = {**chunk, "usage": block}
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+        if "usage" in chunk and not self.forward_usage:
+            chunk = {k: v for k, v in chunk.items() if k != "usage"}
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+        return b"data: " + payload + b"\n\n"
+
+    def _absorb(self, choice: dict[str, Any]) -> None:
+        if choice.get("index", 0) != 0:
+            return
+        delta = choice.get("delta") or {}
+        if isinstance(delta.get("content"), str):
+            self.text.append(delta["content"])
+        for call in delta.get("tool_calls") or ():
+            slot = self.tool_calls.setdefault(
+                int(call.get("index", 0)), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            if call.get("id"):
+                slot["id"] = call["id"]
+            fn = call.get("function") or {}
+            slot["function"]["name"] += fn.get("name") or ""
+            slot["function"]["arguments"] += fn.get("arguments") or ""
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+    def fill(self, record: RequestRecord) -> None:
+        """Copy what was reassembled (text, tool calls, finish reason, usage) into the record."""
+        record.response_text = "".join(self.text)
+        record.tool_calls = [self.tool_calls[i] for i in sorted(self.tool_calls)] or None
+        record.finish_reason = self.finish_reason
+        record.usage = self.usage

@@ -1,0 +1,62 @@
+"""The assembly pipeline: the ordered list of passes every chat request goes through.
+
+Every behaviour of the gateway's context engineering is one hop from ``PASSES``.
+``assemble`` runs the enabled passes in order, then the final safety check: if the
+assembled request is not a faithful rewrite of the original (a tool call split from
+its result, the last user turn altered, ...), the original goes out unchanged and the
+failure is recorded. The gateway never makes a request worse than the client sent it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.assembly.context import Context, Decision, Pass
+from gateway.assembly.policy import Policy
+from gateway.assembly.verify_assembly import verify_assembly
+
+
+@dataclass(frozen=True, slots=True)
+class PassSpec:
+    name: str
+    run: Pass
+    policy: Callable[[Policy], Any]
+
+
+# Order matters:
+# - (passes are added here by the issues that build them; see docs/architecture.md)
+PASSES: tuple[PassSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    original: Context
+    assembled: Context
+    decisions: tuple[Decision, ...]
+    reverted: bool = False
+
+
+def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES) -> Assembly:
+    """Run every enabled pass over ``ctx``, then the final safety check."""
+    current = ctx
+    decisions: list[Decision] = []
+    for spec in passes:
+        pass_policy = spec.policy(policy)
+        if not getattr(pass_policy, "enabled", True):
+            continue
+        current, made = spec.run(current, current.session, pass_policy)
+        decisions.extend(made)
+    if current is ctx:
+        return Assembly(ctx, ctx, tuple(decisions))
+    problems = verify_assembly(ctx, current, decisions)
+    if problems:
+        failure = Decision(
+            "verify_assembly",
+            "reverted",
+            reason="assembled request failed the safety check; forwarding the original: " + "; ".join(problems),
+            detail={"problems": problems},
+        )
+        return Assembly(ctx, ctx, (*decisions, failure), reverted=True)
+    return Assembly(ctx, current, tuple(decisions))

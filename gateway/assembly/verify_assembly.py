@@ -1,0 +1,116 @@
+"""Check that an assembled request is a faithful rewrite of the original (black's assert_equivalent).
+
+The checks, each returning a sentence when it fails:
+- every assistant tool call has its ``tool`` result and every result its call;
+- system/developer messages are byte-identical unless a decision declared it changed them
+  (``detail["changes_system"]``);
+- the last user message and everything after it (trailing tool results) are verbatim and
+  in order, followed only by gateway blocks (the reminder);
+- every other message is either one of the client's, unchanged and in the original order,
+  or a block the gateway wrote, recognisable by its opening marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gateway.assembly.context import Context, Decision, Message
+
+#: Openings of messages the gateway itself writes. A pass that inserts or rewrites a
+#: message starts its content with one of these, so the check (and a person) can tell.
+GATEWAY_MARKERS: tuple[str, ...] = (
+    "<reminder>",
+    "<summary",
+    "<documents",
+    "<recalled",
+    "<memory",
+    "[result of ",
+)
+
+
+def is_gateway_block(message: Message) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and content.startswith(GATEWAY_MARKERS)
+
+
+def tool_pairing_problems(messages: Sequence[Message]) -> list[str]:
+    """Name every tool call without its result and every result without its call."""
+    problems: list[str] = []
+    open_calls: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role == "assistant":
+            if open_calls:
+                problems.append(f"tool call(s) {sorted(open_calls)} have no result before message {i}")
+                open_calls = {}
+            for call in m.get("tool_calls") or ():
+                call_id = call.get("id") if hasattr(call, "get") else None
+                if call_id:
+                    open_calls[str(call_id)] = i
+        elif role == "tool":
+            call_id = str(m.get("tool_call_id"))
+            if call_id not in open_calls:
+                problems.append(f"tool result at message {i} answers no preceding call ({call_id})")
+            else:
+                del open_calls[call_id]
+        elif open_calls and role in ("user", "system", "developer"):
+            problems.append(f"tool call(s) {sorted(open_calls)} have no result before message {i}")
+            open_calls = {}
+    if open_calls:
+        problems.append(f"tool call(s) {sorted(open_calls)} have no result")
+    return problems
+
+
+def _last_user_index(messages: Sequence[Message]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user" and not is_gateway_block(messages[i]):
+            return i
+    return -1
+
+
+def verify_assembly(original: Context, assembled: Context, decisions: Sequence[Decision]) -> list[str]:
+    """Return the problems found (empty when the assembled request is safe to send)."""
+    orig, new = original.messages, assembled.messages
+    problems: list[str] = []
+    if not tool_pairing_problems(orig):
+        problems += tool_pairing_problems([m for m in new if not is_gateway_block(m) or m.get("role") == "tool"])
+    system_changed = any(d.detail.get("changes_system") for d in decisions)
+    if not system_changed:
+        old_sys = [m for m in orig if m.get("role") in ("system", "developer")]
+        new_sys = [m for m in new if m.get("role") in ("system", "developer") and not is_gateway_block(m)]
+        if old_sys != new_sys:
+            problems.append("system/developer messages changed without a decision saying so")
+    last = _last_user_index(orig)
+    if last >= 0:
+        tail = list(orig[last:])
+        found = _find_run(new, tail)
+        if found < 0:
+            problems.append("the last user turn and its trailing messages are not forwarded verbatim")
+        elif not all(is_gateway_block(m) for m in new[found + len(tail) :]):
+            problems.append("something other than gateway blocks follows the last user turn")
+    problems += _order_problems(orig, new)
+    return problems
+
+
+def _find_run(haystack: Sequence[Message], run: list[Message]) -> int:
+    n = len(run)
+    for start in range(len(haystack) - n, -1, -1):
+        if list(haystack[start : start + n]) == run:
+            return start
+    return -1
+
+
+def _order_problems(orig: Sequence[Message], new: Sequence[Message]) -> list[str]:
+    """Every non-gateway message must be an original message, in the original order."""
+    position = 0
+    for i, m in enumerate(new):
+        if is_gateway_block(m):
+            continue
+        if m.get("role") in ("system", "developer"):
+            continue  # checked above, against the decisions
+        while position < len(orig) and orig[position] != m:
+            position += 1
+        if position == len(orig):
+            return [f"message {i} ({m.get('role')}) is neither the client's nor a marked gateway block"]
+        position += 1
+    return []

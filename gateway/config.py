@@ -1,0 +1,139 @@
+"""Load the one YAML file that configures a gateway into typed, validated settings.
+
+Everything a request needs is read once here at start-up; nothing reads a global at
+request time. A bad file fails before the server binds, with the key path of the
+offending field (``models.0.context_window: Input should be a valid integer``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gateway.assembly.policy import Policy
+from gateway.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_PATH = REPO_ROOT / "config" / "ventana.yaml"
+DEFAULT_DATABASE_URL = "sqlite:///ventana.db"
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+DEFAULT_UPSTREAM_TIMEOUT_S = 120.0
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Strict):
+    """One model clients may name, and where the gateway sends it."""
+
+    name: str
+    litellm_model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    context_window: int | None = Field(default=None, gt=0)
+    tokenizer: str | None = None  # tiktoken encoding; derived from the model name when absent
+    cache_model: Literal["openai", "anthropic", "vllm", "none"] | None = None
+
+    @property
+    def provider(self) -> str:
+        return self.litellm_model.split("/", 1)[0] if "/" in self.litellm_model else "openai"
+
+    @property
+    def upstream_model(self) -> str:
+        """The model id the provider expects (litellm's provider prefix removed)."""
+        return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
+
+    @property
+    def speaks_openai(self) -> bool:
+        """Whether the body can go to the provider as it is, over our own pooled client."""
+        return self.provider in {"openai", "hosted_vllm", "openai_compatible"} or (
+            self.api_base is not None and self.provider not in {"anthropic", "gemini", "bedrock", "vertex_ai"}
+        )
+
+
+class StoreConfig(_Strict):
+    retention_days: int | None = Field(default=None, gt=0)
+    redact: tuple[str, ...] = ()
+    queue_size: int = Field(default=10_000, gt=0)
+    batch_size: int = Field(default=200, gt=0)
+    spool_path: str = "ventana-spool.jsonl"
+
+
+class AuthConfig(_Strict):
+    enabled: bool = False
+    keys: tuple[str, ...] = ()  # sha256 hex digests of accepted gateway keys
+    admin_keys: tuple[str, ...] = ()
+    passthrough: bool = False  # forward the client's own key as the provider key
+
+
+class LimitsConfig(_Strict):
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    max_messages: int = Field(default=5_000, gt=0)
+    requests_per_minute: int | None = Field(default=None, gt=0)
+
+
+class UpstreamConfig(_Strict):
+    timeout_s: float = Field(default=DEFAULT_UPSTREAM_TIMEOUT_S, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    retry_backoff_s: float = Field(default=0.2, ge=0)
+    max_connections: int = Field(default=200, gt=0)
+
+
+class Settings(_Strict):
+    database_url: str = DEFAULT_DATABASE_URL
+    models: tuple[ModelConfig, ...] = ()
+    policy: Policy = Policy()
+    store: StoreConfig = StoreConfig()
+    auth: AuthConfig = AuthConfig()
+    limits: LimitsConfig = LimitsConfig()
+    upstream: UpstreamConfig = UpstreamConfig()
+    session_state: Literal["memory", "database"] = "memory"
+    redis_url: str | None = None
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, models: tuple[ModelConfig, ...]) -> tuple[ModelConfig, ...]:
+        names = [m.name for m in models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"model names must be unique, found {duplicates} more than once")
+        return models
+
+    def model(self, name: str) -> ModelConfig | None:
+        for m in self.models:
+            if m.name == name:
+                return m
+        return None
+
+
+def parse_settings(data: dict[str, Any], *, source: str = "<config>") -> Settings:
+    """Validate a config mapping, naming the file and key path of the first bad field."""
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid config {source}: {problems}") from exc
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """Read the config named by ``path``, ``$VENTANA_CONFIG`` or the bundled default."""
+    chosen = Path(path or os.environ.get("VENTANA_CONFIG") or DEFAULT_CONFIG_PATH)
+    try:
+        text = chosen.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {chosen}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {chosen} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {chosen}: expected a mapping at the top level, found {type(data).__name__}")
+    return parse_settings(data, source=str(chosen))

@@ -1,0 +1,30 @@
+"""Name the conversation a stateless OpenAI request belongs to.
+
+Clients resend the whole history every turn and rarely say which conversation it is.
+In order: the ``X-Session-Id`` header; else a hash of the caller's key hash, the model,
+and the system prompt and first user message with their per-turn values removed (so a
+clock in the system prompt does not make every turn a new session).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gateway.assembly.volatile_patterns import strip_volatile
+from gateway.tokens import content_text
+
+MAX_SESSION_ID_LENGTH = 128
+
+
+def identify_session(header: str | None, caller: str, model: str, messages: Sequence[Mapping[str, Any]]) -> str:
+    if header:
+        return header.strip()[:MAX_SESSION_ID_LENGTH]
+    system = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") in ("system", "developer"))
+    first_user = next((content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"), "")
+    h = hashlib.sha256()
+    for part in (caller, model, strip_volatile(system), strip_volatile(first_user)):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return "s-" + h.hexdigest()[:24]

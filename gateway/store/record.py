@@ -1,0 +1,72 @@
+"""The record of one chat request: what the client sent, what the model saw, what came back.
+
+Built by the API layer, handed to a Recorder without waiting, persisted by ``store/``.
+Never holds an Authorization header or any key: ``caller`` is a short hash of the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.upstream.usage import Usage
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    session_id: str
+    created_at: float
+    model: str
+    provider: str
+    caller: str
+    original: dict[str, Any]
+    assembled: dict[str, Any]
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    stream: bool = False
+    response: dict[str, Any] | None = None
+    response_text: str | None = None
+    finish_reason: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    usage: Usage = field(default_factory=Usage)
+    tokens_original: int = 0
+    tokens_assembled: int = 0
+    overhead_ms: float = 0.0
+    ttfb_ms: float | None = None
+    total_ms: float = 0.0
+    status: int = 200
+    error: str | None = None
+    replay_of: str | None = None
+    turn: int = 0
+    budget: dict[str, Any] | None = None
+
+
+class Recorder(Protocol):
+    """Accept a record without blocking the request; persistence happens elsewhere."""
+
+    def record(self, record: RequestRecord) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def ready(self) -> bool: ...
+
+
+class MemoryRecorder:
+    """Keeps records in a list: for tests of the API layer and for runs without a store."""
+
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+
+    def record(self, record: RequestRecord) -> None:
+        self.records.append(record)
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def ready(self) -> bool:
+        return True

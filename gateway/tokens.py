@@ -1,0 +1,166 @@
+"""Count tokens the way an OpenAI chat model bills them, in time proportional to what is new.
+
+A chat request is billed as: for every message a fixed overhead (``<|im_start|>``,
+``<|im_end|>`` and a separator), the role, an optional name, the content text and
+any tool calls; three tokens priming the reply; and the tool definitions rendered
+the way OpenAI renders them (a TypeScript-like namespace) at the front.
+
+Agents resend their whole history every turn, so counts are memoised per piece of
+text: counting a turn costs in proportion to the text not seen before. The same
+rendering is used by ``providersim`` to produce the token sequence it caches, so the
+gateway and the simulator agree by construction on what a message costs, and the
+tests check that they do.
+
+Encodings: ``o200k_base`` for the GPT-4o / 4.1 / 4.5 / 5 and o-series families,
+``cl100k_base`` for GPT-4 and GPT-3.5; any other model (Claude, Gemini, open models)
+falls back to ``o200k_base`` and relies on the calibration in ``calibration.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import orjson
+import tiktoken
+
+MESSAGE_OVERHEAD = 3
+NAME_OVERHEAD = 1
+REPLY_PRIMING = 3
+TOOLS_OVERHEAD = 12
+IMAGE_TOKENS = 85  # low-detail image; the gateway never fetches images to measure them
+DEFAULT_ENCODING = "o200k_base"
+_CACHE_LIMIT = 200_000
+
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding")
+
+
+def encoding_for_model(model: str) -> str:
+    """Name the tiktoken encoding for a model id (provider prefix allowed)."""
+    name = model.rsplit("/", 1)[-1].lower()
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return DEFAULT_ENCODING
+
+
+@lru_cache(maxsize=4)
+def _encoding(name: str) -> tiktoken.Encoding:
+    return tiktoken.get_encoding(name)
+
+
+def content_text(content: Any) -> tuple[str, int]:
+    """Return the text of a message content and the number of images in it."""
+    if content is None:
+        return "", 0
+    if isinstance(content, str):
+        return content, 0
+    if isinstance(content, list):
+        texts: list[str] = []
+        images = 0
+        for part in content:
+            if not isinstance(part, Mapping):
+                continue
+            kind = part.get("type")
+            if kind == "text" or kind == "input_text":
+                texts.append(str(part.get("text", "")))
+            elif kind in ("image_url", "input_image", "image") or kind == "input_audio":
+                images += 1
+            elif kind == "refusal":
+                texts.append(str(part.get("refusal", "")))
+        return "".join(texts), images
+    return str(content), 0
+
+
+def message_pieces(message: Mapping[str, Any]) -> tuple[list[str], int]:
+    """Return the texts a message is billed for (besides fixed overhead) and its image count."""
+    pieces = [str(message.get("role", ""))]
+    text, images = content_text(message.get("content"))
+    pieces.append(text)
+    if message.get("name"):
+        pieces.append(str(message["name"]))
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            fn = call.get("function") or {}
+            if isinstance(fn, Mapping):
+                pieces.append(str(fn.get("name", "")))
+                pieces.append(str(fn.get("arguments", "")))
+    if message.get("tool_call_id"):
+        pieces.append(str(message["tool_call_id"]))
+    return pieces, images
+
+
+def message_overhead(message: Mapping[str, Any]) -> int:
+    return MESSAGE_OVERHEAD + (NAME_OVERHEAD if message.get("name") else 0)
+
+
+def render_tool(tool: Mapping[str, Any]) -> str:
+    """Render one tool definition as OpenAI renders it into the prompt."""
+    fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+    assert isinstance(fn, Mapping)
+    description = fn.get("description") or ""
+    params = fn.get("parameters") or {}
+    params_text = orjson.dumps(params, option=orjson.OPT_SORT_KEYS).decode() if params else "{}"
+    return f"// {description}\ntype {fn.get('name', '')} = (_: {params_text}) => any;\n"
+
+
+class TokenCounter:
+    """A memoising counter for one encoding; thread-safe, shared by every request."""
+
+    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
+        self.encoding_name = encoding
+        self._enc = _encoding(encoding)
+        self._cache: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def text(self, text: str) -> int:
+        if not text:
+            return 0
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        n = len(self._enc.encode(text, disallowed_special=()))
+        with self._lock:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[text] = n
+        return n
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        pieces, images = message_pieces(message)
+        return message_overhead(message) + sum(self.text(p) for p in pieces) + images * IMAGE_TOKENS
+
+    def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        return sum(self.message(m) for m in messages)
+
+    def tool(self, tool: Mapping[str, Any]) -> int:
+        return self.text(render_tool(tool))
+
+    def tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
+        if not tools:
+            return 0
+        return TOOLS_OVERHEAD + sum(self.tool(t) for t in tools)
+
+    def request(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """Prompt tokens of a whole request, as the provider will report ``prompt_tokens``."""
+        return self.tools(tools) + self.messages(messages) + REPLY_PRIMING
+
+    def encode(self, text: str) -> list[int]:
+        return self._enc.encode(text, disallowed_special=())
+
+
+_COUNTERS: dict[str, TokenCounter] = {}
+_COUNTERS_LOCK = threading.Lock()
+
+
+def counter_for(encoding: str) -> TokenCounter:
+    """Return the process-wide counter for an encoding, so every request shares one cache."""
+    found = _COUNTERS.get(encoding)
+    if found is None:
+        with _COUNTERS_LOCK:
+            found = _COUNTERS.setdefault(encoding, TokenCounter(encoding))
+    return found

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine, then run all of it.
+# This is the README's test command and exactly what .ci/run calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
+
+# Debian packages: Prometheus (metrics/dashboard tests), Chromium (UI tests), PostgreSQL (store tests).
+missing=()
+command -v prometheus >/dev/null || missing+=(prometheus)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# PostgreSQL on 127.0.0.1:5432 with a 'test' database (trust auth on this machine kind).
+if command -v pg_ctlcluster >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  as_root pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+python3 -m ruff check gateway tests benchmarks
+python3 -m pytest -q -p no:cacheprovider "$@"
