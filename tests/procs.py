@@ -37,8 +37,13 @@ def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | N
     raise TimeoutError(f"{url} did not answer within {timeout}s")
 
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: no provider keys, and this checkout's ``gateway`` on the path."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra or {})
     return env
 
