@@ -25,8 +25,17 @@ class PassSpec:
     policy: Callable[[Policy], Any]
 
 
-# Order matters:
-# - (passes are added here by the issues that build them; see docs/architecture.md)
+# Order matters (each pass slots in at its line as it lands):
+# 1. move_volatile           strips per-turn values from the prefix first, so nothing after sees them as stable
+# 2. attach_documents        documents are placed before the question; later passes count them
+# 3. prune_tools             tool set is fixed before compaction counts the prompt
+# 4. clear_tool_results      cheap clearing before any summarising
+# 5. compact_history         needs the final tools and documents to know the prompt size
+# 6. recall_memory           recalled passages go in the dynamic tail, after compaction decided what aged out
+# 7. restate_rules           adds critical rules to the reminder lines
+# 8. render_reminder         renders every reminder line as the last message; nothing may append after it
+# 9. place_cache_breakpoints marks the stable prefix once the layout is final
+# 10. lint_context           checks the final layout against the validation gate
 PASSES: tuple[PassSpec, ...] = ()
 
 
