@@ -54,13 +54,23 @@ def serve(config_path: str | None, host: str, port: int, workers: int, log_level
 )
 @click.option("--latency-ms", default=0.0, show_default=True, type=float, help="Delay before each answer.")
 @click.option("--no-cache", is_flag=True, help="Turn prompt-cache accounting off (pure overhead benchmarks).")
-def provider_sim(host: str, port: int, record: str | None, latency_ms: float, no_cache: bool) -> None:
-    """Run the local OpenAI-compatible fake provider (deterministic answers, OpenAI cache accounting)."""
+@click.option(
+    "--cache-model",
+    "cache_models",
+    multiple=True,
+    metavar="MODEL=KIND",
+    help="Cache accounting per model: openai, anthropic or vllm ('*' for all). Default: by model name.",
+)
+def provider_sim(
+    host: str, port: int, record: str | None, latency_ms: float, no_cache: bool, cache_models: tuple[str, ...]
+) -> None:
+    """Run the local OpenAI-compatible fake provider (deterministic answers, provider cache accounting)."""
     import uvicorn
 
     from gateway.providersim.app import create_sim_app
 
-    app = create_sim_app(record=record, latency_ms=latency_ms, cache=not no_cache)
+    kinds = dict(item.split("=", 1) for item in cache_models if "=" in item)
+    app = create_sim_app(record=record, latency_ms=latency_ms, cache=not no_cache, cache_models=kinds)
     click.echo(f"Ventana provider simulator on http://{host}:{port}/v1", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.providersim.cache import PrefixCache, prompt_token_ids
+from gateway.providersim.cache_models import CacheModel, cache_model_for, default_kind, prompt_blocks
 from gateway.providersim.faults import FaultPlan
 from gateway.tokens import content_text, counter_for, encoding_for_model
 
@@ -75,10 +75,19 @@ def _arguments(fn: Mapping[str, Any]) -> str:
 
 
 class Simulator:
-    def __init__(self, *, record: str | None = None, latency_ms: float = 0.0, cache: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        record: str | None = None,
+        latency_ms: float = 0.0,
+        cache: bool = True,
+        cache_models: Mapping[str, str] | None = None,
+    ) -> None:
         self.record_path = Path(record) if record else None
         self.latency_s = latency_ms / 1000
-        self.cache = PrefixCache() if cache else None
+        self.cache_enabled = cache
+        self.cache_kinds = dict(cache_models or {})
+        self.caches: dict[str, CacheModel] = {}
         self.faults = FaultPlan()
         self.requests = 0
 
@@ -87,17 +96,32 @@ class Simulator:
             with self.record_path.open("ab") as fh:
                 fh.write(raw.rstrip(b"\n") + b"\n")
 
+    def _cache(self, model: str) -> CacheModel:
+        found = self.caches.get(model)
+        if found is None:
+            kind = self.cache_kinds.get(model) or self.cache_kinds.get("*") or default_kind(model)
+            found = self.caches[model] = cache_model_for(kind, model)
+        return found
+
     def usage(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        counter = counter_for(encoding_for_model(str(body.get("model", ""))))
-        ids = prompt_token_ids(counter, body.get("messages") or [], body.get("tools"))
-        cached = self.cache.lookup_and_store(ids) if self.cache is not None else 0
-        return {
-            "prompt_tokens": len(ids),
+        model = str(body.get("model", ""))
+        counter = counter_for(encoding_for_model(model))
+        prompt = prompt_blocks(counter, body.get("messages") or [], body.get("tools"))
+        prompt_tokens = sum(len(b) for b in prompt.blocks)
+        cache = self._cache(model) if self.cache_enabled else None
+        result = cache.account(prompt) if cache is not None else None
+        read, write = (result.read, result.write) if result is not None else (0, 0)
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
             "completion_tokens": 0,
-            "total_tokens": len(ids),
-            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            "total_tokens": prompt_tokens,
+            "prompt_tokens_details": {"cached_tokens": read, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         }
+        if cache is not None and cache.name == "anthropic":
+            usage["cache_read_input_tokens"] = read
+            usage["cache_creation_input_tokens"] = write
+        return usage
 
     async def chat(self, request: Request) -> Response:
         raw = await request.body()
@@ -206,14 +230,19 @@ class Simulator:
         return Response(orjson.dumps({"queued": self.faults.pending()}), media_type=_JSON)
 
     async def reset(self, request: Request) -> Response:
-        if self.cache is not None:
-            self.cache = PrefixCache()
+        self.caches.clear()
         self.faults = FaultPlan()
         return Response(b"{}", media_type=_JSON)
 
 
-def create_sim_app(*, record: str | None = None, latency_ms: float = 0.0, cache: bool = True) -> Starlette:
-    sim = Simulator(record=record, latency_ms=latency_ms, cache=cache)
+def create_sim_app(
+    *,
+    record: str | None = None,
+    latency_ms: float = 0.0,
+    cache: bool = True,
+    cache_models: Mapping[str, str] | None = None,
+) -> Starlette:
+    sim = Simulator(record=record, latency_ms=latency_ms, cache=cache, cache_models=cache_models)
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", sim.chat, methods=["POST"]),
