@@ -75,5 +75,67 @@ def provider_sim(
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
+@main.group()
+def replay() -> None:
+    """Re-send logged contexts, or replay traffic under another policy."""
+
+
+@replay.command("whatif")
+@click.option(
+    "--transcript",
+    type=click.Path(exists=True, dir_okay=False),
+    required=True,
+    help="JSONL: one conversation per line ({messages, tools}), replayed turn by turn.",
+)
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    default=("default",),
+    show_default=True,
+    help="'default', 'off', or a YAML file (a config or a policy mapping). Repeat to compare.",
+)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None)
+@click.option("--model", "model_name", default=None, help="Configured model to account for (default: the first).")
+@click.option(
+    "--cache-model",
+    type=click.Choice(["openai", "anthropic", "vllm"]),
+    default=None,
+    help="Provider cache rules (default: from the model).",
+)
+@click.option("--limit", type=int, default=None, help="Only the first N conversations.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write CSV/JSON here instead of stdout.")
+@click.option("--chart", type=click.Path(dir_okay=False), default=None, help="Write a PNG chart here.")
+def replay_whatif(
+    transcript: str,
+    policies: tuple[str, ...],
+    config_path: str | None,
+    model_name: str | None,
+    cache_model: str | None,
+    limit: int | None,
+    fmt: str,
+    out: str | None,
+    chart: str | None,
+) -> None:
+    """Re-run assembly under other policies and account cache hits offline, without calling a provider."""
+    from gateway.replay.command import whatif_command
+
+    try:
+        whatif_command(
+            transcript=transcript,
+            policies=policies,
+            config_path=config_path,
+            model_name=model_name,
+            cache_model=cache_model,
+            limit=limit,
+            fmt=fmt,
+            out=out,
+            chart=chart,
+        )
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 if __name__ == "__main__":
     sys.exit(main())
