@@ -89,9 +89,9 @@ def test_whatif_without_passes_matches_an_independent_recomputation(shared_dir: 
     expected = _independent_cached(sequences)
     assert [t.tokens_sent for t in result.turns] == [len(s) for s in sequences]
     assert [t.cached_read for t in result.turns] == expected
-    tools_tokens = counter.tools(tools)
-    beyond_tools = any(c > tools_tokens for c in expected)
-    assert beyond_tools is not clock, "a clock in the system prompt must stop the cache at the tools"
+    prefix_end = counter.tools(tools) + counter.message(requests[0]["messages"][0])
+    beyond_system = any(c > prefix_end for c in expected)
+    assert beyond_system is not clock, "a clock in the system prompt must stop the cache inside the system prompt"
     totals = result.totals()
     assert totals["tokens_sent"] == totals["tokens_original"]
     assert totals["cost"] == pytest.approx(totals["cost_original"])
