@@ -23,6 +23,11 @@ if command -v pg_ctlcluster >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; 
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
 fi
 
+# Redis on 127.0.0.1:6379 (optional cache in front of shared session state).
+if command -v redis-server >/dev/null && ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null || true
+fi
+
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 python3 -m ruff check gateway tests benchmarks
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,124 @@
+"""Session state shared by every replica: rows in the SQL store, optionally cached in Redis.
+
+Replicas behind a round-robin balancer see consecutive turns of one conversation, so the
+state one replica saves must be what the next loads: ``save`` is a synchronous upsert
+(write-through to Redis when configured) completed before the request is forwarded.
+
+``claim`` is the cross-replica "only one of us does this" primitive: the first replica
+to insert a key wins (a unique key, so it works the same on SQLite and PostgreSQL);
+compaction claims ``session:range_hash`` before summarising so concurrent turns never
+run the summariser twice for the same checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+from sqlalchemy import Column, Float, MetaData, String, Table, Text, create_engine, delete, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from gateway.assembly.context import SessionState
+
+metadata = MetaData()
+
+session_states = Table(
+    "session_states",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("state", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+session_claims = Table(
+    "session_claims",
+    metadata,
+    Column("claim_key", String(256), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+REDIS_TTL_S = 24 * 3600
+_REDIS_PREFIX = "ventana:session:"
+
+
+def _upsert(engine: Engine, session_id: str, payload: str) -> None:
+    values = {"session_id": session_id, "state": payload, "updated_at": time.time()}
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        stmt = pg_insert(session_states).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id"], set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at}
+        )
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        stmt = sqlite_insert(session_states).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id"], set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at}
+        )
+    with engine.begin() as conn:
+        conn.execute(stmt)
+
+
+class SharedSessionStore:
+    """SQL-backed session state (the store's database), with an optional Redis read cache."""
+
+    def __init__(self, database_url: str, *, redis_url: str | None = None, owner: str = "") -> None:
+        self._engine = create_engine(database_url, pool_pre_ping=True)
+        self._redis: Any = None
+        if redis_url:
+            import redis
+
+            self._redis = redis.Redis.from_url(redis_url)
+        self.owner = owner or f"pid-{id(self)}"
+
+    def _load(self, session_id: str) -> SessionState:
+        if self._redis is not None:
+            cached = self._redis.get(_REDIS_PREFIX + session_id)
+            if cached:
+                return SessionState.from_dict(orjson.loads(cached))
+        with self._engine.connect() as conn:
+            row = conn.execute(select(session_states.c.state).where(session_states.c.session_id == session_id)).first()
+        if row is None:
+            return SessionState(session_id=session_id)
+        return SessionState.from_dict(orjson.loads(row[0]))
+
+    def _save(self, state: SessionState) -> None:
+        payload = orjson.dumps(state.to_dict()).decode()
+        _upsert(self._engine, state.session_id, payload)
+        if self._redis is not None:
+            self._redis.set(_REDIS_PREFIX + state.session_id, payload, ex=REDIS_TTL_S)
+
+    def _claim(self, key: str) -> bool:
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(session_claims.insert().values(claim_key=key, owner=self.owner, created_at=time.time()))
+        except IntegrityError:
+            return False
+        return True
+
+    async def load(self, session_id: str) -> SessionState:
+        return await asyncio.to_thread(self._load, session_id)
+
+    async def save(self, state: SessionState) -> None:
+        await asyncio.to_thread(self._save, state)
+
+    def claim(self, key: str) -> bool:
+        """Return True for exactly one caller per key, across every replica (blocking; call off-loop)."""
+        return self._claim(key)
+
+    def forget_before(self, cutoff: float) -> int:
+        with self._engine.begin() as conn:
+            conn.execute(delete(session_claims).where(session_claims.c.created_at < cutoff))
+            result = conn.execute(delete(session_states).where(session_states.c.updated_at < cutoff))
+        return int(result.rowcount or 0)
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            self._redis.close()
+        self._engine.dispose()

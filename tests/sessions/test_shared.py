@@ -1,0 +1,86 @@
+"""Shared session state: what one replica saves, another loads; a claim is won exactly once."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from gateway.assembly.context import Checkpoint, SessionState
+from gateway.sessions.shared import SharedSessionStore, metadata
+
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+        metadata.create_all(create_engine(url))
+        yield url
+        return
+    name = "ventana_sessions_" + uuid.uuid4().hex[:8]
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN.rsplit("/", 1)[0] + "/" + name
+    engine = create_engine(url)
+    metadata.create_all(engine)
+    engine.dispose()
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+async def test_state_saved_by_one_replica_is_loaded_by_another(database_url: str) -> None:
+    a, b = SharedSessionStore(database_url, owner="a"), SharedSessionStore(database_url, owner="b")
+    state = SessionState(
+        session_id="s1", turn=3, tool_set=("x", "y"), checkpoints=(Checkpoint("h", 1, 9, "<summary>facts</summary>"),)
+    )
+    await a.save(state)
+    assert await b.load("s1") == state
+    await b.save(SessionState(session_id="s1", turn=4))
+    assert (await a.load("s1")).turn == 4
+    assert (await a.load("unknown")) == SessionState(session_id="unknown")
+    await a.close()
+    await b.close()
+
+
+def test_a_claim_is_won_by_exactly_one_of_many_concurrent_replicas(database_url: str) -> None:
+    stores = [SharedSessionStore(database_url, owner=f"r{i}") for i in range(3)]
+    wins: list[bool] = []
+    barrier = threading.Barrier(6)
+
+    def contend(store: SharedSessionStore) -> None:
+        barrier.wait()
+        wins.append(store.claim("s1:range-abc"))
+
+    threads = [threading.Thread(target=contend, args=(stores[i % 3],)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == [False] * 5 + [True]
+    assert stores[0].claim("s1:range-def") is True
+
+
+async def test_redis_cache_serves_the_latest_state(database_url: str) -> None:
+    redis = pytest.importorskip("redis")
+    try:
+        redis.Redis.from_url("redis://127.0.0.1:6379/0").ping()
+    except redis.exceptions.ConnectionError:
+        pytest.skip("no Redis server on 127.0.0.1:6379")
+    sid = "redis-" + uuid.uuid4().hex[:8]
+    a = SharedSessionStore(database_url, redis_url="redis://127.0.0.1:6379/0", owner="a")
+    b = SharedSessionStore(database_url, redis_url="redis://127.0.0.1:6379/0", owner="b")
+    await a.save(SessionState(session_id=sid, turn=7))
+    assert (await b.load(sid)).turn == 7
+    await a.close()
+    await b.close()
