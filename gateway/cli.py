@@ -6,11 +6,17 @@ This module parses arguments and calls into the packages; the work lives there.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 import gateway
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, StoreError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gateway.config import Settings
 
 
 @click.group()
@@ -40,7 +46,10 @@ def serve(config_path: str | None, host: str, port: int, workers: int, log_level
         settings = load_settings(config_path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    run(settings, host=host, port=port, workers=workers, log_level=log_level)
+    try:
+        run(settings, host=host, port=port, workers=workers, log_level=log_level)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.command("provider-sim")
@@ -134,6 +143,95 @@ def replay_whatif(
             chart=chart,
         )
     except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _settings(config_path: str | None) -> Settings:
+    from gateway.config import load_settings
+
+    try:
+        return load_settings(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _console() -> Console:
+    import shutil
+
+    from rich.console import Console
+
+    # Piped output (less, grep, a test) gets a wide fixed width rather than rich's 80 columns.
+    return Console(width=None if sys.stdout.isatty() else max(shutil.get_terminal_size().columns, 180))
+
+
+_config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config YAML whose database_url names the store (default: $VENTANA_CONFIG or the bundled one).",
+)
+
+
+@main.command()
+@_config_option
+@click.option("--revision", default="head", show_default=True, help="Alembic revision to upgrade to.")
+def migrate(config_path: str | None, revision: str) -> None:
+    """Create or upgrade the context store database to the schema this gateway writes."""
+    from gateway.store.commands import run_migrate
+
+    try:
+        run_migrate(_settings(config_path), _console(), revision=revision)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.command()
+@_config_option
+@click.option("--session", "-s", default=None, help="Only this session id.")
+@click.option("--since", default=None, help="Only requests since a duration ago (30m, 2h, 7d) or an ISO time.")
+@click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def logs(config_path: str | None, session: str | None, since: str | None, limit: int, as_json: bool) -> None:
+    """List recorded requests, newest first: time, session, model, tokens original -> assembled, cached, status."""
+    from gateway.store.commands import run_logs
+
+    try:
+        run_logs(_settings(config_path), _console(), session=session, since=since, limit=limit, as_json=as_json)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.command()
+@_config_option
+@click.argument("request_id")
+@click.option("--diff", is_flag=True, help="Show the original request against the assembled one (unified diff).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of panels.")
+def inspect(config_path: str | None, request_id: str, diff: bool, as_json: bool) -> None:
+    """Show what the model saw for REQUEST_ID, zone by zone, with the decisions, budget and usage."""
+    from gateway.store.commands import run_inspect
+
+    try:
+        run_inspect(_settings(config_path), _console(), request_id, diff=diff, as_json=as_json)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.group()
+def store() -> None:
+    """Maintain the context store."""
+
+
+@store.command("prune")
+@_config_option
+@click.option("--days", type=click.IntRange(1), default=None, help="Override store.retention_days.")
+def store_prune(config_path: str | None, days: int | None) -> None:
+    """Delete requests older than the retention and the content no remaining request references."""
+    from gateway.store.commands import run_prune
+
+    try:
+        run_prune(_settings(config_path), _console(), days=days)
+    except StoreError as exc:
         raise click.ClickException(str(exc)) from exc
 
 

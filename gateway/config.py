@@ -8,6 +8,7 @@ offending field (``models.0.context_window: Input should be a valid integer``).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,6 +63,16 @@ class StoreConfig(_Strict):
     queue_size: int = Field(default=10_000, gt=0)
     batch_size: int = Field(default=200, gt=0)
     spool_path: str = "ventana-spool.jsonl"
+
+    @field_validator("redact")
+    @classmethod
+    def _patterns_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"redact pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+        return patterns
 
 
 class AuthConfig(_Strict):

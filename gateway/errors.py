@@ -9,6 +9,8 @@
     │   └── LintViolation             (400) strict lint rejected the assembled context
     ├── AuthError                     (401, invalid_api_key)
     ├── RateLimited                   (429, rate_limit_exceeded) the gateway's own per-key limit
+    ├── StoreError                    the context store cannot be used
+    │   └── StoreNotMigrated          the database is not at the schema this gateway writes; raised before serving
     └── UpstreamError                 the provider failed; status mirrors it faithfully
         ├── UpstreamRateLimited       (429, retry-after kept)
         ├── UpstreamTimeout           (504)
@@ -85,6 +87,14 @@ class RateLimited(VentanaError):
     status_code = 429
     error_type = "rate_limit_error"
     code = "rate_limit_exceeded"
+
+
+class StoreError(VentanaError):
+    pass
+
+
+class StoreNotMigrated(StoreError):
+    pass
 
 
 class UpstreamError(VentanaError):

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 from gateway.store.record import RequestRecord
 
@@ -26,6 +34,12 @@ TTFB_MS = Histogram("ventana_upstream_ttfb_ms", "Provider time to first byte in 
 PROMPT_TOKENS = Counter("ventana_prompt_tokens_total", "Prompt tokens before and after assembly", ["model", "stage"])
 CACHED_TOKENS = Counter("ventana_cached_tokens_total", "Prompt tokens the provider read from cache", ["model"])
 UPSTREAM_ERRORS = Counter("ventana_upstream_errors_total", "Upstream failures by type", ["model", "type"])
+STORE_QUEUE_DEPTH = Gauge(
+    "ventana_store_queue_depth", "Records waiting for the store writer", multiprocess_mode="livesum"
+)
+STORE_WRITTEN = Counter("ventana_store_written_total", "Records written to the store database")
+STORE_SPOOLED = Counter("ventana_store_spooled_total", "Records spooled to the local file while the database was down")
+STORE_DROPPED = Counter("ventana_store_dropped_total", "Records lost: the queue was full or the spool failed")
 
 
 def render() -> tuple[bytes, str]:

@@ -55,8 +55,16 @@ def with_simulator(settings: Settings, base_url: str, models: list[ModelConfig])
 
 
 def build_dependencies(settings: Settings) -> dict[str, Any]:
-    """The recorder and session store a served gateway uses (the store lands them here)."""
-    return {}
+    """The recorder and session store a served gateway uses.
+
+    Checks the store first (a fresh SQLite file is migrated, an unmigrated database
+    raises StoreNotMigrated), so a gateway never serves requests it cannot record.
+    """
+    from gateway.store.migrate import check_store
+    from gateway.store.sql_recorder import SqlRecorder
+
+    check_store(settings.database_url)
+    return {"recorder": SqlRecorder.from_settings(settings)}
 
 
 def announce_simulator(models: list[ModelConfig], base_url: str) -> None:
@@ -72,6 +80,10 @@ def announce_simulator(models: list[ModelConfig], base_url: str) -> None:
 
 
 def run(settings: Settings, *, host: str, port: int, workers: int = 1, log_level: str = "info") -> None:
+    from gateway.store.migrate import check_store
+
+    if check_store(settings.database_url) == "migrated":  # once, here, before any worker starts
+        print(f"Created the context store at {settings.database_url}", flush=True)
     missing = models_without_keys(settings)
     if missing:
         base_url = start_simulator_thread() if workers == 1 else _simulator_for_workers()

@@ -119,6 +119,7 @@ def create_app(
         body = {
             "status": "ready" if ready else "not ready",
             "store": gw.recorder.ready(),
+            "store_status": gw.recorder.status(),
             "models": len(settings.models),
         }
         return Response(orjson.dumps(body), status_code=200 if ready else 503, media_type="application/json")

@@ -52,6 +52,10 @@ class Recorder(Protocol):
 
     def ready(self) -> bool: ...
 
+    def status(self) -> dict[str, Any]:
+        """Numbers for /readyz: at least ``queue_depth``, ``written``, ``spooled``, ``dropped``."""
+        ...
+
 
 class MemoryRecorder:
     """Keeps records in a list: for tests of the API layer and for runs without a store."""
@@ -70,3 +74,6 @@ class MemoryRecorder:
 
     def ready(self) -> bool:
         return True
+
+    def status(self) -> dict[str, Any]:
+        return {"database": "memory", "queue_depth": 0, "written": len(self.records), "spooled": 0, "dropped": 0}

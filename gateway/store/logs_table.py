@@ -1,0 +1,75 @@
+"""``ventana logs``: the recorded requests as a table (or JSON), newest first."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from rich.console import Console
+from rich.table import Table
+
+from gateway.store.queries import RequestSummary
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_since(value: str, *, now: float | None = None) -> float:
+    """Unix seconds for ``--since``: a duration back from now (``30m``, ``2h``, ``7d``) or an ISO time.
+
+    >>> parse_since("2h", now=10_000.0)
+    2800.0
+    >>> parse_since("1970-01-01T01:00:00Z")
+    3600.0
+    """
+    match = _RELATIVE.match(value)
+    if match:
+        return (time.time() if now is None else now) - float(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(
+            f"--since expects a duration like 30m, 2h, 7d or an ISO time like 2026-11-29T10:00, found {value!r}"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def format_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def logs_table(rows: Sequence[RequestSummary]) -> Table:
+    """One line per request: time, session, model, tokens original -> assembled, cached, status."""
+    table = Table(title=f"{len(rows)} requests (newest first)", title_justify="left")
+    table.add_column("time (UTC)", no_wrap=True)
+    table.add_column("request", no_wrap=True)
+    table.add_column("session", no_wrap=True)
+    table.add_column("model")
+    table.add_column("tokens orig -> asm", justify="right", no_wrap=True)
+    table.add_column("cached", justify="right")
+    table.add_column("status", justify="right")
+    table.add_column("ms", justify="right")
+    for row in rows:
+        status = str(row.status) if row.status < 400 else f"[red]{row.status}[/red]"
+        table.add_row(
+            format_time(row.created_at),
+            row.request_id,
+            row.session_id,
+            row.model,
+            f"{row.tokens_original} -> {row.tokens_assembled}",
+            str(row.cached_tokens),
+            status,
+            f"{row.total_ms:.0f}",
+        )
+    return table
+
+
+def print_logs(rows: Sequence[RequestSummary], console: Console) -> None:
+    if not rows:
+        console.print("no requests recorded (yet)")
+        return
+    console.print(logs_table(rows))

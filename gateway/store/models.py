@@ -1,0 +1,98 @@
+"""The store's tables, as SQLAlchemy 2 declarative models (the migrations create the same).
+
+Three tables. ``blobs`` holds each distinct piece of content once (a message, a tool
+list, an assistant answer), addressed by the sha256 of its canonical JSON.
+``message_nodes`` holds ordered message lists as hash chains: a node is (parent list,
+one message), so a request names its whole message list with one hash and a turn adds
+only the nodes of its new messages. ``requests`` has one row per chat request with the
+heads of its original and assembled lists, parameters, decisions and outcome.
+
+Why a chain and not a JSON array of hashes per request: an agent resends its history
+every turn, so arrays would grow with the square of the session length (a 200-message
+session stores 20,000 hashes), which is the growth the store exists to avoid.
+
+No foreign keys between the three: content is shared, written in any order by several
+processes, and swept by ``retention`` with one reachability query.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+HASH = 64
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Blob(Base):
+    """One distinct piece of content; ``content`` is its canonical JSON."""
+
+    __tablename__ = "blobs"
+
+    hash: Mapped[str] = mapped_column(String(HASH), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # message | tools | answer
+    size: Mapped[int] = mapped_column(Integer)
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class MessageNode(Base):
+    """An ordered message list: the list ``parent`` (``""`` for none) followed by ``message``."""
+
+    __tablename__ = "message_nodes"
+
+    hash: Mapped[str] = mapped_column(String(HASH), primary_key=True)
+    parent: Mapped[str] = mapped_column(String(HASH))
+    message: Mapped[str] = mapped_column(String(HASH))
+    depth: Mapped[int] = mapped_column(Integer)
+
+
+class Request(Base):
+    """One chat request: what the client sent, what the model saw, what came back."""
+
+    __tablename__ = "requests"
+    __table_args__ = (Index("ix_requests_session_created", "session_id", "created_at"),)
+
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float, index=True)  # unix seconds
+    model: Mapped[str] = mapped_column(String(128))
+    provider: Mapped[str] = mapped_column(String(64))
+    caller: Mapped[str] = mapped_column(String(64))  # short hash of the key, never the key
+    stream: Mapped[bool] = mapped_column(Boolean, default=False)
+    turn: Mapped[int] = mapped_column(Integer, default=0)
+    replay_of: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    status: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    original_head: Mapped[str] = mapped_column(String(HASH))
+    original_count: Mapped[int] = mapped_column(Integer)
+    original_tools: Mapped[str | None] = mapped_column(String(HASH), nullable=True)
+    original_params: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    assembled_head: Mapped[str] = mapped_column(String(HASH))
+    assembled_count: Mapped[int] = mapped_column(Integer)
+    assembled_tools: Mapped[str | None] = mapped_column(String(HASH), nullable=True)
+    assembled_params: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    decisions: Mapped[list[dict[str, Any]]] = mapped_column(JsonType)
+
+    answer: Mapped[str | None] = mapped_column(String(HASH), nullable=True)  # blob of the assistant message
+    response_meta: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    finish_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_original: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_assembled: Mapped[int] = mapped_column(Integer, default=0)
+    overhead_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    ttfb_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    total_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    budget: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)

@@ -1,0 +1,232 @@
+"""The production Recorder: a bounded queue in front of a batched SQL writer, with a spool.
+
+``record()`` is called on the request path and never waits: it puts the record on a
+bounded asyncio queue (a full queue drops the record and counts it, rather than slow
+every request down to the database's pace). One background task takes batches off the
+queue and writes each in a worker thread, in one transaction. When the database cannot
+be reached, batches are appended to the local spool file instead; every ``retry_s`` the
+writer tries the database again and, once it answers, replays the spool oldest first.
+``close()`` drains the queue and writes (or spools) everything before returning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from gateway import metrics
+from gateway.config import Settings
+from gateway.store.engine import make_engine, safe_url
+from gateway.store.record import RequestRecord
+from gateway.store.redact import Redactor
+from gateway.store.retention import prune
+from gateway.store.spool import Spool
+from gateway.store.writer import write_records
+
+log = logging.getLogger("ventana.store")
+
+DEFAULT_RETRY_S = 2.0
+DEFAULT_PRUNE_EVERY_S = 3600.0
+_STOP = object()
+
+
+class SqlRecorder:
+    """Persist RequestRecords to ``database_url`` off the request path (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        queue_size: int = 10_000,
+        batch_size: int = 200,
+        spool_path: str = "ventana-spool.jsonl",
+        redact: Sequence[str] = (),
+        retention_days: int | None = None,
+        retry_s: float = DEFAULT_RETRY_S,
+        prune_every_s: float = DEFAULT_PRUNE_EVERY_S,
+    ) -> None:
+        self.database_url = database_url
+        self.batch_size = batch_size
+        self.retention_days = retention_days
+        self.retry_s = retry_s
+        self.prune_every_s = prune_every_s
+        self.spool = Spool(spool_path)
+        self.redactor = Redactor(redact)
+        self.written = self.spooled = self.dropped = 0
+        self.database_up = True
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=queue_size)
+        self._engine: Engine | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._next_retry = 0.0
+        self._next_prune = 0.0
+        self._spool_broken = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SqlRecorder:
+        store = settings.store
+        return cls(
+            database_url=settings.database_url,
+            queue_size=store.queue_size,
+            batch_size=store.batch_size,
+            spool_path=store.spool_path,
+            redact=store.redact,
+            retention_days=store.retention_days,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"SqlRecorder(database_url={safe_url(self.database_url)!r}, batch_size={self.batch_size}, "
+            f"spool_path={str(self.spool.path)!r}, retention_days={self.retention_days})"
+        )
+
+    def record(self, record: RequestRecord) -> None:
+        """Queue ``record`` for writing; never blocks. A full queue drops it (counted, logged)."""
+        try:
+            self._queue.put_nowait(record)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            metrics.STORE_DROPPED.inc()
+            log.warning("store queue full (%d records): dropped request %s", self._queue.maxsize, record.request_id)
+        metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._engine = make_engine(self.database_url)
+            self._task = asyncio.create_task(self._run(), name="ventana-store-writer")
+
+    async def close(self) -> None:
+        """Write (or spool) everything queued, then stop the writer."""
+        if self._task is None:
+            return
+        await self._queue.put(_STOP)
+        await self._task
+        self._task = None
+        if self._engine is not None:
+            self._engine.dispose()
+        metrics.STORE_QUEUE_DEPTH.set(0)
+
+    def ready(self) -> bool:
+        """True while records are safe: the writer runs and the database or the spool takes them."""
+        return self._task is not None and not self._task.done() and not self._spool_broken
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "database": "up" if self.database_up else "unreachable",
+            "queue_depth": self._queue.qsize(),
+            "written": self.written,
+            "spooled": self.spooled,
+            "dropped": self.dropped,
+            "spool_pending": self.spool.pending(),
+        }
+
+    async def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            batch, stopping = await self._next_batch()
+            metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
+            if batch or (self.spool.pending() and time.monotonic() >= self._next_retry):
+                await asyncio.to_thread(self._write, batch)
+            if self.retention_days and time.monotonic() >= self._next_prune and not stopping:
+                self._next_prune = time.monotonic() + self.prune_every_s
+                await asyncio.to_thread(self._prune)
+
+    async def _next_batch(self) -> tuple[list[RequestRecord], bool]:
+        """Wait up to ``retry_s`` for a record, then take what else is queued, up to a batch."""
+        try:
+            first = await asyncio.wait_for(self._queue.get(), timeout=self.retry_s)
+        except TimeoutError:
+            return [], False
+        if first is _STOP:
+            return [], True
+        batch = [first]
+        while len(batch) < self.batch_size and not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is _STOP:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def _write(self, batch: list[RequestRecord]) -> None:
+        """Runs in a worker thread: write the spool (if any) then the batch, or spool the batch."""
+        records = [self.redactor.record(r) for r in batch]
+        if not self.database_up and time.monotonic() < self._next_retry:
+            self._to_spool(records)
+            return
+        try:
+            self._replay_spool()
+            self._commit(records)
+        except OperationalError as exc:
+            self._database_down(exc)
+            self._to_spool(records)
+            return
+        except SQLAlchemyError:
+            log.exception("store batch of %d records rejected; writing them one by one", len(records))
+            self._write_one_by_one(records)
+        if not self.database_up:
+            log.warning("store database %s is back", safe_url(self.database_url))
+        self.database_up = True
+
+    def _commit(self, records: list[RequestRecord]) -> None:
+        if not records:
+            return
+        assert self._engine is not None
+        with self._engine.begin() as conn:
+            write_records(conn, records)
+        self.written += len(records)
+        metrics.STORE_WRITTEN.inc(len(records))
+
+    def _replay_spool(self) -> None:
+        if not self.spool.pending():
+            return
+        with self.spool.take() as spooled:
+            for i in range(0, len(spooled), self.batch_size):
+                self._commit(spooled[i : i + self.batch_size])
+        log.warning("store: replayed %d spooled records into the database", len(spooled))
+
+    def _write_one_by_one(self, records: list[RequestRecord]) -> None:
+        for record in records:
+            try:
+                self._commit([record])
+            except SQLAlchemyError:
+                self.dropped += 1
+                metrics.STORE_DROPPED.inc()
+                log.exception("store: request %s cannot be written; dropped", record.request_id)
+
+    def _database_down(self, exc: Exception) -> None:
+        if self.database_up:
+            log.warning(
+                "store database %s unreachable (%s): spooling to %s",
+                safe_url(self.database_url),
+                exc.__class__.__name__,
+                self.spool.path,
+            )
+        self.database_up = False
+        self._next_retry = time.monotonic() + self.retry_s
+
+    def _to_spool(self, records: list[RequestRecord]) -> None:
+        if not records:
+            return
+        try:
+            self.spool.append(records)
+        except OSError:
+            self._spool_broken = True
+            self.dropped += len(records)
+            metrics.STORE_DROPPED.inc(len(records))
+            log.exception("store: cannot spool %d records to %s; dropped", len(records), self.spool.path)
+            return
+        self._spool_broken = False
+        self.spooled += len(records)
+        metrics.STORE_SPOOLED.inc(len(records))
+
+    def _prune(self) -> None:
+        assert self._engine is not None and self.retention_days is not None
+        try:
+            prune(self._engine, retention_days=self.retention_days)
+        except SQLAlchemyError:
+            log.exception("store: retention pass failed; will try again in %.0f s", self.prune_every_s)

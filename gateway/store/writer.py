@@ -1,0 +1,153 @@
+"""Write a batch of RequestRecords in one transaction, storing only content not seen before.
+
+Contract: ``write_records(conn, records)`` is idempotent (a record whose request id is
+already stored is skipped, content already stored is not rewritten), so a spooled batch
+can be replayed after a failure without duplicates, and several gateway processes can
+write the same content at once. Records are expected to be redacted already.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Table, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from gateway.store.content import canonical_json, chain, content_hash
+from gateway.store.models import Blob, MessageNode, Request
+from gateway.store.record import RequestRecord
+
+#: Hashes per ``IN (...)`` lookup; well under SQLite's and PostgreSQL's parameter limits.
+LOOKUP_CHUNK = 500
+
+
+@dataclass(slots=True)
+class _Batch:
+    """The rows one batch needs, deduplicated by key."""
+
+    blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def blob(self, kind: str, value: Any, now: float) -> str:
+        data = canonical_json(value)
+        digest = content_hash(data)
+        if digest not in self.blobs:
+            text = data.decode()
+            self.blobs[digest] = {"hash": digest, "kind": kind, "size": len(data), "content": text, "created_at": now}
+        return digest
+
+    def messages(self, messages: Sequence[Any], now: float) -> tuple[str, int]:
+        """Store a message list; return the head node naming it and its length."""
+        hashes = [self.blob("message", m, now) for m in messages]
+        triples = chain(hashes)
+        for depth, (node, parent, message) in enumerate(triples, start=1):
+            self.nodes.setdefault(node, {"hash": node, "parent": parent, "message": message, "depth": depth})
+        return (triples[-1][0] if triples else ""), len(triples)
+
+
+def write_records(conn: Connection, records: Iterable[RequestRecord]) -> int:
+    """Insert ``records`` (and the content they need) in the caller's transaction; return rows added."""
+    batch = _Batch()
+    now = time.time()
+    for record in records:
+        if record.request_id not in batch.requests:
+            batch.requests[record.request_id] = _request_row(batch, record, now)
+    _insert_missing(conn, Blob.__table__, batch.blobs)  # type: ignore[arg-type]
+    _insert_missing(conn, MessageNode.__table__, batch.nodes)  # type: ignore[arg-type]
+    return _insert_missing(conn, Request.__table__, batch.requests, key="request_id")  # type: ignore[arg-type]
+
+
+def split_body(body: Mapping[str, Any]) -> tuple[list[Any], Any, dict[str, Any]]:
+    """A request body as (messages, tools or None, every other field)."""
+    params = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+    return list(body.get("messages") or ()), body.get("tools"), params
+
+
+def answer_message(record: RequestRecord) -> dict[str, Any] | None:
+    """The assistant message the model produced, shaped as clients resend it next turn."""
+    if record.response_text is None and not record.tool_calls:
+        return None
+    message: dict[str, Any] = {"role": "assistant", "content": record.response_text}
+    if record.tool_calls:
+        message["tool_calls"] = record.tool_calls
+    return message
+
+
+def response_meta(response: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The response without its message bodies (kept once, as the ``answer`` blob)."""
+    if response is None:
+        return None
+    choices = [{k: v for k, v in c.items() if k != "message"} for c in response.get("choices") or ()]
+    return {**response, "choices": choices}
+
+
+def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, Any]:
+    o_msgs, o_tools, o_params = split_body(record.original)
+    a_msgs, a_tools, a_params = split_body(record.assembled)
+    o_head, o_count = batch.messages(o_msgs, now)
+    a_head, a_count = batch.messages(a_msgs, now)
+    answer = answer_message(record)
+    usage = record.usage
+    return {
+        "request_id": record.request_id,
+        "session_id": record.session_id,
+        "created_at": record.created_at,
+        "model": record.model,
+        "provider": record.provider,
+        "caller": record.caller,
+        "stream": record.stream,
+        "turn": record.turn,
+        "replay_of": record.replay_of,
+        "status": record.status,
+        "error": record.error,
+        "original_head": o_head,
+        "original_count": o_count,
+        "original_tools": None if o_tools is None else batch.blob("tools", o_tools, now),
+        "original_params": o_params,
+        "assembled_head": a_head,
+        "assembled_count": a_count,
+        "assembled_tools": None if a_tools is None else batch.blob("tools", a_tools, now),
+        "assembled_params": a_params,
+        "decisions": record.decisions,
+        "answer": None if answer is None else batch.blob("answer", answer, now),
+        "response_meta": response_meta(record.response),
+        "finish_reason": record.finish_reason,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "tokens_original": record.tokens_original,
+        "tokens_assembled": record.tokens_assembled,
+        "overhead_ms": record.overhead_ms,
+        "ttfb_ms": record.ttfb_ms,
+        "total_ms": record.total_ms,
+        "budget": record.budget,
+    }
+
+
+def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, Any]], key: str = "hash") -> int:
+    """Insert the rows whose key is not stored yet; concurrent writers of the same key are ignored."""
+    if not rows:
+        return 0
+    column = table.c[key]
+    keys = list(rows)
+    present: set[str] = set()
+    for i in range(0, len(keys), LOOKUP_CHUNK):
+        present.update(conn.scalars(select(column).where(column.in_(keys[i : i + LOOKUP_CHUNK]))))
+    missing = [rows[k] for k in keys if k not in present]
+    if missing:
+        conn.execute(_insert_ignore(conn, table), missing)
+    return len(missing)
+
+
+def _insert_ignore(conn: Connection, table: Table) -> Any:
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return insert(table)
