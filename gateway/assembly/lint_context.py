@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
+from pydantic import Field
+
 from gateway.assembly.context import Context, Decision, Message, SessionState
 from gateway.assembly.message_text import is_system, text_of
 from gateway.assembly.move_volatile import PLACEHOLDER_RX, compiled_patterns, pattern_spans
@@ -48,8 +50,8 @@ class LintPolicy(PassPolicy):
     """``mode: strict`` makes the API reject a request with an ``error`` finding (400 ``LintViolation``)."""
 
     mode: Literal["warn", "strict"] = "warn"
-    severities: dict[str, Severity] = {}
-    volatile_patterns: dict[str, str] = {}
+    severities: dict[str, Severity] = Field(default_factory=dict)
+    volatile_patterns: dict[str, str] = Field(default_factory=dict)
     rules: tuple[RuleSpec, ...] = ()
     compaction_threshold: float | None = None
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from gateway.assembly.context import Context, Decision, SessionState, Tool
 from gateway.assembly.message_text import is_system, map_text, text_of, with_content
@@ -50,7 +50,7 @@ Patterns = tuple[tuple[str, re.Pattern[str]], ...]
 class VolatilePolicy(PassPolicy):
     """``patterns``: extra ``name: regex`` pairs; ``learn``: learn spans that change between turns."""
 
-    patterns: dict[str, str] = {}
+    patterns: dict[str, str] = Field(default_factory=dict)
     learn: bool = True
     max_learned: int = 16
     max_learned_chars: int = 200

@@ -19,11 +19,11 @@ class PassPolicy(BaseModel):
 
 
 # Each pass's policy sits beside the pass; imported here, after PassPolicy, which they subclass.
-from gateway.assembly.move_volatile import VolatilePolicy  # noqa: E402
-from gateway.assembly.restate_rules import RulesPolicy  # noqa: E402
-from gateway.assembly.render_reminder import ReminderPolicy  # noqa: E402
-from gateway.assembly.place_cache_breakpoints import CachePolicy  # noqa: E402
 from gateway.assembly.lint_context import LintPolicy  # noqa: E402
+from gateway.assembly.move_volatile import VolatilePolicy  # noqa: E402
+from gateway.assembly.place_cache_breakpoints import CachePolicy  # noqa: E402
+from gateway.assembly.render_reminder import ReminderPolicy  # noqa: E402
+from gateway.assembly.restate_rules import RulesPolicy  # noqa: E402
 
 
 class Policy(BaseModel):
