@@ -48,6 +48,12 @@ def encoding_for_model(model: str) -> str:
     return DEFAULT_ENCODING
 
 
+def is_openai_model(model: str) -> bool:
+    """Whether tiktoken has this model's own tokenizer (so counts need no calibration)."""
+    name = model.rsplit("/", 1)[-1].lower()
+    return name.startswith(_O200K_PREFIXES + _CL100K_PREFIXES)
+
+
 @lru_cache(maxsize=4)
 def _encoding(name: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)

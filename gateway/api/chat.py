@@ -21,10 +21,12 @@ from gateway import metrics
 from gateway.api.deps import Gateway
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.validate import validate_chat_request
+from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState
+from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import Assembly, assemble
 from gateway.config import ModelConfig
-from gateway.errors import BodyTooLarge, RequestError, UnknownModel, UpstreamError
+from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError
 from gateway.sessions.identify import identify_session
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import normalise_usage
@@ -132,6 +134,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         tokens_original=ctx.prompt_tokens(),
         tokens_assembled=assembly.assembled.prompt_tokens(),
     )
+    record.budget = _budget(gw, model, assembly)
+    _reject_if_strict_lint(gw, record, assembly, started)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     if record.stream:
         return await _stream(gw, model, outgoing, body, api_key, record, headers, started)
@@ -211,7 +215,31 @@ async def _stream(
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
+def _budget(gw: Gateway, model: ModelConfig, assembly: Assembly) -> dict[str, Any]:
+    """The budget report of what the model sees, with the model's token-count calibration."""
+    report = budget_report(assembly.assembled, scale=gw.calibration.scale_for(model.name, model.litellm_model))
+    return {**report.to_dict(), "calibration": gw.calibration.stats(model.name).to_dict()}
+
+
+def _reject_if_strict_lint(gw: Gateway, record: RequestRecord, assembly: Assembly, started: float) -> None:
+    """In ``lint.mode: strict``, answer 400 naming the first violated check instead of forwarding."""
+    lint = gw.settings.policy.lint
+    found = violations(assembly.decisions) if lint.enabled and lint.mode == "strict" else []
+    if not found:
+        return
+    check = str(found[0].detail.get("check"))
+    error = LintViolation(
+        f"the assembled context failed the lint check '{check}': {found[0].reason}"
+        + (f" (and {len(found) - 1} more finding(s))" if len(found) > 1 else ""),
+        param=check,
+    )
+    _finish(gw, record, started, status=400, error=error.message)
+    raise error
+
+
 def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, error: str | None = None) -> None:
+    if status == 200 and record.usage.prompt_tokens:
+        gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
     record.status = status
     record.error = error
     record.total_ms = (time.perf_counter() - started) * 1000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from gateway.calibration import Calibration
 from gateway.config import ModelConfig, Settings
 from gateway.sessions.protocol import SessionStore
 from gateway.store.record import Recorder
@@ -20,6 +21,7 @@ class Gateway:
     sessions: SessionStore
     recorder: Recorder
     started_at: float = field(default_factory=time.time)
+    calibration: Calibration = field(default_factory=Calibration)
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
 
     def info(self, model: ModelConfig) -> ModelInfo:

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.assembly.context import Context, Decision, Pass
+from gateway.assembly.lint_context import LintPolicy, lint_context
+from gateway.assembly.move_volatile import move_volatile
+from gateway.assembly.place_cache_breakpoints import place_cache_breakpoints
 from gateway.assembly.policy import Policy
+from gateway.assembly.render_reminder import render_reminder
+from gateway.assembly.restate_rules import restate_rules
 from gateway.assembly.verify_assembly import verify_assembly
 
 
@@ -36,7 +41,36 @@ class PassSpec:
 # 8. render_reminder         renders every reminder line as the last message; nothing may append after it
 # 9. place_cache_breakpoints marks the stable prefix once the layout is final
 # 10. lint_context           checks the final layout against the validation gate
-PASSES: tuple[PassSpec, ...] = ()
+def _compaction_threshold(policy: Policy) -> float | None:
+    """The configured compaction threshold, whatever the compaction policy calls it (None when off)."""
+    compaction = getattr(policy, "compaction", None) or getattr(policy, "compact_history", None)
+    if compaction is None or not getattr(compaction, "enabled", False):
+        return None
+    for name in ("threshold", "threshold_ratio", "trigger_ratio", "trigger"):
+        value = getattr(compaction, name, None)
+        if isinstance(value, int | float):
+            return float(value)
+    return None
+
+
+def _lint_policy(policy: Policy) -> LintPolicy:
+    """The lint policy with what the other passes declare, so the gate checks the real config."""
+    return policy.lint.model_copy(
+        update={
+            "volatile_patterns": {**policy.volatile.patterns, **policy.lint.volatile_patterns},
+            "rules": (*policy.rules.rules, *policy.lint.rules),
+            "compaction_threshold": policy.lint.compaction_threshold or _compaction_threshold(policy),
+        }
+    )
+
+
+PASSES: tuple[PassSpec, ...] = (
+    PassSpec("move_volatile", move_volatile, lambda p: p.volatile),
+    PassSpec("restate_rules", restate_rules, lambda p: p.rules),
+    PassSpec("render_reminder", render_reminder, lambda p: p.reminder),
+    PassSpec("place_cache_breakpoints", place_cache_breakpoints, lambda p: p.cache_breakpoints),
+    PassSpec("lint_context", lint_context, _lint_policy),
+)
 
 
 @dataclass(frozen=True, slots=True)

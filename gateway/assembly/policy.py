@@ -18,8 +18,22 @@ class PassPolicy(BaseModel):
     enabled: bool = True
 
 
+# Each pass's policy sits beside the pass; imported here, after PassPolicy, which they subclass.
+from gateway.assembly.lint_context import LintPolicy  # noqa: E402
+from gateway.assembly.move_volatile import VolatilePolicy  # noqa: E402
+from gateway.assembly.place_cache_breakpoints import CachePolicy  # noqa: E402
+from gateway.assembly.render_reminder import ReminderPolicy  # noqa: E402
+from gateway.assembly.restate_rules import RulesPolicy  # noqa: E402
+
+
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    volatile: VolatilePolicy = VolatilePolicy()
+    rules: RulesPolicy = RulesPolicy()
+    reminder: ReminderPolicy = ReminderPolicy()
+    cache_breakpoints: CachePolicy = CachePolicy()
+    lint: LintPolicy = LintPolicy()
 
     def all_disabled(self) -> Policy:
         """A copy with every pass switched off (for byte-for-byte forwarding and baselines)."""

@@ -12,7 +12,7 @@ The checks, each returning a sentence when it fails:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gateway.assembly.context import Context, Decision, Message
 
@@ -68,9 +68,29 @@ def _last_user_index(messages: Sequence[Message]) -> int:
     return -1
 
 
+def comparable(message: Message) -> Message:
+    """The message without cache breakpoints, a lone text part read as a plain string.
+
+    ``place_cache_breakpoints`` turns ``"text"`` into ``[{"type": "text", "text": "text",
+    "cache_control": ...}]``: the model sees the same words, so the checks compare this form.
+    """
+    content = message.get("content")
+    if "cache_control" not in message and not isinstance(content, list):
+        return message
+    out = {k: v for k, v in message.items() if k != "cache_control"}
+    if isinstance(content, list):
+        parts = [{k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, Mapping) else p for p in content]
+        if len(parts) == 1 and isinstance(parts[0], Mapping) and set(parts[0]) == {"type", "text"}:
+            out["content"] = parts[0]["text"] if parts[0]["type"] == "text" else parts
+        else:
+            out["content"] = parts
+    return out
+
+
 def verify_assembly(original: Context, assembled: Context, decisions: Sequence[Decision]) -> list[str]:
     """Return the problems found (empty when the assembled request is safe to send)."""
-    orig, new = original.messages, assembled.messages
+    orig = [comparable(m) for m in original.messages]
+    new = [comparable(m) for m in assembled.messages]
     problems: list[str] = []
     if not tool_pairing_problems(orig):
         problems += tool_pairing_problems([m for m in new if not is_gateway_block(m) or m.get("role") == "tool"])

@@ -7,7 +7,7 @@ system prompt must not make every turn look like a new conversation.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?"
@@ -24,13 +24,20 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("day_month_year", rf"\b(?:{_DAYS}\s+)?\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}\b"),
     ("slash_date", r"\b\d{1,2}/\d{1,2}/\d{2,4}\b"),
     ("clock_time", r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp][Mm])?(?:\s?(?:UTC|GMT|[A-Z]{3,4}))?\b"),
+    ("unix_time_ms", r"\b1[5-9]\d{11}\b"),
     ("unix_time", r"\b1[5-9]\d{8}(?:\.\d+)?\b"),
+    ("hex_id", r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{16,64}\b"),
     (
         "request_id",
         r"(?i)\b(?:request|req|trace|span|correlation|session|run|message|msg)[ _-]?id\s*[:=#]?\s*[\"']?[\w.:-]{6,}",
     ),
     ("counter", r"(?i)\b(?:turn|request|call|step|attempt|iteration|message|round)\s*(?:#|no\.?|number)?\s*\d+\b"),
-    ("current_line", r"(?im)^.*\b(?:current (?:time|date)|now is|today is|timestamp)\b.*$"),
+    # A whole "Current time: ..." line, but only when it carries a value (a digit): a rule
+    # such as "Never put a timestamp in answers" is not a per-turn value.
+    (
+        "current_line",
+        r"(?im)^[^\n]*\b(?:current (?:time|date|datetime)|now is|today is|timestamp|as of)\b[^\n]*\d[^\n]*$",
+    ),
 )
 
 _COMPILED = tuple((name, re.compile(pattern)) for name, pattern in BUILTIN_PATTERNS)
@@ -38,6 +45,11 @@ _COMPILED = tuple((name, re.compile(pattern)) for name, pattern in BUILTIN_PATTE
 
 def compile_patterns(extra: Iterable[str] = ()) -> tuple[tuple[str, re.Pattern[str]], ...]:
     return _COMPILED + tuple((f"config:{p}", re.compile(p)) for p in extra)
+
+
+def compile_named(extra: Mapping[str, str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """The built-in patterns followed by the config's ``name: regex`` patterns (validated elsewhere)."""
+    return _COMPILED + tuple((name, re.compile(p)) for name, p in extra.items())
 
 
 def find_volatile(

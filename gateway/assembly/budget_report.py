@@ -1,0 +1,149 @@
+"""Where a request's context window goes: tokens per component, share of the window, waste.
+
+Not a pass: it reads the assembled Context and changes nothing. Components, in the
+order the report prints them:
+
+- ``system``: the client's system/developer messages;
+- ``tools``: the tool definitions as the provider renders them;
+- ``history``: every earlier turn (including cleared tool results);
+- ``summary``: compacted history (``<summary`` blocks);
+- ``documents``: retrieved material (``<documents``, ``<recalled``, ``<memory`` blocks);
+- ``query``: the last user message and any tool results after it, plus the reply priming;
+- ``reminder``: the trailing ``<reminder>``;
+- ``reserve``: the generation reserve (``max_completion_tokens``/``max_tokens`` or a default).
+
+The prompt components add up to what the provider bills as ``prompt_tokens`` (times
+the model's calibration ratio when its tokenizer is not tiktoken's). A component above
+``WASTE_SHARE`` of the used prompt budget is flagged with a concrete suggestion, once
+the prompt is large enough (``MIN_TOKENS_TO_FLAG``) for the saving to matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.assembly.context import Context, Message
+from gateway.assembly.message_text import is_system
+from gateway.assembly.render_reminder import parse_reminder
+from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.tokens import REPLY_PRIMING
+
+COMPONENTS: tuple[str, ...] = ("system", "tools", "history", "summary", "documents", "query", "reminder", "reserve")
+DEFAULT_GENERATION_RESERVE = 4096
+WASTE_SHARE = 0.30
+MIN_TOKENS_TO_FLAG = 1024  # the smallest prompt a provider caches; below it nothing is worth cutting
+SUGGESTIONS: Mapping[str, str] = {
+    "system": "move examples and rarely needed instructions out of the system prompt, or into documents",
+    "tools": "prune tools: enable prune_tools or lower its tool budget",
+    "history": "summarise history: enable compact_history or lower its threshold",
+    "summary": "re-compact the summary hierarchically or lower its summary budget",
+    "documents": "rerank documents and keep fewer, or chunk them smaller",
+    "reminder": "restate fewer rules (lower rules.budget_tokens) or move fewer values to the reminder",
+}
+_DOCUMENT_MARKERS = ("<documents", "<recalled", "<memory")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLine:
+    component: str
+    tokens: int
+    share_of_window: float
+    share_of_used: float
+    waste: bool = False
+    suggestion: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetReport:
+    model: str
+    context_window: int
+    prompt_tokens: int
+    reserve: int
+    scale: float
+    lines: tuple[BudgetLine, ...]
+
+    @property
+    def fits(self) -> bool:
+        return self.prompt_tokens + self.reserve <= self.context_window
+
+    @property
+    def waste(self) -> tuple[BudgetLine, ...]:
+        return tuple(line for line in self.lines if line.waste)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "context_window": self.context_window,
+            "prompt_tokens": self.prompt_tokens,
+            "reserve": self.reserve,
+            "scale": self.scale,
+            "fits": self.fits,
+            "components": {
+                line.component: {
+                    "tokens": line.tokens,
+                    "share_of_window": round(line.share_of_window, 4),
+                    "share_of_used": round(line.share_of_used, 4),
+                    "waste": line.waste,
+                    "suggestion": line.suggestion,
+                }
+                for line in self.lines
+            },
+        }
+
+
+def component_of(message: Message, index: int, last_user: int) -> str:
+    """The budget component one message belongs to."""
+    content = message.get("content")
+    if message.get("role") == "user" and parse_reminder(content) is not None:
+        return "reminder"
+    if isinstance(content, str) and content.startswith("<summary"):
+        return "summary"
+    if isinstance(content, str) and content.startswith(_DOCUMENT_MARKERS):
+        return "documents"
+    if is_system(message) and not is_gateway_block(message):
+        return "system"
+    return "query" if 0 <= last_user <= index else "history"
+
+
+def generation_reserve(params: Mapping[str, Any], default: int = DEFAULT_GENERATION_RESERVE) -> int:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = params.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return default
+
+
+def _last_user(messages: tuple[Message, ...]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") == "user" and not is_gateway_block(m):
+            return i
+    return -1
+
+
+def budget_report(
+    ctx: Context, *, scale: float = 1.0, default_reserve: int = DEFAULT_GENERATION_RESERVE
+) -> BudgetReport:
+    """Count each component of the assembled context; flag the ones that waste the window."""
+    counter = ctx.env.counter
+    tokens = dict.fromkeys(COMPONENTS, 0)
+    tokens["tools"] = counter.tools(ctx.tools)
+    last_user = _last_user(ctx.messages)
+    for i, message in enumerate(ctx.messages):
+        tokens[component_of(message, i, last_user)] += counter.message(message)
+    tokens["query"] += REPLY_PRIMING
+    for name in tokens:
+        tokens[name] = round(tokens[name] * scale)
+    tokens["reserve"] = generation_reserve(ctx.params, default_reserve)
+    used = sum(v for k, v in tokens.items() if k != "reserve")
+    window = max(1, ctx.env.context_window)
+    lines = []
+    for name in COMPONENTS:
+        share = tokens[name] / used if used and name != "reserve" else 0.0
+        waste = name in SUGGESTIONS and used >= MIN_TOKENS_TO_FLAG and share > WASTE_SHARE
+        lines.append(
+            BudgetLine(name, tokens[name], tokens[name] / window, share, waste, SUGGESTIONS[name] if waste else "")
+        )
+    return BudgetReport(ctx.env.model, ctx.env.context_window, used, tokens["reserve"], scale, tuple(lines))

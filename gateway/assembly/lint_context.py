@@ -1,0 +1,149 @@
+"""Check the assembled context against the validation gate of the context-window skill.
+
+The gate (skill card "Gate de validación"), one check each:
+
+- ``volatile_in_prefix``: the prefix (system/developer messages, tool descriptions)
+  holds no per-turn value (timestamp, request id, counter, config patterns);
+- ``dynamic_tail_last``: the dynamic state is one ``<reminder>`` block at the very end
+  (no unrendered reminder lines, no reminder in the middle, no placeholder whose value
+  is missing);
+- ``critical_rules_at_edges``: each critical rule is at the start and restated at the
+  end, never only in the middle (a rule left out of the reminder by the budget is a
+  warning);
+- ``compaction_threshold``: a compaction threshold is configured;
+- ``compaction_edges``: a summary block does not replace the edges (system prompt,
+  first user goal, last user turn).
+
+Each finding is a Decision (``finding``, with ``check`` and ``severity``). The pass
+never changes the context and never raises: ``api/`` rejects the request in strict mode.
+The fields after ``severities`` are filled by the pipeline from the other passes'
+policies, so the gate checks exactly what the config declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import Field
+
+from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.message_text import is_system, text_of
+from gateway.assembly.move_volatile import PLACEHOLDER_RX, compiled_patterns, pattern_spans
+from gateway.assembly.policy import PassPolicy
+from gateway.assembly.render_reminder import parse_reminder
+from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, find_rules
+from gateway.assembly.verify_assembly import is_gateway_block
+
+Severity = Literal["error", "warning", "off"]
+CHECKS: tuple[str, ...] = (
+    "volatile_in_prefix",
+    "dynamic_tail_last",
+    "critical_rules_at_edges",
+    "compaction_threshold",
+    "compaction_edges",
+)
+DEFAULT_SEVERITIES: Mapping[str, Severity] = {check: "error" for check in CHECKS} | {"compaction_threshold": "warning"}
+
+
+class LintPolicy(PassPolicy):
+    """``mode: strict`` makes the API reject a request with an ``error`` finding (400 ``LintViolation``)."""
+
+    mode: Literal["warn", "strict"] = "warn"
+    severities: dict[str, Severity] = Field(default_factory=dict)
+    volatile_patterns: dict[str, str] = Field(default_factory=dict)
+    rules: tuple[RuleSpec, ...] = ()
+    compaction_threshold: float | None = None
+
+    def severity(self, check: str) -> Severity:
+        return self.severities.get(check, DEFAULT_SEVERITIES.get(check, "error"))
+
+
+Finding = tuple[str, str, str]  # (check, message, default severity override or "")
+
+
+def _prefix_values(ctx: Context, policy: LintPolicy) -> list[Finding]:
+    patterns = compiled_patterns(tuple(sorted(policy.volatile_patterns.items())))
+    texts = [text_of(m.get("content")) for m in ctx.messages if is_system(m) and not is_gateway_block(m)]
+    texts += [str((t.get("function") or {}).get("description") or "") for t in ctx.tools or ()]
+    found: list[Finding] = []
+    for text in texts:
+        for start, end, name in pattern_spans(text, patterns):
+            found.append(("volatile_in_prefix", f"per-turn value ({name}) in the prefix: {text[start:end]!r}", ""))
+    return found
+
+
+def _reminder_index(messages: tuple[Message, ...]) -> list[int]:
+    return [i for i, m in enumerate(messages) if parse_reminder(m.get("content")) is not None]
+
+
+def _tail(ctx: Context) -> list[Finding]:
+    found: list[Finding] = []
+    if ctx.reminder:
+        found.append(("dynamic_tail_last", f"{len(ctx.reminder)} reminder line(s) were never rendered", ""))
+    reminders = _reminder_index(ctx.messages)
+    if any(i != len(ctx.messages) - 1 for i in reminders):
+        found.append(("dynamic_tail_last", "a <reminder> block is not the last message", ""))
+    prefix = "\n".join(text_of(m.get("content")) for m in ctx.messages if is_system(m))
+    if PLACEHOLDER_RX.search(prefix) and not reminders:
+        found.append(("dynamic_tail_last", "the prefix refers to the reminder but there is none", ""))
+    return found
+
+
+def _rules(ctx: Context, policy: LintPolicy) -> list[Finding]:
+    rules = find_rules(ctx.messages, RulesPolicy(rules=policy.rules))
+    if not rules:
+        return []
+    messages = ctx.messages
+    start = "\n".join(text_of(m.get("content")) for m in messages if is_system(m) and not is_gateway_block(m))
+    reminders = _reminder_index(messages)
+    end = text_of(messages[-1].get("content")) if reminders and reminders[-1] == len(messages) - 1 else ""
+    middle = "\n".join(text_of(m.get("content")) for m in messages if not is_system(m))
+    omitted = set(ctx.annotations.get("critical_rules", ())) - set(ctx.annotations.get("restated_rules", ()))
+    found: list[Finding] = []
+    for rule in rules:
+        short = rule.text if len(rule.text) <= 60 else rule.text[:57] + "..."
+        if rule.text not in start:
+            where = "only in the middle" if rule.text in middle else "not at the start"
+            found.append(("critical_rules_at_edges", f"critical rule {short!r} is {where}", ""))
+        if rule.text not in end:
+            severity = "warning" if rule.text in omitted else ""
+            found.append(("critical_rules_at_edges", f"critical rule {short!r} is not restated at the end", severity))
+    return found
+
+
+def _compaction(ctx: Context, policy: LintPolicy) -> list[Finding]:
+    found: list[Finding] = []
+    if policy.compaction_threshold is None:
+        found.append(("compaction_threshold", "no compaction threshold is configured (enable compact_history)", ""))
+    messages = ctx.messages
+    summaries = [i for i, m in enumerate(messages) if str(m.get("content") or "").startswith("<summary")]
+    if not summaries:
+        return found
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user" and not is_gateway_block(m)]
+    leading = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
+    for i in summaries:
+        if i < leading or not users or i < users[0] or i > users[-1]:
+            found.append(("compaction_edges", f"the summary at message {i} replaces an edge of the context", ""))
+    return found
+
+
+def lint_context(ctx: Context, state: SessionState, policy: LintPolicy) -> tuple[Context, list[Decision]]:
+    """Check the final layout against the gate; each finding is a ``finding`` Decision."""
+    findings = _prefix_values(ctx, policy) + _tail(ctx) + _rules(ctx, policy) + _compaction(ctx, policy)
+    decisions: list[Decision] = []
+    for check, message, override in findings:
+        severity = policy.severity(check)
+        if severity == "off":
+            continue
+        if override == "warning" and severity == "error":
+            severity = "warning"
+        decisions.append(
+            Decision("lint_context", "finding", reason=message, detail={"check": check, "severity": severity})
+        )
+    return ctx, decisions
+
+
+def violations(decisions: list[Decision] | tuple[Decision, ...]) -> list[Decision]:
+    """The findings that make strict mode reject a request."""
+    return [d for d in decisions if d.pass_name == "lint_context" and d.detail.get("severity") == "error"]

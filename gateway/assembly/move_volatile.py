@@ -1,0 +1,245 @@
+"""Move per-turn values out of the cacheable prefix into the trailing reminder.
+
+A provider caches a prompt by exact prefix: one timestamp, request id or counter in the
+system prompt changes the first bytes of every turn and nothing is ever cached. This
+pass finds such values in system/developer messages and tool descriptions, replaces
+each by a placeholder that does not depend on the value (``[current_line: see
+reminder]``) and pushes ``(label, value)`` to ``ctx.reminder``, which
+``render_reminder`` writes as the last message.
+
+Values are found two ways:
+
+- patterns: ``volatile_patterns.BUILTIN_PATTERNS`` plus the config's ``patterns``;
+- learning: a span of the system prompt that differs from the same session's previous
+  turn (``state.previous_system``), after the patterns were applied to both, is volatile
+  even when no pattern knows it. It is remembered in ``state.volatile_spans`` as the
+  stable text around it (an anchor), so it is moved on every later turn too, including
+  turns where its value happens not to change.
+
+Contract: pure; the placeholders depend only on the labels, so the prefix is byte-stable
+across turns; idempotent (placeholders are never matched again).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from gateway.assembly.context import Context, Decision, SessionState, Tool
+from gateway.assembly.message_text import is_system, map_text, text_of, with_content
+from gateway.assembly.policy import PassPolicy
+from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.assembly.volatile_patterns import compile_named, find_volatile
+
+PLACEHOLDER = "[{label}: see reminder]"
+PLACEHOLDER_RX = re.compile(r"\[[\w #]+: see reminder\]")
+_ANCHOR_CHARS = 24
+_ANCHOR_SEP = "\x1f"
+_TOKEN_RX = re.compile(r"\w+|\s+|[^\w\s]")
+_NAME_RX = re.compile(r"^[A-Za-z_]\w*$")
+
+Patterns = tuple[tuple[str, re.Pattern[str]], ...]
+
+
+class VolatilePolicy(PassPolicy):
+    """``patterns``: extra ``name: regex`` pairs; ``learn``: learn spans that change between turns."""
+
+    patterns: dict[str, str] = Field(default_factory=dict)
+    learn: bool = True
+    max_learned: int = 16
+    max_learned_chars: int = 200
+    tool_descriptions: bool = True
+
+    @field_validator("patterns")
+    @classmethod
+    def _valid_patterns(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, pattern in value.items():
+            if not _NAME_RX.match(name):
+                raise ValueError(f"pattern name {name!r} must be an identifier (letters, digits, _)")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {name!r} is not a valid regex: {exc}") from exc
+        return value
+
+
+@lru_cache(maxsize=32)
+def compiled_patterns(extra: tuple[tuple[str, str], ...]) -> Patterns:
+    return compile_named(dict(extra))
+
+
+@dataclass(slots=True)
+class _Moves:
+    """Collects the values moved in one request and numbers repeated labels (``iso_date #2``)."""
+
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def take(self, name: str, value: str) -> str:
+        n = self.counts[name] = self.counts.get(name, 0) + 1
+        label = name if n == 1 else f"{name} #{n}"
+        self.lines.append((label, value))
+        return PLACEHOLDER.format(label=label)
+
+
+def pattern_spans(text: str, patterns: Patterns) -> list[tuple[int, int, str]]:
+    """Pattern matches that do not touch a placeholder already in the text (idempotence)."""
+    guarded = [(m.start(), m.end()) for m in PLACEHOLDER_RX.finditer(text)]
+    spans = find_volatile(text, patterns)
+    return [s for s in spans if not any(s[0] < g_end and g_start < s[1] for g_start, g_end in guarded)]
+
+
+def _anchor_span(text: str, anchor: str) -> tuple[int, int] | None:
+    """Locate a learned span by the stable text before and after it."""
+    before, _, after = anchor.partition(_ANCHOR_SEP)
+    start = text.find(before) if before else 0
+    if start < 0:
+        return None
+    start += len(before)
+    if after:
+        end = text.find(after, start)
+    else:
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+    if end <= start or PLACEHOLDER_RX.fullmatch(text[start:end]):
+        return None
+    return start, end
+
+
+def _substitute(text: str, patterns: Patterns, anchors: Sequence[str], moves: _Moves) -> str:
+    """Replace pattern matches, then learned spans, by placeholders; record each value in ``moves``."""
+    out: list[str] = []
+    last = 0
+    for start, end, name in pattern_spans(text, patterns):
+        out.append(text[last:start])
+        out.append(moves.take(name, text[start:end]))
+        last = end
+    out.append(text[last:])
+    text = "".join(out)
+    for anchor in anchors:
+        span = _anchor_span(text, anchor)
+        if span is not None:
+            text = text[: span[0]] + moves.take("learned", text[span[0] : span[1]]) + text[span[1] :]
+    return text
+
+
+def _offsets(tokens: list[str]) -> list[int]:
+    offsets = [0]
+    for tok in tokens:
+        offsets.append(offsets[-1] + len(tok))
+    return offsets
+
+
+def _learn_one(current: str, previous: str, policy: VolatilePolicy) -> list[str]:
+    """Anchors for the spans of ``current`` that differ from ``previous`` (both already substituted)."""
+    cur_tokens, prev_tokens = _TOKEN_RX.findall(current), _TOKEN_RX.findall(previous)
+    matcher = difflib.SequenceMatcher(None, prev_tokens, cur_tokens, autojunk=False)
+    if matcher.ratio() < 0.5:
+        return []  # a rewritten prompt, not a per-turn value
+    offsets = _offsets(cur_tokens)
+    anchors: list[str] = []
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag not in ("replace", "insert"):
+            continue
+        start, end = offsets[j1], offsets[j2]
+        value = current[start:end]
+        start += len(value) - len(value.lstrip())
+        end -= len(value) - len(value.rstrip())
+        if end <= start or end - start > policy.max_learned_chars or PLACEHOLDER_RX.search(current[start:end]):
+            continue
+        before = current[max(0, start - _ANCHOR_CHARS) : start]
+        after = current[end : end + _ANCHOR_CHARS]
+        if before or after:
+            anchors.append(before + _ANCHOR_SEP + after)
+    return anchors
+
+
+def _learn(system: tuple[str, ...], state: SessionState, patterns: Patterns, policy: VolatilePolicy) -> list[str]:
+    known = list(state.volatile_spans)
+    learned: list[str] = []
+    for current, previous in zip(system, state.previous_system, strict=False):
+        if current == previous:
+            continue
+        cur = _substitute(current, patterns, known, _Moves())
+        prev = _substitute(previous, patterns, known, _Moves())
+        if cur != prev:
+            learned += [a for a in _learn_one(cur, prev, policy) if a not in known and a not in learned]
+    room = max(0, policy.max_learned - len(known))
+    return learned[:room]
+
+
+def _rewrite_tools(tools: tuple[Tool, ...] | None, patterns: Patterns, moves: _Moves) -> tuple[Tool, ...] | None:
+    if not tools:
+        return tools
+    out: list[Tool] = []
+    for tool in tools:
+        fn = tool.get("function")
+        desc = fn.get("description") if isinstance(fn, Mapping) else None
+        if isinstance(desc, str) and desc:
+            new_desc = _substitute(desc, patterns, (), moves)
+            if new_desc != desc:
+                tool = {**tool, "function": {**fn, "description": new_desc}}
+        out.append(tool)
+    return tuple(out) if any(a is not b for a, b in zip(out, tools, strict=True)) else tools
+
+
+def _system_tokens(ctx: Context, messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool] | None) -> int:
+    return ctx.env.counter.messages(m for m in messages if is_system(m)) + ctx.env.counter.tools(tools)
+
+
+def move_volatile(ctx: Context, state: SessionState, policy: VolatilePolicy) -> tuple[Context, list[Decision]]:
+    """Move per-turn values out of the prefix into the trailing reminder.
+
+    Rewrites system/developer messages (and tool descriptions when enabled) only; the
+    session keeps the client's original system texts and the learned anchors.
+    """
+    patterns = compiled_patterns(tuple(sorted(policy.patterns.items())))
+    system = tuple(text_of(m.get("content")) for m in ctx.messages if is_system(m) and not is_gateway_block(m))
+    learned = _learn(system, state, patterns, policy) if policy.learn and state.previous_system else []
+    anchors = (*state.volatile_spans, *learned)
+    moves = _Moves()
+    messages = tuple(
+        with_content(m, map_text(m.get("content"), lambda t: _substitute(t, patterns, anchors, moves)))
+        if is_system(m) and not is_gateway_block(m)
+        else m
+        for m in ctx.messages
+    )
+    tools = _rewrite_tools(ctx.tools, patterns, moves) if policy.tool_descriptions else ctx.tools
+    session = replace(state, previous_system=system, volatile_spans=anchors)
+    if not moves.lines and session == state:
+        return ctx, []
+    decisions: list[Decision] = []
+    if learned:
+        spans = [{"name": "learned", "text": a.replace(_ANCHOR_SEP, "…")} for a in learned]
+        decisions.append(
+            Decision(
+                "move_volatile",
+                "learned",
+                reason=f"learned {len(learned)} span(s) that changed since the last turn",
+                detail={"spans": spans},
+            )
+        )
+    if not moves.lines:
+        return ctx.replace(session=session), decisions
+    changed_messages = any(a is not b for a, b in zip(messages, ctx.messages, strict=True))
+    decisions.append(
+        Decision(
+            "move_volatile",
+            "moved",
+            tokens_before=_system_tokens(ctx, ctx.messages, ctx.tools),
+            tokens_after=_system_tokens(ctx, messages, tools),
+            reason=f"moved {len(moves.lines)} per-turn value(s) from the prefix to the reminder",
+            detail={
+                "spans": [{"name": label, "text": value} for label, value in moves.lines],
+                "changes_system": changed_messages,
+            },
+        )
+    )
+    new = ctx.replace(messages=messages, tools=tools, session=session, reminder=(*ctx.reminder, *moves.lines))
+    return new, decisions

@@ -1,0 +1,98 @@
+"""The result to show: a clock in the system prompt no longer kills the provider's prefix cache.
+
+A 30-turn scripted conversation whose system prompt embeds the current time (changing
+every turn) and a request id goes through the gateway over real HTTP with the official
+SDK. The provider simulator must receive a byte-identical prefix on every turn (every
+recorded body up to the reminder extends the previous turn's), report cached tokens from
+turn 2 on, and report none when the same conversation goes through a gateway with the
+passes off.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+import pytest
+
+from gateway.assembly.render_reminder import parse_reminder
+from tests.procs import GatewayHandle, SimHandle
+
+TURNS = 30
+
+
+@pytest.fixture(scope="module")
+def long_rules(shared_dir: Path) -> str:
+    """A real system prompt body of about 2,000 tokens: the skill card the product follows."""
+    return (shared_dir / "seeds" / "skill-context-window-engineering-es.txt").read_text(encoding="utf-8")
+
+
+def _system_prompt(rules: str, now: datetime, request_id: str) -> str:
+    return (
+        f"Current time: {now.isoformat(timespec='seconds')}\n"
+        f"Request ID: {request_id}\n\n"
+        "You are the context engineer of the team. Answer in one short paragraph.\n\n" + rules
+    )
+
+
+def _converse(gateway: GatewayHandle, rules: str, start: datetime) -> list[dict[str, Any]]:
+    """Run the scripted conversation; return per turn the usage, session id and the time sent."""
+    client = openai.OpenAI(base_url=gateway.base_url, api_key="sk-volatile-test")
+    history: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    for turn in range(1, TURNS + 1):
+        now = start + timedelta(minutes=turn, seconds=turn * 7)
+        system = {"role": "system", "content": _system_prompt(rules, now, str(uuid.uuid4()))}
+        history.append({"role": "user", "content": f"Question {turn}: what should the reminder hold now?"})
+        raw = client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=[system, *history])
+        answer = raw.parse()
+        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+        turns.append(
+            {
+                "cached": answer.usage.prompt_tokens_details.cached_tokens,
+                "prompt": answer.usage.prompt_tokens,
+                "session": raw.headers.get("x-ventana-session-id"),
+                "now": now.isoformat(timespec="seconds"),
+            }
+        )
+    return turns
+
+
+def test_prefix_is_byte_identical_and_cached_from_turn_two(
+    default_gateway: GatewayHandle, sim: SimHandle, long_rules: str
+) -> None:
+    sim.reset()
+    turns = _converse(default_gateway, long_rules, datetime(2026, 11, 29, 9, 0, tzinfo=UTC))
+    bodies = sim.received()
+    assert len(bodies) == TURNS
+
+    previous: list[Any] | None = None
+    for turn, (body, seen) in enumerate(zip(bodies, turns, strict=True), start=1):
+        *stable, reminder = body["messages"]
+        lines = parse_reminder(reminder["content"])
+        assert reminder["role"] == "user" and lines is not None, f"turn {turn}: the last message is not the reminder"
+        assert any(seen["now"] in text for _kind, text in lines), f"turn {turn}: this turn's time is not reminded"
+        assert seen["now"] not in orjson.dumps(stable).decode(), f"turn {turn}: the time leaked into the prefix"
+        if previous is not None:
+            assert orjson.dumps(stable[: len(previous)]) == orjson.dumps(previous), f"turn {turn}: prefix changed"
+        previous = stable
+
+    assert turns[0]["cached"] == 0
+    assert all(t["cached"] > 1024 for t in turns[1:]), [t["cached"] for t in turns]
+    assert len({t["session"] for t in turns}) == 1, "a timestamp in the system prompt split the session"
+
+
+def test_without_the_passes_nothing_is_ever_cached(
+    passthrough_gateway: GatewayHandle, sim: SimHandle, long_rules: str
+) -> None:
+    sim.reset()
+    turns = _converse(passthrough_gateway, long_rules, datetime(2026, 11, 30, 14, 0, tzinfo=UTC))
+    bodies = sim.received()
+    assert all(b["messages"][0]["content"].startswith("Current time: 2026-11-30T") for b in bodies)
+    assert all(b["messages"][-1]["content"].startswith("Question ") for b in bodies)
+    assert [t["cached"] for t in turns] == [0] * TURNS
+    assert all(t["prompt"] > 1024 for t in turns)
