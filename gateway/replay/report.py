@@ -13,7 +13,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from gateway.assembly.components import COMPONENTS
+from gateway.assembly.budget_report import COMPONENTS
 from gateway.replay.whatif import WhatIfResult
 
 _TURN_COLUMNS = (
@@ -110,7 +110,7 @@ def write_chart(results: Sequence[WhatIfResult], path: str | Path) -> Path:
     for ax, result in zip(axes[:, 0], results, strict=True):
         xs = list(range(1, len(result.turns) + 1))
         bottom = [0] * len(xs)
-        for i, name in enumerate(COMPONENTS):
+        for i, name in enumerate(c for c in COMPONENTS if c != "reserve"):
             values = [t.components.get(name, 0) for t in result.turns]
             if any(values):
                 ax.bar(xs, values, bottom=bottom, label=name, color=colors(i), width=0.9)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gateway.assembly.components import component_tokens
+from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Env, SessionState, Summarizer
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
@@ -136,7 +136,9 @@ def run_whatif(
                     cache_write=accounted.write,
                     cost=price(info, sent, accounted.read, accounted.write),
                     cost_original=price(info, original, original_accounted.read, original_accounted.write),
-                    components=component_tokens(counter, sent_ctx.messages, sent_ctx.tools),
+                    components={
+                        ln.component: ln.tokens for ln in budget_report(sent_ctx).lines if ln.component != "reserve"
+                    },
                     saved_by_pass=dict(saved),
                     compactions=_count(decisions, "compact_history", "compacted"),
                     tool_set_changes=_count(decisions, "prune_tools", "tool_set_changed"),
