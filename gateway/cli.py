@@ -70,8 +70,20 @@ def serve(config_path: str | None, host: str, port: int, workers: int, log_level
     metavar="MODEL=KIND",
     help="Cache accounting per model: openai, anthropic or vllm ('*' for all). Default: by model name.",
 )
+@click.option(
+    "--cut-port",
+    type=int,
+    default=None,
+    help="Also listen here through a front that can drop connections ('close' faults).",
+)
 def provider_sim(
-    host: str, port: int, record: str | None, latency_ms: float, no_cache: bool, cache_models: tuple[str, ...]
+    host: str,
+    port: int,
+    record: str | None,
+    latency_ms: float,
+    no_cache: bool,
+    cache_models: tuple[str, ...],
+    cut_port: int | None,
 ) -> None:
     """Run the local OpenAI-compatible fake provider (deterministic answers, provider cache accounting)."""
     import uvicorn
@@ -79,7 +91,9 @@ def provider_sim(
     from gateway.providersim.app import create_sim_app
 
     kinds = dict(item.split("=", 1) for item in cache_models if "=" in item)
-    app = create_sim_app(record=record, latency_ms=latency_ms, cache=not no_cache, cache_models=kinds)
+    app = create_sim_app(
+        record=record, latency_ms=latency_ms, cache=not no_cache, cache_models=kinds, port=port, cut_port=cut_port
+    )
     click.echo(f"Ventana provider simulator on http://{host}:{port}/v1", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
@@ -233,6 +247,39 @@ def store_prune(config_path: str | None, days: int | None) -> None:
         run_prune(_settings(config_path), _console(), days=days)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@main.group()
+def keys() -> None:
+    """Gateway keys: the config stores only their sha256 digests (auth.keys, auth.admin_keys)."""
+
+
+@keys.command("hash")
+@click.argument("key", required=False)
+@click.option(
+    "--stdin", "from_stdin", is_flag=True, help="Read the key from standard input (keeps it out of shell history)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {key, sha256} as JSON.")
+def keys_hash(key: str | None, from_stdin: bool, as_json: bool) -> None:
+    """Print the sha256 digest to put in auth.keys for KEY, or for a new random key (shown once)."""
+    from gateway.api.auth import hash_key, new_key
+
+    if from_stdin:
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise click.ClickException("no key on standard input")
+    generated = key is None
+    key = key or new_key()
+    digest = hash_key(key)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"key": key if generated else None, "sha256": digest}))
+        return
+    if generated:
+        click.echo(f"key:    {key}")
+        click.echo("        (shown once: give it to the client, keep only the digest)", err=True)
+    click.echo(f"sha256: {digest}")
 
 
 if __name__ == "__main__":

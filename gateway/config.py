@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gateway.assembly.policy import Policy
 from gateway.errors import ConfigError
@@ -80,12 +80,31 @@ class AuthConfig(_Strict):
     keys: tuple[str, ...] = ()  # sha256 hex digests of accepted gateway keys
     admin_keys: tuple[str, ...] = ()
     passthrough: bool = False  # forward the client's own key as the provider key
+    protect_metrics: bool = False  # /metrics needs an admin key (open by default for Prometheus scrapes)
+
+    @field_validator("keys", "admin_keys")
+    @classmethod
+    def _sha256_digests(cls, digests: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [i for i, d in enumerate(digests) if len(d) != 64 or any(c not in "0123456789abcdefABCDEF" for c in d)]
+        if bad:
+            raise ValueError(
+                f"items {bad} are not sha256 hex digests (64 hex characters); "
+                "store `ventana keys hash` output, never the key itself"
+            )
+        return tuple(d.lower() for d in digests)
+
+    @model_validator(mode="after")
+    def _someone_can_call(self) -> AuthConfig:
+        if self.enabled and not self.keys and not self.admin_keys:
+            raise ValueError("auth.enabled is true but auth.keys and auth.admin_keys are both empty: nobody could call")
+        return self
 
 
 class LimitsConfig(_Strict):
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     max_messages: int = Field(default=5_000, gt=0)
-    requests_per_minute: int | None = Field(default=None, gt=0)
+    requests_per_minute: int | None = Field(default=None, gt=0)  # per caller (key hash), token bucket
+    rate_burst: int | None = Field(default=None, gt=0)  # bucket size; default requests_per_minute
 
 
 class UpstreamConfig(_Strict):

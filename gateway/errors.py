@@ -8,6 +8,7 @@
     │   ├── ContextTooLong            (400, context_length_exceeded)
     │   └── LintViolation             (400) strict lint rejected the assembled context
     ├── AuthError                     (401, invalid_api_key)
+    │   └── PermissionDenied          (403) a valid key that may not use an admin surface
     ├── RateLimited                   (429, rate_limit_exceeded) the gateway's own per-key limit
     ├── StoreError                    the context store cannot be used
     │   └── StoreNotMigrated          the database is not at the schema this gateway writes; raised before serving
@@ -81,6 +82,12 @@ class AuthError(VentanaError):
     status_code = 401
     error_type = "authentication_error"
     code = "invalid_api_key"
+
+
+class PermissionDenied(AuthError):
+    status_code = 403
+    error_type = "permission_error"
+    code = "admin_key_required"
 
 
 class RateLimited(VentanaError):

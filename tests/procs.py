@@ -50,9 +50,11 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @contextmanager
 def run_simulator(
-    tmp: Path, *, record: bool = True, latency_ms: float = 0.0, cache: bool = True
+    tmp: Path, *, record: bool = True, latency_ms: float = 0.0, cache: bool = True, cut: bool = False
 ) -> Iterator[SimHandle]:
+    """Start ``ventana provider-sim``; with ``cut`` also its connection-cutting front (``close`` faults)."""
     port = free_port()
+    cut_port = free_port() if cut else None
     record_path = tmp / f"sim-{port}.jsonl"
     cmd = [sys.executable, "-m", "gateway.cli", "provider-sim", "--port", str(port)]
     if record:
@@ -61,10 +63,18 @@ def run_simulator(
         cmd += ["--latency-ms", str(latency_ms)]
     if not cache:
         cmd.append("--no-cache")
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if cut_port:
+        cmd += ["--cut-port", str(cut_port)]
+    # stderr goes to a file: an unread pipe fills up (each simulated stream drop logs a traceback)
+    # and then blocks the simulator mid-test.
+    with (tmp / f"sim-{port}.log").open("wb") as sim_log:
+        proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=sim_log)
     try:
         wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc)
-        yield SimHandle(f"http://127.0.0.1:{port}", record_path)
+        handle = SimHandle(f"http://127.0.0.1:{port}", record_path)
+        if cut_port:
+            handle.cut_base_url = f"http://127.0.0.1:{cut_port}/v1"
+        yield handle
     finally:
         proc.terminate()
         proc.wait(10)
@@ -75,6 +85,7 @@ class SimHandle:
         self.url = url
         self.base_url = url + "/v1"
         self.record_path = record_path
+        self.cut_base_url: str | None = None  # the cutter front, when started with cut=True
 
     def received(self) -> list[dict[str, Any]]:
         if not self.record_path.exists():

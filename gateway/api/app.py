@@ -10,16 +10,20 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Annotated
 
 import orjson
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway import metrics
+from gateway.api.admin import admin_router
+from gateway.api.auth import Access, Principal, require_admin, require_client
 from gateway.api.chat import chat_completions
 from gateway.api.deps import Gateway
+from gateway.api.rate_limit import RateLimiter
 from gateway.config import Settings
 from gateway.errors import VentanaError
 from gateway.sessions.memory import MemorySessionStore
@@ -64,6 +68,14 @@ def create_app(
 
     app = FastAPI(title="Ventana", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gateway = gw
+    app.state.access = Access(settings.auth)
+    limiter = RateLimiter.from_config(settings.limits)
+
+    async def admitted(principal: Annotated[Principal, Depends(require_client)]) -> Principal:
+        """A valid key (when auth is on) within its rate limit (when one is set)."""
+        if limiter is not None:
+            limiter.admit(principal.caller)
+        return principal
 
     @app.exception_handler(VentanaError)
     async def _ventana_error(request: Request, exc: VentanaError) -> Response:
@@ -87,19 +99,19 @@ def create_app(
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(VentanaError(f"internal gateway error: {type(exc).__name__}"))
 
-    @app.post("/v1/chat/completions")
-    @app.post("/chat/completions")
+    @app.post("/v1/chat/completions", dependencies=[Depends(admitted)])
+    @app.post("/chat/completions", dependencies=[Depends(admitted)])
     async def _chat(request: Request) -> Response:
         return await chat_completions(request, gw)
 
-    @app.get("/v1/models")
-    @app.get("/models")
+    @app.get("/v1/models", dependencies=[Depends(require_client)])
+    @app.get("/models", dependencies=[Depends(require_client)])
     async def _models() -> Response:
         created = int(gw.started_at)
         data = [{"id": m.name, "object": "model", "created": created, "owned_by": m.provider} for m in settings.models]
         return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
 
-    @app.get("/v1/models/{model_id:path}")
+    @app.get("/v1/models/{model_id:path}", dependencies=[Depends(require_client)])
     async def _model(model_id: str) -> Response:
         model = settings.model(model_id)
         if model is None:
@@ -124,9 +136,14 @@ def create_app(
         }
         return Response(orjson.dumps(body), status_code=200 if ready else 503, media_type="application/json")
 
-    @app.get("/metrics")
+    # /metrics carries counts and latencies with model-name labels only, no content or keys, so it
+    # stays open for Prometheus scrapes unless auth.protect_metrics puts it behind an admin key.
+    metrics_guard = [Depends(require_admin)] if settings.auth.protect_metrics else []
+
+    @app.get("/metrics", dependencies=metrics_guard)
     async def _metrics() -> Response:
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
 
+    app.include_router(admin_router(gw))
     return app

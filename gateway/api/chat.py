@@ -7,6 +7,7 @@ queue after the answer is built (non-streamed) or after the last chunk (streamed
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -26,7 +27,7 @@ from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import Assembly, assemble
 from gateway.config import ModelConfig
-from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError
+from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
 from gateway.sessions.identify import identify_session
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import normalise_usage
@@ -34,6 +35,9 @@ from gateway.upstream.usage import normalise_usage
 #: Request fields that belong to Ventana and never reach the provider.
 EXTENSION_FIELDS = ("documents", "document_policy", "ventana")
 _JSON = "application/json"
+#: Recorded status of a stream the client abandoned (nginx's "client closed request").
+CLIENT_CLOSED = 499
+log = logging.getLogger("ventana")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -158,6 +162,9 @@ async def _complete(
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
         raise
+    except Exception as exc:  # recorded, then answered by the app's 500 handler
+        _finish(gw, record, started, status=500, error=f"internal gateway error: {type(exc).__name__}")
+        raise
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
     if usage_block is not None:
@@ -192,25 +199,36 @@ async def _stream(
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
         raise
+    except Exception as exc:
+        _finish(gw, record, started, status=500, error=f"internal gateway error: {type(exc).__name__}")
+        raise
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
 
     async def events() -> AsyncIterator[bytes]:
-        status, error = 200, None
+        # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
+        status, error = CLIENT_CLOSED, "client disconnected before the stream ended"
         try:
             async for payload in stream.chunks():
                 out = relay.feed(payload)
                 if out is not None:
                     yield out
+            status, error = 200, None
             yield b"data: [DONE]\n\n"
         except UpstreamError as exc:
             status, error = exc.status_code, exc.message
             metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
             yield b"data: " + orjson.dumps(exc.body()) + b"\n\n"
+        except Exception as exc:
+            status, error = 500, f"internal gateway error while streaming: {type(exc).__name__}"
+            log.exception("stream relay failed for %s", record.request_id)
+            yield b"data: " + orjson.dumps(VentanaError(error).body()) + b"\n\n"
         finally:
-            await stream.aclose()
+            # Record before awaiting anything: on a client disconnect this generator is being
+            # cancelled, and an await here would abort the finally block and lose the record.
             relay.fill(record)
             _finish(gw, record, started, status=status, error=error)
+            await stream.aclose()
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 

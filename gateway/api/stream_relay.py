@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import UpstreamUnavailable
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import Usage, normalise_usage
 
@@ -30,8 +31,9 @@ class StreamRelay:
         self.chunks += 1
         try:
             chunk = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return b"data: " + payload + b"\n\n"
+        except orjson.JSONDecodeError as exc:
+            # Forwarding it would crash the client's SDK mid-stream; end with an error event instead.
+            raise UpstreamUnavailable(f"upstream sent a stream chunk that is not JSON: {payload[:80]!r}") from exc
         if not isinstance(chunk, dict):
             return b"data: " + payload + b"\n\n"
         for choice in chunk.get("choices") or ():

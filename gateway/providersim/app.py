@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.providersim.cache_models import CacheModel, cache_model_for, default_kind, prompt_blocks
+from gateway.providersim.cutter import ConnectionCutter
 from gateway.providersim.faults import FaultPlan
 from gateway.tokens import content_text, counter_for, encoding_for_model
 
@@ -82,7 +84,10 @@ class Simulator:
         latency_ms: float = 0.0,
         cache: bool = True,
         cache_models: Mapping[str, str] | None = None,
+        cut_port: int | None = None,
     ) -> None:
+        self.cutter: ConnectionCutter | None = None
+        self.cut_port = cut_port
         self.record_path = Path(record) if record else None
         self.latency_s = latency_ms / 1000
         self.cache_enabled = cache
@@ -90,6 +95,7 @@ class Simulator:
         self.caches: dict[str, CacheModel] = {}
         self.faults = FaultPlan()
         self.requests = 0
+        self.port = 0
 
     def _record(self, raw: bytes) -> None:
         if self.record_path is not None:
@@ -135,7 +141,7 @@ class Simulator:
         self._record(raw)
         fault = self.faults.take()
         if fault is not None and fault.before_answer:
-            return await fault.respond()
+            return await fault.respond(request.headers.get("authorization", ""))
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         messages = body["messages"]
@@ -211,6 +217,8 @@ class Simulator:
             for i, word in enumerate(words):
                 if fault is not None and fault.kind == "drop_stream" and i >= len(words) // 2:
                     raise ConnectionResetError("simulated mid-stream drop")
+                if fault is not None and fault.kind == "malformed" and i == len(words) // 2:
+                    yield b'data: {"id": "broken", "choices": [\n\n'
                 yield chunk({"content": word if i == 0 else " " + word})
         yield chunk({}, "tool_calls" if tool else "stop")
         if include_usage:
@@ -226,13 +234,36 @@ class Simulator:
 
     async def control_faults(self, request: Request) -> Response:
         spec = orjson.loads(await request.body() or b"{}")
-        self.faults.load(spec)
-        return Response(orjson.dumps({"queued": self.faults.pending()}), media_type=_JSON)
+        try:
+            closes = self.faults.load(spec)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        if closes:
+            if self.cutter is None:
+                return _error(400, "'close' faults need the simulator started with --cut-port")
+            self.cutter.arm(closes)
+        cut_pending = self.cutter.pending() if self.cutter is not None else 0
+        return Response(orjson.dumps({"queued": self.faults.pending(), "close": cut_pending}), media_type=_JSON)
 
     async def reset(self, request: Request) -> Response:
         self.caches.clear()
         self.faults = FaultPlan()
+        if self.cutter is not None:
+            self.cutter.reset()
         return Response(b"{}", media_type=_JSON)
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Start the connection cutter beside the app when a cut port was asked for."""
+        if self.cut_port is None:
+            yield
+            return
+        self.cutter = ConnectionCutter("127.0.0.1", self.port)
+        await self.cutter.start("127.0.0.1", self.cut_port)
+        try:
+            yield
+        finally:
+            await self.cutter.close()
 
 
 def create_sim_app(
@@ -241,16 +272,21 @@ def create_sim_app(
     latency_ms: float = 0.0,
     cache: bool = True,
     cache_models: Mapping[str, str] | None = None,
+    port: int | None = None,
+    cut_port: int | None = None,
 ) -> Starlette:
-    sim = Simulator(record=record, latency_ms=latency_ms, cache=cache, cache_models=cache_models)
+    """The simulator app; with ``cut_port`` (and the ``port`` it serves on) a ConnectionCutter fronts it."""
+    sim = Simulator(record=record, latency_ms=latency_ms, cache=cache, cache_models=cache_models, cut_port=cut_port)
+    sim.port = port or 0
     app = Starlette(
+        lifespan=sim.lifespan,
         routes=[
             Route("/v1/chat/completions", sim.chat, methods=["POST"]),
             Route("/chat/completions", sim.chat, methods=["POST"]),
             Route("/v1/models", sim.models, methods=["GET"]),
             Route("/_sim/faults", sim.control_faults, methods=["POST"]),
             Route("/_sim/reset", sim.reset, methods=["POST"]),
-        ]
+        ],
     )
     app.state.sim = sim
     return app

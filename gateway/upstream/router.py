@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.config import ModelConfig, UpstreamConfig
+from gateway.errors import UpstreamError
 from gateway.upstream.litellm_upstream import LiteLLMUpstream
 from gateway.upstream.openai_compat import OpenAICompatUpstream
 from gateway.upstream.types import UpstreamStream
@@ -27,11 +29,51 @@ class UpstreamRouter:
         return os.environ.get(model.api_key_env) if model.api_key_env else None
 
     async def complete(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> dict[str, Any]:
-        return await self._pick(model).complete(model, body, api_key)
+        try:
+            return await self._pick(model).complete(model, body, api_key)
+        except UpstreamError as exc:
+            raise scrub_key(exc, api_key) from exc.__cause__
 
     async def open_stream(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> UpstreamStream:
-        return await self._pick(model).open_stream(model, body, api_key)
+        try:
+            stream = await self._pick(model).open_stream(model, body, api_key)
+        except UpstreamError as exc:
+            raise scrub_key(exc, api_key) from exc.__cause__
+        return _ScrubbedStream(stream, api_key) if api_key else stream
 
     async def close(self) -> None:
         await self._openai.close()
         await self._litellm.close()
+
+
+REDACTED = "[redacted key]"
+
+
+def scrub_key(exc: UpstreamError, api_key: str | None) -> UpstreamError:
+    """Remove the provider key from an upstream error's message, in place.
+
+    Providers quote the key they rejected ("Incorrect API key provided: sk-..."); the
+    message goes to the client, the log and the store, none of which may hold a key.
+    """
+    if api_key and api_key in exc.message:
+        exc.message = exc.message.replace(api_key, REDACTED)
+        exc.args = (exc.message,)
+    return exc
+
+
+class _ScrubbedStream:
+    """An UpstreamStream whose mid-stream errors never carry the provider key."""
+
+    def __init__(self, inner: UpstreamStream, api_key: str) -> None:
+        self._inner = inner
+        self._api_key = api_key
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for payload in self._inner.chunks():
+                yield payload
+        except UpstreamError as exc:
+            raise scrub_key(exc, self._api_key) from exc.__cause__
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -1,0 +1,59 @@
+"""A Recorder that appends each record as one JSON line: the "nothing lost" ledger until the SQL store lands.
+
+The hardening checks and the load benchmark count what reached the Recorder seam; this is
+the simplest durable implementation of that seam that another process can read. It is
+not the store: it writes synchronously on the event loop (one short line per request,
+flushed), keeps no index and never rotates. When ``SqlRecorder`` lands, the same checks
+run against it (``tests/store/test_nothing_lost.py`` is parametrised over recorders).
+
+Keys never reach it: a ``RequestRecord`` holds the caller's hash, not the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from gateway.store.record import RequestRecord
+
+
+def record_to_dict(record: RequestRecord) -> dict[str, Any]:
+    """A JSON-ready dict of every field (``usage`` becomes a nested object)."""
+    return dataclasses.asdict(record)
+
+
+class JsonlRecorder:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fh: IO[bytes] | None = None
+        self.written = 0
+
+    def record(self, record: RequestRecord) -> None:
+        if self._fh is None:
+            self._fh = self.path.open("ab")
+        self._fh.write(orjson.dumps(record_to_dict(record)) + b"\n")
+        self._fh.flush()
+        self.written += 1
+
+    async def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("ab")
+
+    async def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def ready(self) -> bool:
+        return True
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Every record a JsonlRecorder wrote to ``path`` (empty when nothing was written)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [orjson.loads(line) for line in p.read_bytes().splitlines() if line.strip()]

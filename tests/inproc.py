@@ -1,0 +1,38 @@
+"""Serve an app built in this process on a real loopback port, like httpx's ``serve_in_thread``.
+
+For checks that must look inside the gateway (the Recorder it was given, its log), the
+gateway runs under uvicorn in a thread of the test process; clients still talk HTTP.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from tests.procs import free_port
+
+
+@contextmanager
+def serve_in_thread(app: ASGIApp) -> Iterator[str]:
+    """Run ``app`` (lifespan included) on a free port; yield its base URL, stop it on exit."""
+    port = free_port()
+    # log_config=None: uvicorn's records propagate to the root logger, where caplog sees them.
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"in-process server on port {port} did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
