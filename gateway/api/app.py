@@ -29,6 +29,7 @@ from gateway.errors import VentanaError
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore
 from gateway.store.record import MemoryRecorder, Recorder
+from gateway.ui.pages import login_router, ui_router
 from gateway.upstream.router import UpstreamRouter
 
 log = logging.getLogger("ventana")
@@ -146,4 +147,6 @@ def create_app(
         return Response(payload, media_type=content_type)
 
     app.include_router(admin_router(gw))
+    app.include_router(ui_router(gw))
+    app.include_router(login_router())
     return app
