@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gateway.assembly.policy import Policy
 from gateway.errors import ConfigError
@@ -104,6 +104,16 @@ class Settings(_Strict):
         if duplicates:
             raise ValueError(f"model names must be unique, found {duplicates} more than once")
         return models
+
+    @model_validator(mode="after")
+    def _summarizer_model_is_configured(self) -> Settings:
+        name = self.policy.compaction.summarizer_model
+        if name is not None and self.model(name) is None:
+            raise ValueError(
+                f"policy.compaction.summarizer_model names {name!r}, which is not a configured model; "
+                f"configured models: {[m.name for m in self.models]}"
+            )
+        return self
 
     def model(self, name: str) -> ModelConfig | None:
         for m in self.models:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.config import ModelConfig, Settings
 from gateway.sessions.protocol import SessionStore
@@ -21,6 +22,7 @@ class Gateway:
     recorder: Recorder
     started_at: float = field(default_factory=time.time)
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
+    background: dict[str, Any] = field(default_factory=dict)  # long-lived helpers by owner, e.g. "compaction"
 
     def info(self, model: ModelConfig) -> ModelInfo:
         found = self._infos.get(model.name)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.assembly.clear_tool_results import clear_tool_results
+from gateway.assembly.compact_history import compact_history
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.policy import Policy
 from gateway.assembly.verify_assembly import verify_assembly
@@ -36,7 +38,10 @@ class PassSpec:
 # 8. render_reminder         renders every reminder line as the last message; nothing may append after it
 # 9. place_cache_breakpoints marks the stable prefix once the layout is final
 # 10. lint_context           checks the final layout against the validation gate
-PASSES: tuple[PassSpec, ...] = ()
+PASSES: tuple[PassSpec, ...] = (
+    PassSpec("clear_tool_results", clear_tool_results, lambda p: p.compaction),
+    PassSpec("compact_history", compact_history, lambda p: p.compaction),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.pass_policy import PassPolicy
 
-class PassPolicy(BaseModel):
-    """Base for a pass's settings: frozen, strict about unknown keys, on by default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    enabled: bool = True
+__all__ = ["PassPolicy", "Policy"]
 
 
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compaction: CompactionPolicy = CompactionPolicy()
 
     def all_disabled(self) -> Policy:
         """A copy with every pass switched off (for byte-for-byte forwarding and baselines)."""
