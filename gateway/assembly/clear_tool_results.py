@@ -6,6 +6,8 @@ summary, the oldest tool results of the middle of the history become
 ``[result of search_flights cleared: 4,210 tokens]``. The ``tool`` message stays, with
 its ``tool_call_id``, so every call keeps its result. Clearing goes down to the lower
 watermark (``prepare_at``), so it happens in batches rather than a little every turn,
+and not at all when even clearing everything would leave the request over the threshold
+while summarising is enabled (the summary replaces those results anyway),
 and what was cleared stays cleared on later turns (sticky, by ``tool_call_id``) so the
 prefix does not change back and forth. The originals are kept in the Context's
 annotations: a later summary is written from them, so cleared facts are not lost.
@@ -68,13 +70,20 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
         if i not in chosen:
             chosen.append(i)
             tokens -= _saving(ctx, i)
+    if tokens > token_limit(ctx, policy.threshold) and "summarize" in policy.strategies:
+        return []  # clearing cannot get under the threshold: the summary replaces these results anyway
     return sorted(chosen)
 
 
 def _saving(ctx: Context, i: int) -> int:
+    """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
     m = ctx.messages[i]
-    tokens = ctx.env.counter.text(content_text(m.get("content"))[0])
-    return tokens - ctx.env.counter.text(stub("tool", tokens))
+    return ctx.env.counter.message(m) - ctx.env.counter.message(_cleared(ctx, m))
+
+
+def _cleared(ctx: Context, m: Message) -> Message:
+    tool = call_names(ctx.messages).get(str(m.get("tool_call_id")), "tool")
+    return {**m, "content": stub(tool, ctx.env.counter.text(content_text(m.get("content"))[0]))}
 
 
 def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
@@ -88,14 +97,12 @@ def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPoli
     chosen = _choose(ctx, lay, policy, sticky)
     if not chosen:
         return ctx, []
-    names = call_names(ctx.messages)
     messages: list[Message] = list(ctx.messages)
     decisions: list[Decision] = []
     for i in chosen:
         m = ctx.messages[i]
-        tool = names.get(str(m.get("tool_call_id")), "tool")
-        before = ctx.env.counter.text(content_text(m.get("content"))[0])
-        messages[i] = {**m, "content": stub(tool, before)}
+        messages[i] = _cleared(ctx, m)
+        tool = str(messages[i]["content"])[len("[result of ") :].split(" cleared:")[0]
         decisions.append(
             Decision(
                 PASS,
