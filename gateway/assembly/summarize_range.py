@@ -95,26 +95,31 @@ def _fold(
     policy: CompactionPolicy,
     counter: TokenCounter,
 ) -> tuple[str, str | None]:
-    """One summariser call: the new running summary and, if the configured one failed, why."""
+    """One summariser call: the new running summary and, if the configured one failed, why.
+
+    The model's summary is rejected when it returns nothing or drops more than
+    ``max_dropped_share`` of the facts while the extractive summary keeps more of them
+    (a fact-dense span may not fit any summary of this size; then the model's is kept).
+    """
     limit = policy.summary_max_tokens
     facts = _facts(span, previous)
+    fallback = fit(extractive(span, previous, limit), limit, counter)
+    fallback_lost = missing_facts(facts, fallback)
+    failure: str | None = None
     if summarizer is not None:
         try:
             text = fit(summarizer(span, previous, limit).strip(), limit, counter)
         except Exception as exc:  # any summariser failure must fall back, never lose the range
-            failure: str | None = f"{type(exc).__name__}: {exc}"[:300]
+            failure = f"{type(exc).__name__}: {exc}"[:300]
         else:
             lost = missing_facts(facts, text)
             if not text:
                 failure = "returned no usable text"
-            elif facts and len(lost) / len(facts) > policy.max_dropped_share:
-                failure = f"dropped {len(lost)} of {len(facts)} facts"
+            elif facts and len(lost) / len(facts) > policy.max_dropped_share and len(fallback_lost) < len(lost):
+                failure = f"dropped {len(lost)} of {len(facts)} facts (extractive dropped {len(fallback_lost)})"
             else:
                 return _repair(text, lost, limit, counter), None
-    else:
-        failure = None
-    text = fit(extractive(span, previous, limit), limit, counter)
-    return _repair(text, missing_facts(facts, text), limit, counter), failure
+    return _repair(fallback, fallback_lost, limit, counter), failure
 
 
 def summarize_range(

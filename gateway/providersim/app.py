@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -45,19 +46,25 @@ def _answer_text(messages: list[Mapping[str, Any]], max_tokens: int | None = Non
 
 
 def _echo_summary(messages: list[Mapping[str, Any]], max_tokens: int | None = None) -> str:
-    """Answer a summarisation request by keeping the transcript lines that carry facts.
+    """Answer a summarisation request the way a terse model would: keep the clauses that carry facts.
 
-    Every transcript line is ``speaker: text``, so a line is kept when it carries a digit
-    or records a tool call; an earlier summary folded in as ``summary so far:`` lines
-    keeps its own text. The answer honours ``max_tokens`` (about 3 characters a token).
+    Every transcript line is ``speaker: text``; of each line only the clauses with a digit
+    survive (``speaker: clause; clause``), tool-call lines are kept whole, and an earlier
+    summary folded in as ``summary so far:`` lines keeps its text. The answer honours
+    ``max_tokens`` (about 3 characters a token), cutting at a line end.
     """
     text = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") == "user")
-    body = text.split("<transcript", 1)[-1].split("\n", 1)[-1]
-    lines = [
-        ln.strip().removeprefix("summary so far: ")
-        for ln in body.splitlines()
-        if any(ch.isdigit() for ch in ln) or " called: " in ln
-    ]
+    body = text.split("<transcript", 1)[-1].split("\n", 1)[-1].split("</transcript>", 1)[0]
+    lines: list[str] = []
+    for line in body.splitlines():
+        line = line.strip().removeprefix("summary so far: ")
+        speaker, _, said = line.partition(": ")
+        if " called" in speaker or line.startswith("- "):
+            lines.append(line)
+            continue
+        clauses = [c for c in re.split(r"(?<=[.;,])\s+", said) if any(ch.isdigit() for ch in c)]
+        if clauses:
+            lines.append(f"{speaker}: {' '.join(clauses)}")
     limit = max_tokens * 3 if max_tokens else 20000
     out = "\n".join(lines[:400])
     return out[:limit].rsplit("\n", 1)[0] if len(out) > limit else out
