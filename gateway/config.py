@@ -135,6 +135,16 @@ class Settings(_Strict):
             raise ValueError(f"model names must be unique, found {duplicates} more than once")
         return models
 
+    @model_validator(mode="after")
+    def _summarizer_model_is_configured(self) -> Settings:
+        name = self.policy.compaction.summarizer_model
+        if name is not None and self.model(name) is None:
+            raise ValueError(
+                f"policy.compaction.summarizer_model names {name!r}, which is not a configured model; "
+                f"configured models: {[m.name for m in self.models]}"
+            )
+        return self
+
     def model(self, name: str) -> ModelConfig | None:
         for m in self.models:
             if m.name == name:

@@ -6,6 +6,7 @@ queue after the answer is built (non-streamed) or after the last chunk (streamed
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -19,11 +20,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway import metrics
+from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
-from gateway.assembly.context import Context, Env, SessionState
+from gateway.assembly.context import Context, Env, SessionState, Summarizer
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import Assembly, assemble
 from gateway.config import ModelConfig
@@ -72,7 +74,14 @@ def caller_hash(request: Request) -> tuple[str, str | None]:
     return digest, key
 
 
-def build_context(body: dict[str, Any], gw: Gateway, model: ModelConfig, state: SessionState, caller: str) -> Context:
+def build_context(
+    body: dict[str, Any],
+    gw: Gateway,
+    model: ModelConfig,
+    state: SessionState,
+    caller: str,
+    summarizer: Summarizer | None = None,
+) -> Context:
     params = {k: v for k, v in body.items() if k not in ("messages", "tools") and k not in EXTENSION_FIELDS}
     extensions = {k: body[k] for k in EXTENSION_FIELDS if k in body}
     tools = body.get("tools")
@@ -83,6 +92,7 @@ def build_context(body: dict[str, Any], gw: Gateway, model: ModelConfig, state: 
         provider=model.provider,
         now=time.time(),
         caller=caller,
+        summarizer=summarizer,
     )
     return Context(
         messages=tuple(body["messages"]),
@@ -118,10 +128,15 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     caller, client_key = caller_hash(request)
     session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
-    state = await gw.sessions.load(session_id)
-    ctx = build_context(body, gw, model, state, caller)
-    assembly = assemble(ctx, gw.settings.policy)
+    compaction = compaction_runtime(gw)
+    state = compaction.adopt(await gw.sessions.load(session_id))
+    ctx = build_context(body, gw, model, state, caller, compaction.summarizer)
+    if compaction.needs_thread:  # the summariser may do I/O: keep the event loop free
+        assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy)
+    else:
+        assembly = assemble(ctx, gw.settings.policy)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1))
+    prepared = compaction.prepare(ctx, assembly.assembled)
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
         request_id=request_id,
@@ -132,7 +147,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         caller=caller,
         original=body,
         assembled=outgoing,
-        decisions=[d.to_dict() for d in assembly.decisions],
+        decisions=[d.to_dict() for d in (*assembly.decisions, *([prepared] if prepared else []))],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
         tokens_original=ctx.prompt_tokens(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.calibration import Calibration
 from gateway.config import ModelConfig, Settings
@@ -23,6 +24,7 @@ class Gateway:
     started_at: float = field(default_factory=time.time)
     calibration: Calibration = field(default_factory=Calibration)
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
+    background: dict[str, Any] = field(default_factory=dict)  # long-lived helpers by owner, e.g. "compaction"
 
     def info(self, model: ModelConfig) -> ModelInfo:
         found = self._infos.get(model.name)

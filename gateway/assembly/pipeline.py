@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.assembly.clear_tool_results import clear_tool_results
+from gateway.assembly.compact_history import compact_history
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.lint_context import LintPolicy, lint_context
 from gateway.assembly.move_volatile import move_volatile
@@ -66,6 +68,8 @@ def _lint_policy(policy: Policy) -> LintPolicy:
 
 PASSES: tuple[PassSpec, ...] = (
     PassSpec("move_volatile", move_volatile, lambda p: p.volatile),
+    PassSpec("clear_tool_results", clear_tool_results, lambda p: p.compaction),
+    PassSpec("compact_history", compact_history, lambda p: p.compaction),
     PassSpec("restate_rules", restate_rules, lambda p: p.rules),
     PassSpec("render_reminder", render_reminder, lambda p: p.reminder),
     PassSpec("place_cache_breakpoints", place_cache_breakpoints, lambda p: p.cache_breakpoints),

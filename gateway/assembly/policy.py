@@ -9,21 +9,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.pass_policy import PassPolicy
 
-class PassPolicy(BaseModel):
-    """Base for a pass's settings: frozen, strict about unknown keys, on by default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    enabled: bool = True
+__all__ = ["PassPolicy", "Policy"]
 
 
 # Each pass's policy sits beside the pass; imported here, after PassPolicy, which they subclass.
-from gateway.assembly.lint_context import LintPolicy  # noqa: E402
-from gateway.assembly.move_volatile import VolatilePolicy  # noqa: E402
-from gateway.assembly.place_cache_breakpoints import CachePolicy  # noqa: E402
-from gateway.assembly.render_reminder import ReminderPolicy  # noqa: E402
-from gateway.assembly.restate_rules import RulesPolicy  # noqa: E402
+from gateway.assembly.lint_context import LintPolicy
+from gateway.assembly.move_volatile import VolatilePolicy
+from gateway.assembly.place_cache_breakpoints import CachePolicy
+from gateway.assembly.render_reminder import ReminderPolicy
+from gateway.assembly.restate_rules import RulesPolicy
 
 
 class Policy(BaseModel):
@@ -34,6 +31,7 @@ class Policy(BaseModel):
     reminder: ReminderPolicy = ReminderPolicy()
     cache_breakpoints: CachePolicy = CachePolicy()
     lint: LintPolicy = LintPolicy()
+    compaction: CompactionPolicy = CompactionPolicy()
 
     def all_disabled(self) -> Policy:
         """A copy with every pass switched off (for byte-for-byte forwarding and baselines)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -35,23 +36,40 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> Re
     return Response(orjson.dumps(body), status_code=status, media_type=_JSON)
 
 
-def _answer_text(messages: list[Mapping[str, Any]]) -> str:
+def _answer_text(messages: list[Mapping[str, Any]], max_tokens: int | None = None) -> str:
     last_user = next((content_text(m.get("content"))[0] for m in reversed(messages) if m.get("role") == "user"), "")
     digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:8]
     summary_request = any(
         "<transcript" in content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"
     )
     if summary_request:
-        return _echo_summary(messages)
+        return _echo_summary(messages, max_tokens)
     return f"Simulated answer {digest} to: {last_user[:60]}"
 
 
-def _echo_summary(messages: list[Mapping[str, Any]]) -> str:
-    """Answer a summarisation request by keeping the transcript lines that carry facts."""
+def _echo_summary(messages: list[Mapping[str, Any]], max_tokens: int | None = None) -> str:
+    """Answer a summarisation request the way a terse model would: keep the clauses that carry facts.
+
+    Every transcript line is ``speaker: text``; of each line only the clauses with a digit
+    survive (``speaker: clause; clause``), tool-call lines are kept whole, and an earlier
+    summary folded in as ``summary so far:`` lines keeps its text. The answer honours
+    ``max_tokens`` (about 3 characters a token), cutting at a line end.
+    """
     text = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") == "user")
-    body = text.split("<transcript", 1)[-1]
-    lines = [ln.strip() for ln in body.splitlines() if any(ch.isdigit() for ch in ln) or ":" in ln]
-    return "\n".join(lines[:400])[:20000]
+    body = text.split("<transcript", 1)[-1].split("\n", 1)[-1].split("</transcript>", 1)[0]
+    lines: list[str] = []
+    for line in body.splitlines():
+        line = line.strip().removeprefix("summary so far: ")
+        speaker, _, said = line.partition(": ")
+        if " called" in speaker or line.startswith("- "):
+            lines.append(line)
+            continue
+        clauses = [c for c in re.split(r"(?<=[.;,])\s+", said) if any(ch.isdigit() for ch in c)]
+        if clauses:
+            lines.append(f"{speaker}: {' '.join(clauses)}")
+    limit = max_tokens * 3 if max_tokens else 20000
+    out = "\n".join(lines[:400])
+    return out[:limit].rsplit("\n", 1)[0] if len(out) > limit else out
 
 
 def _forced_tool(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -147,7 +165,8 @@ class Simulator:
         messages = body["messages"]
         usage = self.usage(body)
         tool = _forced_tool(body)
-        text = None if tool else _answer_text(messages)
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        text = None if tool else _answer_text(messages, limit if isinstance(limit, int) else None)
         usage["completion_tokens"] = max(1, len((text or "").split()))
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         completion_id = "chatcmpl-sim" + hashlib.sha256(raw).hexdigest()[:16]

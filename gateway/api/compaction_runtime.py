@@ -1,0 +1,124 @@
+"""Compaction's moving parts in a running gateway: the LLM summariser and summaries prepared ahead.
+
+The compaction passes are pure; what does I/O lives here. ``CompactionRuntime`` builds
+the configured summariser once (``policy.compaction.summarizer_model``), says whether
+assembly must run in a worker thread (it may call that summariser), and prepares the
+next checkpoint in the background once a session passes the lower watermark: a pure
+plan (``plan_compaction``), the summariser in a thread, the checkpoint saved into the
+session state. At most one preparation runs per session.
+
+A finished preparation is also kept in memory until the session's next turn adopts it,
+so a turn that loaded its state while the summary was being written still finds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Any
+
+from gateway.assembly.context import Checkpoint, Context, Decision, SessionState, Summarizer
+from gateway.assembly.plan_compaction import CompactionPlan, plan_compaction
+from gateway.assembly.summarize_range import summarize_range
+from gateway.config import Settings
+from gateway.sessions.protocol import SessionStore
+from gateway.summarize.llm import LLMSummarizer
+from gateway.upstream.router import UpstreamRouter
+
+log = logging.getLogger("ventana.compaction")
+
+
+def build_summarizer(settings: Settings) -> Summarizer | None:
+    """The configured LLM summariser, or None (extractive) when no model is named."""
+    policy = settings.policy.compaction
+    if not policy.enabled or policy.summarizer_model is None:
+        return None
+    model = settings.model(policy.summarizer_model)
+    if model is None:  # config validation rejects this at start-up; kept total for hand-built settings
+        return None
+    return LLMSummarizer(model=model, api_key=UpstreamRouter.provider_key(model), timeout_s=policy.summarizer_timeout_s)
+
+
+class CompactionRuntime:
+    def __init__(self, settings: Settings, sessions: SessionStore) -> None:
+        self.policy = settings.policy.compaction
+        self.summarizer = build_summarizer(settings)
+        self._sessions = sessions
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._ready: dict[str, Checkpoint] = {}
+
+    @property
+    def needs_thread(self) -> bool:
+        """Whether assembly may call a summariser that does I/O (then it must leave the event loop)."""
+        return self.summarizer is not None and self.policy.enabled
+
+    def adopt(self, state: SessionState) -> SessionState:
+        """Add a checkpoint prepared for this session that its stored state may not carry yet."""
+        cp = self._ready.pop(state.session_id, None)
+        if cp is None or any(c.range_hash == cp.range_hash for c in state.checkpoints):
+            return state
+        return replace(state, checkpoints=(*state.checkpoints, cp)[-self.policy.max_checkpoints :])
+
+    def prepare(self, original: Context, assembled: Context) -> Decision | None:
+        """Start preparing the next checkpoint if this session passed ``prepare_at``; say so as a Decision."""
+        session_id = assembled.session.session_id
+        if session_id in self._running:
+            return None
+        plan = plan_compaction(original, assembled, self.policy)
+        if plan is None:
+            return None
+        task = asyncio.get_running_loop().create_task(self._prepare(session_id, plan, assembled))
+        self._running[session_id] = task
+        task.add_done_callback(lambda _: self._running.pop(session_id, None))
+        return Decision(
+            "compact_history",
+            "prepared",
+            reason=f"request passed {self.policy.prepare_at:.0%} of the context window; next summary prepared ahead",
+            detail={
+                "threshold": self.policy.threshold,
+                "prepare_at": self.policy.prepare_at,
+                "start": plan.start,
+                "end": plan.end,
+                "summarizer": getattr(self.summarizer, "name", "extractive"),
+            },
+        )
+
+    async def _prepare(self, session_id: str, plan: CompactionPlan, ctx: Context) -> None:
+        try:
+            result = await asyncio.to_thread(
+                summarize_range,
+                plan.messages,
+                plan.start,
+                plan.end,
+                plan.previous,
+                self.summarizer,
+                self.policy,
+                ctx.env.counter,
+            )
+        except Exception:  # a failed preparation only means the crossing turn summarises itself
+            log.exception("preparing a summary for session %s failed", session_id)
+            return
+        cp = result.checkpoint
+        self._ready[session_id] = cp
+        state = await self._sessions.load(session_id)
+        if not any(c.range_hash == cp.range_hash for c in state.checkpoints):
+            checkpoints = (*state.checkpoints, cp)[-self.policy.max_checkpoints :]
+            await self._sessions.save(replace(state, checkpoints=checkpoints))
+
+    async def drain(self) -> None:
+        """Wait for every preparation in flight (shutdown, tests, benchmarks)."""
+        while self._running:
+            await asyncio.gather(*list(self._running.values()), return_exceptions=True)
+
+    def close(self) -> None:
+        if isinstance(self.summarizer, LLMSummarizer):
+            self.summarizer.close()
+
+
+def compaction_runtime(gw: Any) -> CompactionRuntime:
+    """The gateway's one runtime, built on first use and kept in ``gw.background``."""
+    found = gw.background.get("compaction")
+    if found is None:
+        found = gw.background["compaction"] = CompactionRuntime(gw.settings, gw.sessions)
+    return found  # type: ignore[no-any-return]

@@ -1,0 +1,56 @@
+"""``policy.compaction``: when history is compacted, what is kept, and how it is summarised.
+
+One block configures both compaction passes (``clear_tool_results`` at slot 4 and
+``compact_history`` at slot 5): ``strategies`` orders and enables them, cheapest first.
+Thresholds are shares of the model's context window and appear in every decision.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from gateway.assembly.pass_policy import PassPolicy
+
+DEFAULT_THRESHOLD = 0.55
+DEFAULT_PREPARE_AT = 0.45
+DEFAULT_KEEP_RECENT_TURNS = 3
+DEFAULT_SUMMARY_MAX_TOKENS = 1200
+DEFAULT_SUMMARIZER_INPUT_TOKENS = 6000
+DEFAULT_SUMMARIZER_TIMEOUT_S = 30.0
+
+Strategy = Literal["clear_tool_results", "summarize"]
+
+
+class CompactionPolicy(PassPolicy):
+    """Settings of history compaction (see docs/compaction.md for each key's effect)."""
+
+    threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1)
+    prepare_at: float = Field(default=DEFAULT_PREPARE_AT, gt=0, le=1)
+    keep_recent_turns: int = Field(default=DEFAULT_KEEP_RECENT_TURNS, ge=1)
+    keep_recent_tokens: int | None = Field(default=None, ge=0)
+    strategies: tuple[Strategy, ...] = ("clear_tool_results", "summarize")
+    summarizer_model: str | None = None  # a configured model name; null -> extractive
+    summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, gt=0)
+    summarizer_input_tokens: int = Field(default=DEFAULT_SUMMARIZER_INPUT_TOKENS, gt=0)
+    summarizer_timeout_s: float = Field(default=DEFAULT_SUMMARIZER_TIMEOUT_S, gt=0)
+    max_dropped_share: float = Field(default=0.5, ge=0, le=1)
+    clear_min_tokens: int = Field(default=50, ge=0)
+    reserve_tokens: int = Field(default=0, ge=0)  # generation reserve when the request sets no max_tokens
+    reuse_checkpoints: bool = True
+    max_checkpoints: int = Field(default=8, ge=1)
+
+    @model_validator(mode="after")
+    def _prepare_below_threshold(self) -> CompactionPolicy:
+        if self.prepare_at > self.threshold:
+            raise ValueError(
+                f"prepare_at ({self.prepare_at}) must not exceed threshold ({self.threshold}): "
+                "the summary is prepared before the threshold is crossed"
+            )
+        if self.summarizer_input_tokens <= self.summary_max_tokens:
+            raise ValueError(
+                f"summarizer_input_tokens ({self.summarizer_input_tokens}) must exceed summary_max_tokens "
+                f"({self.summary_max_tokens}): each call folds the previous summary and a new span"
+            )
+        return self

@@ -1,0 +1,57 @@
+"""Plan the next summary ahead of time, so the turn that crosses the threshold does not wait.
+
+Once the assembled request passes ``prepare_at`` (the lower watermark) but is still under
+the threshold, the range that the next compaction will replace is already known: from
+the end of the head to the start of the recent turns. ``plan_compaction`` names it (pure);
+the API layer runs ``summarize_range`` on it in a background thread and stores the
+resulting checkpoint in the session. ``compact_history`` then finds it like any other
+checkpoint when the threshold is crossed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.assembly.compaction_layout import (
+    compaction_memory,
+    layout,
+    matching_checkpoints,
+    original_messages,
+    range_hash,
+    request_tokens,
+    token_limit,
+)
+from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.context import Checkpoint, Context, Message
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """Summarise ``messages[start:end]`` continuing ``previous``; ``key`` names the range."""
+
+    messages: tuple[Message, ...]
+    start: int
+    end: int
+    previous: Checkpoint | None
+    key: str
+
+
+def plan_compaction(original: Context, assembled: Context, policy: CompactionPolicy) -> CompactionPlan | None:
+    """Return the next checkpoint to prepare, or None when nothing needs preparing yet."""
+    if not policy.enabled or "summarize" not in policy.strategies or not policy.reuse_checkpoints:
+        return None
+    tokens = request_tokens(assembled, assembled.messages, policy)
+    if not token_limit(assembled, policy.prepare_at) < tokens <= token_limit(assembled, policy.threshold):
+        return None
+    messages = original_messages(original)
+    lay = layout(messages, policy, original.env.counter)
+    if lay is None or not lay.has_middle:
+        return None
+    found = matching_checkpoints(messages, lay, assembled.session)
+    previous = found[-1] if found else None
+    if previous is not None and previous.range_hash != compaction_memory(assembled.session).get("active"):
+        return None  # a prepared checkpoint is already waiting: one preparation per compaction
+    if previous is not None and previous.end >= lay.tail_start:
+        return None  # nothing aged since the summary in use
+    key = range_hash(messages[lay.head_end : lay.tail_start])
+    return CompactionPlan(messages, lay.head_end, lay.tail_start, previous, key)

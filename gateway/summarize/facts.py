@@ -1,0 +1,47 @@
+"""Find the facts a summary must keep: numbers, dates, identifiers, URLs, paths, emails, tool names.
+
+A summary is accepted only if it still carries these (literally, as substrings); what it
+lost is recorded. Names in prose are not checked here (too ambiguous to match reliably),
+but the extractive summariser still prefers sentences that carry them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_URL = r"https?://[^\s<>\"')\]]+"
+_EMAIL = r"[\w.+-]+@[\w-]+\.[\w.-]+"
+_PATH = (
+    r"(?:~|\.{1,2})?/(?:[\w.-]+/)*[\w.-]+|\b[\w-]+(?:/[\w.-]+)+\b"
+    r"|\b[\w-]+\.(?:py|js|ts|json|yaml|yml|md|txt|csv|sql|go|rs|toml|cfg|ini|log)\b"
+)
+_DATE = r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}\s?(?:[AaPp][Mm])?\b"
+_ID = r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*[A-Za-z0-9]\b"
+_NUMBER = r"(?<![\w.])[-+]?\$?\d[\d,]*(?:\.\d+)?%?"
+_FACT = re.compile("|".join(f"(?:{p})" for p in (_URL, _EMAIL, _DATE, _PATH, _ID, _NUMBER)))
+
+#: Numbers this short carry little (list positions, "1 item"); they are not required to survive.
+_MIN_NUMBER_DIGITS = 2
+
+
+def _keep(token: str) -> bool:
+    if token.replace(",", "").replace(".", "").replace("-", "").replace("+", "").isdigit():
+        return sum(ch.isdigit() for ch in token) >= _MIN_NUMBER_DIGITS
+    return len(token) >= 2
+
+
+def extract_facts(text: str, *, extra: Iterable[str] = ()) -> list[str]:
+    """Return the fact tokens in ``text`` (plus ``extra``, e.g. tool names), first seen first."""
+    found = (m.group(0).strip().rstrip(".,;:") for m in _FACT.finditer(text))
+    return list(dict.fromkeys([*(t for t in found if t and _keep(t)), *(e for e in extra if e)]))
+
+
+def missing_facts(facts: Iterable[str], summary: str) -> list[str]:
+    """The facts that do not appear literally in ``summary``."""
+    return [f for f in facts if f not in summary]
+
+
+def fact_score(text: str) -> int:
+    """How many distinct facts a sentence carries (0 for filler)."""
+    return len(extract_facts(text))

@@ -1,0 +1,60 @@
+"""Render chat messages as plain transcript lines, the input every summariser reads.
+
+One line per message part: ``user: ...``, ``assistant: ...``, ``assistant called
+search_flights({"from": "MAD"})`` and ``tool search_flights: ...``. Tool results are
+named by the call they answer, so a summary can say which tool produced a fact.
+The transcript is data: anything that looks like a closing ``</transcript>`` tag is
+defused so a message cannot end the data block and speak as instructions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gateway.tokens import content_text
+
+#: The most characters of one message that go into a transcript line; longer text is cut.
+MAX_LINE_CHARS = 4000
+
+
+def _defuse(text: str) -> str:
+    return text.replace("</transcript", "<\\/transcript").replace("</summary", "<\\/summary")
+
+
+def call_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for m in messages:
+        for call in m.get("tool_calls") or ():
+            if isinstance(call, Mapping):
+                fn = call.get("function") or {}
+                names[str(call.get("id"))] = str(fn.get("name", "")) if isinstance(fn, Mapping) else ""
+    return names
+
+
+def transcript_lines(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Return ``(speaker, text)`` pairs, one per non-empty message part, in order."""
+    names = call_names(messages)
+    lines: list[tuple[str, str]] = []
+    for m in messages:
+        role = str(m.get("role", ""))
+        text = " ".join(content_text(m.get("content"))[0].split())[:MAX_LINE_CHARS]
+        speaker = f"tool {names.get(str(m.get('tool_call_id')), 'result')}" if role == "tool" else role
+        if text:
+            lines.append((speaker, _defuse(text)))
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(fn, Mapping):
+                args = " ".join(str(fn.get("arguments", "")).split())[:MAX_LINE_CHARS]
+                lines.append((f"{role} called", _defuse(f"{fn.get('name', '')}({args})")))
+    return lines
+
+
+def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The transcript as one text block, one ``speaker: text`` line per part."""
+    return "\n".join(f"{speaker}: {text}" for speaker, text in transcript_lines(messages))
+
+
+def tool_names(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Names of the tools called in ``messages``, first use first, without repeats."""
+    return list(dict.fromkeys(n for n in call_names(messages).values() if n))

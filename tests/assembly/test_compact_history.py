@@ -1,0 +1,165 @@
+"""compact_history: the middle becomes one summary past the threshold; edges and pairs survive."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gateway.assembly.compact_history import compact_history
+from gateway.assembly.compaction_layout import range_hash
+from gateway.assembly.context import Message
+from gateway.assembly.pipeline import assemble
+from gateway.assembly.verify_assembly import tool_pairing_problems, verify_assembly
+from tests.assembly.compaction_helpers import (
+    COUNTER,
+    HEAD,
+    CountingSummarizer,
+    conversation,
+    make_ctx,
+    policy,
+    run_turns,
+    turn,
+)
+
+SUMMARIZE_ONLY = {"strategies": ["summarize"], "summary_max_tokens": 400, "keep_recent_turns": 2}
+
+
+def _decisions(result, action: str) -> list:
+    return [d for d in result.decisions if d.action == action]
+
+
+def test_leaves_a_request_under_the_threshold_untouched() -> None:
+    ctx = make_ctx(conversation(3))
+    out, decisions = compact_history(ctx, ctx.session, policy().compaction)
+    assert out is ctx
+    assert decisions == []
+
+
+def test_replaces_the_middle_by_one_summary_at_its_place() -> None:
+    messages = conversation(30)
+    ctx = make_ctx(messages)
+    assert ctx.prompt_tokens() > 0.55 * 8000
+    result = assemble(ctx, policy(**SUMMARIZE_ONLY))
+    out = list(result.assembled.messages)
+    assert not result.reverted
+    assert out[:2] == HEAD, "system prompt and first user message must stay as they were"
+    assert out[2]["content"].startswith('<summary of="messages 2-')
+    assert out[3:] == messages[-8:], "the two most recent turns are kept verbatim"
+    assert sum(1 for m in out if str(m.get("content") or "").startswith("<summary")) == 1
+    assert verify_assembly(ctx, result.assembled, result.decisions) == []
+    (decision,) = _decisions(result, "compacted")
+    assert decision.detail["threshold"] == 0.55
+    assert decision.detail["start"] == 2 and decision.detail["end"] == len(messages) - 8
+    assert decision.detail["summarizer_calls"] >= 1
+    assert decision.tokens_after < decision.tokens_before
+    assert result.assembled.prompt_tokens() <= 0.55 * 8000
+
+
+def test_counts_tools_and_generation_reserve_in_the_trigger() -> None:
+    messages = conversation(15)
+    tokens = make_ctx(messages).prompt_tokens()
+    assert tokens < 0.55 * 8000
+    reserve = int(0.55 * 8000) - tokens + 1
+    result = assemble(make_ctx(messages, params={"model": "m", "max_tokens": reserve}), policy(**SUMMARIZE_ONLY))
+    assert _decisions(result, "compacted"), "max_tokens is reserved for the answer and counts toward the threshold"
+
+
+def test_next_turn_reuses_the_stored_summary_byte_for_byte() -> None:
+    base = conversation(30)
+    summarizer = CountingSummarizer()
+    first, second = run_turns([base, base + turn(30)], policy(**SUMMARIZE_ONLY), summarizer=summarizer)
+    assert _decisions(first, "compacted")
+    (reused,) = _decisions(second, "checkpoint_reused")
+    assert reused.detail["summarizer_calls"] == 0 and reused.detail["reused"] is True
+    assert second.assembled.messages[2] == first.assembled.messages[2]
+    assert second.assembled.messages[: len(first.assembled.messages)] == first.assembled.messages
+    assert summarizer.calls == first.decisions[-1].detail["summarizer_calls"]
+
+
+def test_an_edited_range_is_summarised_again_not_reused() -> None:
+    base = conversation(30)
+    first = run_turns([base], policy(**SUMMARIZE_ONLY))[0]
+    edited: list[Message] = [dict(m) for m in base]
+    edited[5] = {**edited[5], "content": "Result 0: something else entirely, order 99812"}
+    ctx = make_ctx(edited + turn(30), state=first.assembled.session)
+    second = assemble(ctx, policy(**SUMMARIZE_ONLY))
+    assert _decisions(second, "compacted") and not _decisions(second, "checkpoint_reused")
+    assert "99812" in second.assembled.messages[2]["content"]
+
+
+def test_summarizer_calls_grow_with_compactions_not_turns() -> None:
+    summarizer = CountingSummarizer()
+    histories = [conversation(n) for n in range(1, 121)]
+    results = run_turns(histories, policy(**SUMMARIZE_ONLY), summarizer=summarizer)
+    compactions = sum(len(_decisions(r, "compacted")) for r in results)
+    reuses = sum(len(_decisions(r, "checkpoint_reused")) for r in results)
+    assert compactions >= 2 and reuses > 5 * compactions
+    assert summarizer.calls <= 2 * compactions
+    assert summarizer.calls == sum(d.detail["summarizer_calls"] for r in results for d in _decisions(r, "compacted"))
+
+
+@pytest.mark.parametrize("turns", [500])
+def test_hierarchical_recompaction_keeps_500_turns_under_threshold(turns: int) -> None:
+    per_turn = COUNTER.messages(turn(0))
+    results = run_turns([conversation(n) for n in range(1, turns + 1)], policy(**SUMMARIZE_ONLY))
+    sent = [r.assembled.prompt_tokens() for r in results]
+    assert max(sent) <= 0.55 * 8000 + per_turn, "never more than the threshold plus the one new turn"
+    assert sent[-1] <= 0.55 * 8000
+    assert all(not r.reverted for r in results)
+    last = results[-1].assembled.messages
+    assert not tool_pairing_problems(last)
+    assert COUNTER.text(last[2]["content"]) <= 400 + 40  # bounded summary (plus its tag)
+
+
+def test_a_failing_summarizer_falls_back_to_extractive() -> None:
+    def broken(messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+        raise TimeoutError("summariser timed out after 30s")
+
+    broken.name = "llm:broken"  # type: ignore[attr-defined]
+    messages = conversation(30, fact="Invoice INV-20931 is due 2026-04-30.")
+    result = assemble(make_ctx(messages, summarizer=broken), policy(**SUMMARIZE_ONLY))
+    (failed,) = _decisions(result, "summarizer_failed")
+    assert "TimeoutError" in failed.detail["failures"][0]
+    (compacted,) = _decisions(result, "compacted")
+    assert compacted.detail["summarizer"] == "extractive"
+    assert "INV-20931" in result.assembled.messages[2]["content"]
+
+
+def test_a_summary_that_drops_the_facts_is_rejected() -> None:
+    def lazy(messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+        return "The user and the assistant talked about several steps."
+
+    lazy.name = "llm:lazy"  # type: ignore[attr-defined]
+    messages = conversation(30, fact="Server srv-4471 moved to /etc/billing/v2.yaml on 2026-02-11.")
+    result = assemble(make_ctx(messages, summarizer=lazy), policy(**SUMMARIZE_ONLY))
+    (failed,) = _decisions(result, "summarizer_failed")
+    assert "dropped" in failed.detail["failures"][0]
+    summary = result.assembled.messages[2]["content"]
+    assert "srv-4471" in summary and "/etc/billing/v2.yaml" in summary
+
+
+def test_reuse_off_summarises_on_every_turn_over_the_threshold() -> None:
+    summarizer = CountingSummarizer()
+    pol = policy(**SUMMARIZE_ONLY, reuse_checkpoints=False)
+    results = run_turns([conversation(n) for n in range(28, 34)], pol, summarizer=summarizer)
+    assert all(_decisions(r, "compacted") for r in results)
+    assert len({r.assembled.messages[2]["content"] for r in results}) == len(results)
+    assert results[-1].assembled.session.checkpoints == ()
+
+
+def test_a_system_message_in_the_middle_is_never_summarised() -> None:
+    messages = [*conversation(12), {"role": "system", "content": "Policy update: be brief."}, *conversation(20)[2:]]
+    result = assemble(make_ctx(messages), policy(**SUMMARIZE_ONLY))
+    out = result.assembled.messages
+    assert not result.reverted
+    assert [m for m in out if m.get("role") == "system"] == [m for m in messages if m.get("role") == "system"]
+
+
+def test_checkpoint_is_keyed_by_the_hash_of_its_range() -> None:
+    messages = conversation(30)
+    result = assemble(make_ctx(messages), policy(**SUMMARIZE_ONLY))
+    (cp,) = result.assembled.session.checkpoints
+    assert cp.range_hash == range_hash(messages[cp.start : cp.end])
+    assert result.assembled.session.extra["compaction"]["active"] == cp.range_hash
+    assert replace(cp, summary=cp.summary) == cp

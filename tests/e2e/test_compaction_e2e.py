@@ -1,0 +1,107 @@
+"""Compaction end to end: the openai SDK, a real gateway and the provider simulator over HTTP.
+
+A scripted agent conversation runs against the small-window model (8,000 tokens). The
+simulator records every body the gateway forwarded, so the tests read exactly what the
+provider saw: the summary appears once the threshold is crossed, no tool call is ever
+separated from its result, and the next turn carries the same summary bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+import pytest
+
+from benchmarks.scripted_agent import TOOLS, scripted_turns
+from gateway.assembly.verify_assembly import tool_pairing_problems
+from gateway.tokens import counter_for
+from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
+
+WINDOW = 8000
+THRESHOLD = 0.55
+COMPACTION = {"summary_max_tokens": 500, "keep_recent_turns": 2, "strategies": ["summarize"]}
+
+
+@pytest.fixture(scope="module")
+def own_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
+    with run_simulator(tmp_path_factory.mktemp("sim-compaction")) as handle:
+        yield handle
+
+
+def _gateway(sim: SimHandle, tmp: Path, **compaction: Any) -> Any:
+    config = {"models": sim_models(sim.base_url), "policy": {"compaction": {**COMPACTION, **compaction}}}
+    return run_gateway(tmp, config)
+
+
+def _summaries(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body["messages"] if str(m.get("content") or "").startswith("<summary")]
+
+
+def _chat_bodies(sim: SimHandle) -> list[dict[str, Any]]:
+    """Forwarded chat requests, without the summariser's own requests."""
+    return [b for b in sim.received() if not any("<transcript" in str(m.get("content")) for m in b["messages"])]
+
+
+def _converse(gw: GatewayHandle, session: str, turns: int, pause_s: float = 0.0) -> list[Any]:
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-client")
+    steps, _ = scripted_turns(turns=turns, facts=10)
+    messages: list[dict[str, Any]] = []
+    answers = []
+    for step in steps:
+        messages += step
+        got = client.chat.completions.create(
+            model="small-window", messages=messages, tools=TOOLS, extra_headers={"x-session-id": session}
+        )
+        answers.append(got)
+        messages.append({"role": "assistant", "content": got.choices[0].message.content})
+        time.sleep(pause_s)
+    return answers
+
+
+def test_compaction_keeps_pairs_and_resends_the_same_summary_bytes(
+    own_sim: SimHandle, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    own_sim.reset()
+    with _gateway(own_sim, tmp_path_factory.mktemp("gw-compaction")) as gw:
+        answers = _converse(gw, "e2e-extractive", turns=40)
+    bodies = _chat_bodies(own_sim)
+    assert len(bodies) == 40
+    per_turn = max(counter_for("o200k_base").messages(s) for s in scripted_turns(turns=40, facts=10)[0]) + 40
+    for body, answer in zip(bodies, answers, strict=True):
+        assert tool_pairing_problems(body["messages"]) == []
+        assert answer.usage.prompt_tokens <= THRESHOLD * WINDOW + per_turn
+        assert len(_summaries(body)) <= 1
+    compacted = [i for i, b in enumerate(bodies) if _summaries(b)]
+    assert compacted, "40 turns of ~250 tokens must cross 55% of an 8,000-token window"
+    first = compacted[0]
+    assert bodies[first]["messages"][:2] == bodies[0]["messages"][:2], "system prompt and goal untouched"
+    assert bodies[first]["messages"][2] is not None and _summaries(bodies[first])[0] == bodies[first]["messages"][2]
+    reused = [i for i in compacted[1:] if _summaries(bodies[i]) == _summaries(bodies[i - 1])]
+    assert reused, "the turn after a compaction sends the stored summary again"
+    i = reused[0]
+    assert orjson.dumps(bodies[i]["messages"][:3]) == orjson.dumps(bodies[i - 1]["messages"][:3])
+    assert answers[i].usage.prompt_tokens_details.cached_tokens > 0, "byte-identical prefix hits the cache"
+
+
+def test_llm_summary_is_prepared_ahead_so_the_crossing_turn_does_not_summarise(
+    own_sim: SimHandle, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    own_sim.reset()
+    with _gateway(own_sim, tmp_path_factory.mktemp("gw-llm"), summarizer_model="gpt-4o-mini") as gw:
+        _converse(gw, "e2e-llm", turns=24, pause_s=0.15)
+    received = own_sim.received()
+    chats = [i for i, b in enumerate(received) if "<transcript" not in str(b["messages"])]
+    summarizer_calls = [i for i, b in enumerate(received) if "<transcript" in str(b["messages"])]
+    assert summarizer_calls, "the configured model was asked for a summary"
+    crossing = next(i for i in chats if _summaries(received[i]))
+    summary = _summaries(received[crossing])[0]["content"]
+    assert 'by="llm:gpt-4o-mini"' in summary
+    assert summarizer_calls[0] < chats[chats.index(crossing) - 1], "prepared during an earlier turn"
+    assert not [i for i in summarizer_calls if chats[chats.index(crossing) - 1] < i < crossing], (
+        "the crossing turn itself made no summariser call"
+    )

@@ -1,0 +1,54 @@
+"""The extractive summariser keeps fact-bearing sentences, within budget, deterministically."""
+
+from __future__ import annotations
+
+from gateway.summarize.extractive import ExtractiveSummarizer
+from gateway.tokens import counter_for
+
+COUNTER = counter_for("o200k_base")
+MESSAGES = (
+    {"role": "user", "content": "Hi there, thanks a lot. My name is Michael and I'm 35 years old. Nice day."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup_order", "arguments": '{"id": "ORD-881"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped", "eta": "2026-04-02"}'},
+    {"role": "assistant", "content": "We decided to refund the order. Okay then."},
+)
+
+
+def test_keeps_facts_and_decisions_and_drops_filler() -> None:
+    summary = ExtractiveSummarizer(COUNTER)(MESSAGES, None, 300)
+    assert "Michael" in summary and "35" in summary
+    assert "lookup_order" in summary and "ORD-881" in summary and "2026-04-02" in summary
+    assert "decided to refund" in summary
+    assert "Hi there" not in summary and "Nice day" not in summary and "Okay then" not in summary
+
+
+def test_is_deterministic() -> None:
+    s = ExtractiveSummarizer(COUNTER)
+    assert s(MESSAGES, "- user: earlier fact 12345", 300) == s(MESSAGES, "- user: earlier fact 12345", 300)
+
+
+def test_stays_within_budget_and_prefers_facts_not_yet_covered() -> None:
+    many = tuple(
+        {"role": "user", "content": f"Order ORD-{1000 + k} ships on 2026-05-{k % 28 + 1:02d}. " + "Filler. " * 5}
+        for k in range(200)
+    )
+    summary = ExtractiveSummarizer(COUNTER)(many, None, 120)
+    assert COUNTER.text(summary) <= 120
+    lines = summary.splitlines()
+    assert len(lines) == len(set(lines)) and len(lines) > 5
+
+
+def test_previous_summary_lines_are_folded_in() -> None:
+    summary = ExtractiveSummarizer(COUNTER)(MESSAGES, "- user: the venue deposit is 4,500 EUR", 300)
+    assert summary.splitlines()[0] == "- user: the venue deposit is 4,500 EUR"
+
+
+def test_a_span_without_facts_is_not_lost_silently() -> None:
+    chat = ({"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi, how are you"})
+    assert ExtractiveSummarizer(COUNTER)(chat, None, 50).startswith("- user: hello there")
