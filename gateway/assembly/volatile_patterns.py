@@ -32,11 +32,12 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
         r"(?i)\b(?:request|req|trace|span|correlation|session|run|message|msg)[ _-]?id\s*[:=#]?\s*[\"']?[\w.:-]{6,}",
     ),
     ("counter", r"(?i)\b(?:turn|request|call|step|attempt|iteration|message|round)\s*(?:#|no\.?|number)?\s*\d+\b"),
-    # A whole "Current time: ..." line, but only when it carries a value (a digit): a rule
-    # such as "Never put a timestamp in answers" is not a per-turn value.
+    # "Current time: ..." to the end of its line, but only when it carries a value (a digit):
+    # a rule such as "Never put a timestamp in answers" is not a per-turn value. It starts at
+    # the keyword so the stable text before it on the same line ("You are ...") stays in the prefix.
     (
         "current_line",
-        r"(?im)^[^\n]*\b(?:current (?:time|date|datetime)|now is|today is|timestamp|as of)\b[^\n]*\d[^\n]*$",
+        r"(?i)\b(?:current (?:time|date|datetime)|now is|today is|timestamp|as of)\b[^\n]*\d[^\n]*",
     ),
 )
 

@@ -37,7 +37,14 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> Re
 
 
 def _answer_text(messages: list[Mapping[str, Any]], max_tokens: int | None = None) -> str:
-    last_user = next((content_text(m.get("content"))[0] for m in reversed(messages) if m.get("role") == "user"), "")
+    last_user = next(
+        (
+            text
+            for m in reversed(messages)
+            if m.get("role") == "user" and not (text := content_text(m.get("content"))[0]).startswith("<reminder>")
+        ),
+        "",
+    )
     digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:8]
     summary_request = any(
         "<transcript" in content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"
