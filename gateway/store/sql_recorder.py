@@ -34,6 +34,8 @@ log = logging.getLogger("ventana.store")
 DEFAULT_RETRY_S = 2.0
 DEFAULT_PRUNE_EVERY_S = 3600.0
 _STOP = object()
+#: Errors one bad record can cause (a value the database or JSON cannot hold); the rest of its batch is still written.
+_RECORD_ERRORS = (SQLAlchemyError, TypeError, ValueError)
 
 
 class SqlRecorder:
@@ -165,7 +167,7 @@ class SqlRecorder:
             self._database_down(exc)
             self._to_spool(records)
             return
-        except SQLAlchemyError:
+        except _RECORD_ERRORS:
             log.exception("store batch of %d records rejected; writing them one by one", len(records))
             self._write_one_by_one(records)
         if not self.database_up:
@@ -193,7 +195,7 @@ class SqlRecorder:
         for record in records:
             try:
                 self._commit([record])
-            except SQLAlchemyError:
+            except _RECORD_ERRORS:
                 self.dropped += 1
                 metrics.STORE_DROPPED.inc()
                 log.exception("store: request %s cannot be written; dropped", record.request_id)
