@@ -132,8 +132,8 @@ class SqlRecorder:
         while not stopping:
             batch, stopping = await self._next_batch()
             metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
-            if batch or (self.spool.pending() and time.monotonic() >= self._next_retry):
-                await asyncio.to_thread(self._write, batch)
+            if batch or stopping or (self.spool.pending() and time.monotonic() >= self._next_retry):
+                await asyncio.to_thread(self._write, batch, stopping)
             if self.retention_days and time.monotonic() >= self._next_prune and not stopping:
                 self._next_prune = time.monotonic() + self.prune_every_s
                 await asyncio.to_thread(self._prune)
@@ -154,10 +154,14 @@ class SqlRecorder:
             batch.append(item)
         return batch, False
 
-    def _write(self, batch: list[RequestRecord]) -> None:
-        """Runs in a worker thread: write the spool (if any) then the batch, or spool the batch."""
+    def _write(self, batch: list[RequestRecord], final: bool = False) -> None:
+        """Runs in a worker thread: write the spool (if any) then the batch, or spool the batch.
+
+        While the database is down, batches go straight to the spool until the next retry
+        time; the ``final`` batch at shutdown always tries the database once more.
+        """
         records = [self.redactor.record(r) for r in batch]
-        if not self.database_up and time.monotonic() < self._next_retry:
+        if not self.database_up and not final and time.monotonic() < self._next_retry:
             self._to_spool(records)
             return
         try:
