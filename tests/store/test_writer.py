@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from gateway.store.content import canonical_json
+from gateway.store.engine import make_engine
+from gateway.store.migrate import upgrade
 from gateway.store.models import Blob, MessageNode, Request
 from gateway.store.queries import get_request, list_requests, list_sessions
 from gateway.store.writer import write_records
@@ -112,3 +118,34 @@ def test_a_failed_request_keeps_its_partial_answer(engine: Engine) -> None:
     stored = get_request(engine, record.request_id)
     assert stored is not None
     assert (stored.summary.status, stored.response_text, stored.summary.error) == (502, "half an ans", record.error)
+
+
+_messages = st.builds(
+    lambda role, text: {"role": role, "content": text},
+    st.sampled_from(["system", "user", "assistant"]),
+    st.text(max_size=30),
+)
+
+
+@pytest.fixture(scope="module")
+def sqlite_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('prop') / 'store.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_messages, min_size=1, max_size=12), st.lists(st.tuples(st.integers(0, 12), _messages), max_size=6))
+def test_any_mix_of_shared_prefixes_reads_back_exactly(
+    sqlite_engine: Engine, pool: list[dict], cuts: list[tuple[int, dict]]
+) -> None:
+    """Requests that share prefixes of one history in any pattern each read back as sent."""
+    records = [make_record(pool)] + [make_record([*pool[:cut], extra]) for cut, extra in cuts]
+    with sqlite_engine.begin() as conn:
+        write_records(conn, records)
+    for record in records:
+        stored = get_request(sqlite_engine, record.request_id)
+        assert stored is not None
+        assert stored.original["messages"] == record.original["messages"]
