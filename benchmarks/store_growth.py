@@ -30,7 +30,7 @@ import gateway  # noqa: F401  (offline tiktoken)
 from gateway.store.content import canonical_json
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
-from gateway.store.record import RequestRecord
+from gateway.store.record import MemoryRecorder, RequestRecord
 from gateway.store.sql_recorder import SqlRecorder
 from gateway.tokens import counter_for
 from tests.store.databases import postgres_available, postgres_database
@@ -137,6 +137,24 @@ def report(records: list[RequestRecord], repeat: int, label: str) -> None:
             print(f"  postgres naive: {pg_naive:>11,} bytes = {pg_naive / final_bytes:6.2f}x (TOAST compresses)")
 
 
+def record_call_cost(records: list[RequestRecord], repeat: int) -> None:
+    """Time ``record()`` itself (the only store work on the request path) against a list append."""
+
+    async def one(recorder: SqlRecorder | MemoryRecorder) -> float:
+        started = time.perf_counter_ns()
+        for record in records:
+            recorder.record(record)
+        return (time.perf_counter_ns() - started) / len(records)
+
+    sql_ns, mem_ns = [], []
+    for _ in range(repeat):
+        sql = SqlRecorder(database_url="sqlite://", queue_size=len(records) + 1)  # not started: no writer competes
+        sql_ns.append(asyncio.run(one(sql)))
+        mem_ns.append(asyncio.run(one(MemoryRecorder())))
+    sql_med, mem_med = statistics.median(sql_ns), statistics.median(mem_ns)
+    print(f"record() call: SqlRecorder {sql_med:.0f} ns, MemoryRecorder {mem_med:.0f} ns ({sql_med / mem_med:.1f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=100)
@@ -146,6 +164,7 @@ def main() -> None:
     records = list(agent_session(args.turns, per_turn=args.per_turn))
     report(records, args.repeat, "passthrough (assembled = original)")
     report(with_reminder(records), args.repeat, "with a per-turn reminder")
+    record_call_cost(records, max(args.repeat, 5))
 
 
 if __name__ == "__main__":

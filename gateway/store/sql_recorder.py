@@ -27,7 +27,7 @@ from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
 from gateway.store.spool import Spool
-from gateway.store.writer import write_records
+from gateway.store.writer import KnownContent, write_records
 
 log = logging.getLogger("ventana.store")
 
@@ -68,6 +68,7 @@ class SqlRecorder:
         self._next_retry = 0.0
         self._next_prune = 0.0
         self._spool_broken = False
+        self._known = KnownContent()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SqlRecorder:
@@ -183,7 +184,8 @@ class SqlRecorder:
             return
         assert self._engine is not None
         with self._engine.begin() as conn:
-            write_records(conn, records)
+            written = write_records(conn, records, known=self._known)
+        self._known.update(written.content)  # committed: safe to skip these lookups from now on
         self.written += len(records)
         metrics.STORE_WRITTEN.inc(len(records))
 
@@ -232,6 +234,7 @@ class SqlRecorder:
 
     def _prune(self) -> None:
         assert self._engine is not None and self.retention_days is not None
+        self._known.clear()  # the pass may delete content this writer remembers as stored
         try:
             prune(self._engine, retention_days=self.retention_days)
         except SQLAlchemyError:

@@ -15,7 +15,7 @@ from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from gateway.store.models import Blob, MessageNode, Request
 from gateway.store.queries import get_request, list_requests, list_sessions
-from gateway.store.writer import write_records
+from gateway.store.writer import KnownContent, write_records
 from tests.store.records import TOOLS, agent_session, make_record
 
 
@@ -26,7 +26,7 @@ def _count(engine: Engine, model: type) -> int:
 
 def _write(engine: Engine, records: list) -> int:
     with engine.begin() as conn:
-        return write_records(conn, records)
+        return write_records(conn, records).requests
 
 
 def test_a_request_reads_back_as_it_was_recorded(engine: Engine) -> None:
@@ -149,3 +149,24 @@ def test_any_mix_of_shared_prefixes_reads_back_exactly(
         stored = get_request(sqlite_engine, record.request_id)
         assert stored is not None
         assert stored.original["messages"] == record.original["messages"]
+
+
+def test_known_content_skips_lookups_and_still_stores_everything(engine: Engine) -> None:
+    known = KnownContent()
+    records = list(agent_session(12))
+    for record in records:
+        with engine.begin() as conn:
+            written = write_records(conn, [record], known=known)
+        known.update(written.content)
+    final = records[-1].original["messages"]
+    assert _count(engine, Blob) == len(final) + 2 and _count(engine, MessageNode) == len(final)
+    last = get_request(engine, records[-1].request_id)
+    assert last is not None and last.original["messages"] == final
+
+
+def test_known_content_forgets_the_least_recently_used_first() -> None:
+    known = KnownContent(limit=2)
+    known.update(["a", "b"])
+    assert "a" in known  # touching "a" makes "b" the oldest
+    known.update(["c"])
+    assert ("a" in known, "b" in known, "c" in known, len(known)) == (True, False, True, 2)
