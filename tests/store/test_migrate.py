@@ -136,3 +136,10 @@ def test_serve_refuses_an_unmigrated_postgres_and_migrate_fixes_it(tmp_path: Pat
 def test_migrations_need_no_alembic_ini_at_the_top_level() -> None:
     assert not (REPO_ROOT / "alembic.ini").exists()
     assert (REPO_ROOT / "migrations" / "env.py").exists()
+
+
+def test_an_unreachable_database_is_a_clear_error_not_a_traceback() -> None:
+    url = f"postgresql+psycopg://postgres:hunter2@127.0.0.1:{free_port()}/nowhere?connect_timeout=2"
+    with pytest.raises(StoreNotMigrated, match=r"cannot open the store database") as caught:
+        check_store(url)
+    assert "hunter2" not in str(caught.value)
