@@ -10,6 +10,7 @@ against new content. Keys are sorted, separators are compact, text stays UTF-8.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,7 +26,12 @@ def canonical_json(value: Any) -> bytes:
     >>> canonical_json({"role": "user", "content": "hi"})
     b'{"content":"hi","role":"user"}'
     """
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        # Integers past 64 bits are valid JSON that orjson refuses; the standard library
+        # gives the same bytes for everything else, so hashes stay comparable.
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def content_hash(data: bytes) -> str:

@@ -10,6 +10,7 @@ SQLite file (absent, or without any table), which is migrated on the spot so tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -54,6 +55,15 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(database_url: str, revision: str = "head") -> str | None:
     """Upgrade the database to ``revision``; return the revision it is at afterwards."""
+    return _run(command.upgrade, database_url, revision)
+
+
+def downgrade(database_url: str, revision: str) -> str | None:
+    """Downgrade the database to ``revision`` (``base`` drops the store); return where it is now."""
+    return _run(command.downgrade, database_url, revision)
+
+
+def _run(step: Callable[[Config, str], None], database_url: str, revision: str) -> str | None:
     path = sqlite_path(normalise_url(database_url))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +72,7 @@ def upgrade(database_url: str, revision: str = "head") -> str | None:
     try:
         with engine.begin() as conn:
             config.attributes["connection"] = conn
-            command.upgrade(config, revision)
+            step(config, revision)
         return current_revision(engine)
     finally:
         engine.dispose()

@@ -97,7 +97,7 @@ def _summary(row: RowMapping) -> RequestSummary:
 def list_sessions(engine: Engine, *, limit: int = DEFAULT_LIMIT, since: float | None = None) -> list[SessionSummary]:
     """Sessions, most recently active first."""
     last = func.max(Request.created_at)
-    query: Select[Any] = select(
+    query = select(
         Request.session_id,
         func.count(),
         func.min(Request.created_at),

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import CTE, Engine, delete, func, select, union
+from sqlalchemy import CTE, CompoundSelect, Engine, delete, func, select, union
 
 from gateway.store.models import Blob, MessageNode, Request
 
@@ -49,7 +50,7 @@ def prune(engine: Engine, *, retention_days: int, now: float | None = None) -> P
         conn.execute(delete(MessageNode).where(MessageNode.hash.not_in(select(reach.c.hash))))
         # rowcount is not reported for a DELETE with a WITH clause on every backend: count instead.
         nodes = (before or 0) - (conn.scalar(select(func.count()).select_from(MessageNode)) or 0)
-        used = union(
+        used: CompoundSelect[Any] = union(
             select(MessageNode.message),
             select(Request.original_tools).where(Request.original_tools.is_not(None)),
             select(Request.assembled_tools).where(Request.assembled_tools.is_not(None)),

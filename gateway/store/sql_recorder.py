@@ -27,13 +27,15 @@ from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
 from gateway.store.spool import Spool
-from gateway.store.writer import write_records
+from gateway.store.writer import KnownContent, write_records
 
 log = logging.getLogger("ventana.store")
 
 DEFAULT_RETRY_S = 2.0
 DEFAULT_PRUNE_EVERY_S = 3600.0
 _STOP = object()
+#: Errors one bad record can cause (a value the database or JSON cannot hold); the rest of its batch is still written.
+_RECORD_ERRORS = (SQLAlchemyError, TypeError, ValueError)
 
 
 class SqlRecorder:
@@ -66,6 +68,7 @@ class SqlRecorder:
         self._next_retry = 0.0
         self._next_prune = 0.0
         self._spool_broken = False
+        self._known = KnownContent()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SqlRecorder:
@@ -130,8 +133,8 @@ class SqlRecorder:
         while not stopping:
             batch, stopping = await self._next_batch()
             metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
-            if batch or (self.spool.pending() and time.monotonic() >= self._next_retry):
-                await asyncio.to_thread(self._write, batch)
+            if batch or stopping or (self.spool.pending() and time.monotonic() >= self._next_retry):
+                await asyncio.to_thread(self._write, batch, stopping)
             if self.retention_days and time.monotonic() >= self._next_prune and not stopping:
                 self._next_prune = time.monotonic() + self.prune_every_s
                 await asyncio.to_thread(self._prune)
@@ -152,10 +155,14 @@ class SqlRecorder:
             batch.append(item)
         return batch, False
 
-    def _write(self, batch: list[RequestRecord]) -> None:
-        """Runs in a worker thread: write the spool (if any) then the batch, or spool the batch."""
+    def _write(self, batch: list[RequestRecord], final: bool = False) -> None:
+        """Runs in a worker thread: write the spool (if any) then the batch, or spool the batch.
+
+        While the database is down, batches go straight to the spool until the next retry
+        time; the ``final`` batch at shutdown always tries the database once more.
+        """
         records = [self.redactor.record(r) for r in batch]
-        if not self.database_up and time.monotonic() < self._next_retry:
+        if not self.database_up and not final and time.monotonic() < self._next_retry:
             self._to_spool(records)
             return
         try:
@@ -165,7 +172,7 @@ class SqlRecorder:
             self._database_down(exc)
             self._to_spool(records)
             return
-        except SQLAlchemyError:
+        except _RECORD_ERRORS:
             log.exception("store batch of %d records rejected; writing them one by one", len(records))
             self._write_one_by_one(records)
         if not self.database_up:
@@ -177,7 +184,8 @@ class SqlRecorder:
             return
         assert self._engine is not None
         with self._engine.begin() as conn:
-            write_records(conn, records)
+            written = write_records(conn, records, known=self._known)
+        self._known.update(written.content)  # committed: safe to skip these lookups from now on
         self.written += len(records)
         metrics.STORE_WRITTEN.inc(len(records))
 
@@ -193,7 +201,7 @@ class SqlRecorder:
         for record in records:
             try:
                 self._commit([record])
-            except SQLAlchemyError:
+            except _RECORD_ERRORS:
                 self.dropped += 1
                 metrics.STORE_DROPPED.inc()
                 log.exception("store: request %s cannot be written; dropped", record.request_id)
@@ -226,6 +234,7 @@ class SqlRecorder:
 
     def _prune(self) -> None:
         assert self._engine is not None and self.retention_days is not None
+        self._known.clear()  # the pass may delete content this writer remembers as stored
         try:
             prune(self._engine, retention_days=self.retention_days)
         except SQLAlchemyError:

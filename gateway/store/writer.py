@@ -4,12 +4,18 @@ Contract: ``write_records(conn, records)`` is idempotent (a record whose request
 already stored is skipped, content already stored is not rewritten), so a spooled batch
 can be replayed after a failure without duplicates, and several gateway processes can
 write the same content at once. Records are expected to be redacted already.
+
+An agent's turn resends hundreds of messages of which one or two are new. Two things keep
+that cheap: within a batch each message object is hashed once (the original and the
+assembled bodies share most message objects), and ``KnownContent`` remembers the hashes
+this process has seen committed, so only unknown ones are looked up in the database.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +30,49 @@ from gateway.store.record import RequestRecord
 LOOKUP_CHUNK = 500
 
 
+#: Content hashes a writer remembers as stored; ~64 bytes each, so about 30 MB at most.
+DEFAULT_KNOWN_LIMIT = 200_000
+
+
+class KnownContent:
+    """Hashes this process saw committed, least recently used forgotten first.
+
+    Add to it only after the transaction that wrote or saw the rows has committed, and
+    clear it after a retention pass (which may delete content).
+    """
+
+    def __init__(self, limit: int = DEFAULT_KNOWN_LIMIT) -> None:
+        self.limit = limit
+        self._hashes: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, digest: object) -> bool:
+        if digest in self._hashes:
+            self._hashes.move_to_end(digest)  # type: ignore[arg-type]
+            return True
+        return False
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def update(self, digests: Iterable[str]) -> None:
+        for digest in digests:
+            self._hashes[digest] = None
+            self._hashes.move_to_end(digest)
+        while len(self._hashes) > self.limit:
+            self._hashes.popitem(last=False)
+
+    def clear(self) -> None:
+        self._hashes.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a ``write_records`` call did: request rows added, and every content hash now stored."""
+
+    requests: int
+    content: frozenset[str]
+
+
 @dataclass(slots=True)
 class _Batch:
     """The rows one batch needs, deduplicated by key."""
@@ -31,6 +80,9 @@ class _Batch:
     blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # id() of message objects and lists seen in this batch; they stay alive while it runs
+    _message_ids: dict[int, str] = field(default_factory=dict)
+    _list_ids: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     def blob(self, kind: str, value: Any, now: float) -> str:
         data = canonical_json(value)
@@ -40,31 +92,46 @@ class _Batch:
             self.blobs[digest] = {"hash": digest, "kind": kind, "size": len(data), "content": text, "created_at": now}
         return digest
 
+    def message(self, message: Any, now: float) -> str:
+        digest = self._message_ids.get(id(message))
+        if digest is None:
+            digest = self._message_ids[id(message)] = self.blob("message", message, now)
+        return digest
+
     def messages(self, messages: Sequence[Any], now: float) -> tuple[str, int]:
         """Store a message list; return the head node naming it and its length."""
-        hashes = [self.blob("message", m, now) for m in messages]
-        triples = chain(hashes)
+        found = self._list_ids.get(id(messages))
+        if found is not None:
+            return found
+        triples = chain([self.message(m, now) for m in messages])
         for depth, (node, parent, message) in enumerate(triples, start=1):
             self.nodes.setdefault(node, {"hash": node, "parent": parent, "message": message, "depth": depth})
-        return (triples[-1][0] if triples else ""), len(triples)
+        found = self._list_ids[id(messages)] = ((triples[-1][0] if triples else ""), len(triples))
+        return found
 
 
-def write_records(conn: Connection, records: Iterable[RequestRecord]) -> int:
-    """Insert ``records`` (and the content they need) in the caller's transaction; return rows added."""
+def write_records(conn: Connection, records: Iterable[RequestRecord], *, known: KnownContent | None = None) -> Written:
+    """Insert ``records`` (and the content they need) in the caller's transaction.
+
+    ``known`` hashes are taken as stored without asking the database. The caller adds
+    the returned ``content`` to its KnownContent once the transaction has committed.
+    """
     batch = _Batch()
     now = time.time()
     for record in records:
         if record.request_id not in batch.requests:
             batch.requests[record.request_id] = _request_row(batch, record, now)
-    _insert_missing(conn, Blob.__table__, batch.blobs)  # type: ignore[arg-type]
-    _insert_missing(conn, MessageNode.__table__, batch.nodes)  # type: ignore[arg-type]
-    return _insert_missing(conn, Request.__table__, batch.requests, key="request_id")  # type: ignore[arg-type]
+    skip = known if known is not None else ()
+    _insert_missing(conn, Blob.__table__, batch.blobs, skip=skip)  # type: ignore[arg-type]
+    _insert_missing(conn, MessageNode.__table__, batch.nodes, skip=skip)  # type: ignore[arg-type]
+    added = _insert_missing(conn, Request.__table__, batch.requests, key="request_id")  # type: ignore[arg-type]
+    return Written(requests=added, content=frozenset(batch.blobs) | frozenset(batch.nodes))
 
 
-def split_body(body: Mapping[str, Any]) -> tuple[list[Any], Any, dict[str, Any]]:
+def split_body(body: Mapping[str, Any]) -> tuple[Sequence[Any], Any, dict[str, Any]]:
     """A request body as (messages, tools or None, every other field)."""
     params = {k: v for k, v in body.items() if k not in ("messages", "tools")}
-    return list(body.get("messages") or ()), body.get("tools"), params
+    return body.get("messages") or (), body.get("tools"), params
 
 
 def answer_message(record: RequestRecord) -> dict[str, Any] | None:
@@ -129,12 +196,18 @@ def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, 
     }
 
 
-def _insert_missing(conn: Connection, table: Table, rows: dict[str, dict[str, Any]], key: str = "hash") -> int:
+def _insert_missing(
+    conn: Connection,
+    table: Table,
+    rows: dict[str, dict[str, Any]],
+    key: str = "hash",
+    skip: Container[str] = (),
+) -> int:
     """Insert the rows whose key is not stored yet; concurrent writers of the same key are ignored."""
-    if not rows:
-        return 0
     column = table.c[key]
-    keys = list(rows)
+    keys = [k for k in rows if k not in skip]
+    if not keys:
+        return 0
     present: set[str] = set()
     for i in range(0, len(keys), LOOKUP_CHUNK):
         present.update(conn.scalars(select(column).where(column.in_(keys[i : i + LOOKUP_CHUNK]))))

@@ -1,0 +1,51 @@
+"""Retention deletes old requests and only the content no remaining request references."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from sqlalchemy import Engine, func, select
+
+from gateway.store.content import canonical_json
+from gateway.store.models import Blob, MessageNode, Request
+from gateway.store.queries import get_request
+from gateway.store.retention import SECONDS_PER_DAY, prune
+from gateway.store.writer import write_records
+from tests.store.records import agent_session, make_record
+
+
+def _counts(engine: Engine) -> tuple[int, int, int]:
+    with engine.connect() as conn:
+        return tuple(int(conn.scalar(select(func.count()).select_from(m)) or 0) for m in (Request, MessageNode, Blob))  # type: ignore[return-value]
+
+
+def test_prune_keeps_content_shared_with_recent_requests_and_drops_the_rest(engine: Engine) -> None:
+    now = time.time()
+    old_day = now - 40 * SECONDS_PER_DAY
+    session = [replace(r, created_at=old_day + i) for i, r in enumerate(agent_session(6))]
+    session[-1] = replace(session[-1], created_at=now)  # the last turn is recent: it references the whole history
+    lonely = make_record(
+        [{"role": "user", "content": "an old one-off question"}], created_at=old_day, response_text="x1"
+    )
+    with engine.begin() as conn:
+        write_records(conn, [*session, lonely])
+    pruned = prune(engine, retention_days=30, now=now)
+    assert pruned.requests == 6  # five old turns and the one-off
+    kept = get_request(engine, session[-1].request_id)
+    assert kept is not None
+    assert canonical_json(kept.original) == canonical_json(session[-1].original)
+    assert kept.response_text == session[-1].response_text
+    assert get_request(engine, lonely.request_id) is None
+    final = session[-1].original["messages"]
+    # nodes: exactly the last request's chain; blobs: its messages, its answer, its tool list
+    assert _counts(engine) == (1, len(final), len(final) + 2)
+    assert pruned.nodes == 1 and pruned.blobs == 2  # the one-off's message and answer
+
+
+def test_prune_with_nothing_old_changes_nothing(engine: Engine) -> None:
+    with engine.begin() as conn:
+        write_records(conn, list(agent_session(4)))
+    before = _counts(engine)
+    assert prune(engine, retention_days=1) == type(prune(engine, retention_days=1))(0, 0, 0)
+    assert _counts(engine) == before
