@@ -64,7 +64,12 @@ def build_dependencies(settings: Settings) -> dict[str, Any]:
     from gateway.store.sql_recorder import SqlRecorder
 
     check_store(settings.database_url)
-    return {"recorder": SqlRecorder.from_settings(settings)}
+    deps: dict[str, Any] = {"recorder": SqlRecorder.from_settings(settings)}
+    if settings.session_state == "database":
+        from gateway.sessions.shared import SharedSessionStore
+
+        deps["sessions"] = SharedSessionStore(settings.database_url, redis_url=settings.redis_url)
+    return deps
 
 
 def announce_simulator(models: list[ModelConfig], base_url: str) -> None:
@@ -89,6 +94,10 @@ def run(settings: Settings, *, host: str, port: int, workers: int = 1, log_level
         base_url = start_simulator_thread() if workers == 1 else _simulator_for_workers()
         announce_simulator(missing, base_url)
         settings = with_simulator(settings, base_url, missing)
+    if workers > 1 and settings.session_state == "memory":
+        # Workers are separate processes: a conversation's turns may land on any of them.
+        print("--workers > 1: session state is shared through the database", flush=True)
+        settings = settings.model_copy(update={"session_state": "database"})
     if workers > 1:
         os.environ["VENTANA_SETTINGS_JSON"] = orjson.dumps(settings.model_dump(mode="json")).decode()
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="ventana-metrics-"))

@@ -1,5 +1,8 @@
 """Session state shared by every replica: rows in the SQL store, optionally cached in Redis.
 
+The tables (``session_states``, ``session_claims``) are part of the store's schema and
+created by its migrations (``ventana migrate``).
+
 Replicas behind a round-robin balancer see consecutive turns of one conversation, so the
 state one replica saves must be what the next loads: ``save`` is a synchronous upsert
 (write-through to Redis when configured) completed before the request is forwarded.
@@ -17,29 +20,16 @@ import time
 from typing import Any
 
 import orjson
-from sqlalchemy import Column, Float, MetaData, String, Table, Text, create_engine, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from gateway.assembly.context import SessionState
+from gateway.store.engine import make_engine
+from gateway.store.models import SessionClaim, SessionStateRow
 
-metadata = MetaData()
-
-session_states = Table(
-    "session_states",
-    metadata,
-    Column("session_id", String(128), primary_key=True),
-    Column("state", Text, nullable=False),
-    Column("updated_at", Float, nullable=False),
-)
-
-session_claims = Table(
-    "session_claims",
-    metadata,
-    Column("claim_key", String(256), primary_key=True),
-    Column("owner", String(64), nullable=False),
-    Column("created_at", Float, nullable=False),
-)
+session_states = SessionStateRow.__table__
+session_claims = SessionClaim.__table__
 
 REDIS_TTL_S = 24 * 3600
 _REDIS_PREFIX = "ventana:session:"
@@ -69,7 +59,7 @@ class SharedSessionStore:
     """SQL-backed session state (the store's database), with an optional Redis read cache."""
 
     def __init__(self, database_url: str, *, redis_url: str | None = None, owner: str = "") -> None:
-        self._engine = create_engine(database_url, pool_pre_ping=True)
+        self._engine = make_engine(database_url)
         self._redis: Any = None
         if redis_url:
             import redis

@@ -96,3 +96,23 @@ class Request(Base):
     ttfb_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     total_ms: Mapped[float] = mapped_column(Float, default=0.0)
     budget: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+
+
+class SessionStateRow(Base):
+    """One conversation's assembly state, shared by every replica (``sessions/shared.py``)."""
+
+    __tablename__ = "session_states"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    state: Mapped[str] = mapped_column(Text)  # SessionState.to_dict() as JSON
+    updated_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class SessionClaim(Base):
+    """First writer wins: the replica whose insert succeeds does the claimed work (e.g. one summary)."""
+
+    __tablename__ = "session_claims"
+
+    claim_key: Mapped[str] = mapped_column(String(256), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float, index=True)

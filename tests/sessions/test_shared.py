@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from gateway.assembly.context import Checkpoint, SessionState
-from gateway.sessions.shared import SharedSessionStore, metadata
+from gateway.sessions.shared import SharedSessionStore
+from gateway.store.migrate import upgrade
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -20,7 +21,7 @@ PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'state.db'}"
-        metadata.create_all(create_engine(url))
+        upgrade(url)
         yield url
         return
     name = "ventana_sessions_" + uuid.uuid4().hex[:8]
@@ -28,9 +29,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = PG_ADMIN.rsplit("/", 1)[0] + "/" + name
-    engine = create_engine(url)
-    metadata.create_all(engine)
-    engine.dispose()
+    upgrade(url)
     try:
         yield url
     finally:
