@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.assembly.attach_documents import attach_documents
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.policy import Policy
+from gateway.assembly.shrink_oversize import shrink_oversize
 from gateway.assembly.verify_assembly import verify_assembly
 
 
@@ -31,12 +33,17 @@ class PassSpec:
 # 3. prune_tools             tool set is fixed before compaction counts the prompt
 # 4. clear_tool_results      cheap clearing before any summarising
 # 5. compact_history         needs the final tools and documents to know the prompt size
+# 5b. shrink_oversize        only a single huge message can still overflow once history is compacted; it runs
+#                            before the small dynamic-tail passes so its 80 % line leaves them (and the reply) room
 # 6. recall_memory           recalled passages go in the dynamic tail, after compaction decided what aged out
 # 7. restate_rules           adds critical rules to the reminder lines
 # 8. render_reminder         renders every reminder line as the last message; nothing may append after it
 # 9. place_cache_breakpoints marks the stable prefix once the layout is final
 # 10. lint_context           checks the final layout against the validation gate
-PASSES: tuple[PassSpec, ...] = ()
+PASSES: tuple[PassSpec, ...] = (
+    PassSpec("attach_documents", attach_documents, lambda p: p.attach_documents),
+    PassSpec("shrink_oversize", shrink_oversize, lambda p: p.shrink_oversize),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,16 @@ class PassPolicy(BaseModel):
     enabled: bool = True
 
 
+# Each pass's policy model sits beside its pass; those modules import PassPolicy from here.
+from gateway.assembly.attach_documents import DocumentPolicy  # noqa: E402
+from gateway.assembly.shrink_oversize import OversizePolicy  # noqa: E402
+
+
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attach_documents: DocumentPolicy = DocumentPolicy()
+    shrink_oversize: OversizePolicy = OversizePolicy()
 
     def all_disabled(self) -> Policy:
         """A copy with every pass switched off (for byte-for-byte forwarding and baselines)."""
