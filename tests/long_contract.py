@@ -37,7 +37,7 @@ _TAILS = [
 
 
 def long_contract(target_tokens: int, *, seed: int = 7) -> str:
-    """About ``target_tokens`` tokens of clauses (~25 tokens each on o200k_base), with ``CLAUSE`` placed mid-document."""
+    """About ``target_tokens`` tokens of clauses (~25 tokens each on o200k_base), ``CLAUSE`` in the middle."""
     rng = random.Random(seed)
     n = max(10, target_tokens // 25)
     lines = []

@@ -63,7 +63,9 @@ def test_case(path: Path) -> None:
 
 
 def test_article_example_fits_the_whole_prompt_budget() -> None:
-    case = json.loads((Path(__file__).parent / "cases" / "attach_documents" / "article_price_assistant.json").read_text())
+    case = json.loads(
+        (Path(__file__).parent / "cases" / "attach_documents" / "article_price_assistant.json").read_text()
+    )
     _, out, _ = _run(case)
     assert out.prompt_tokens() <= case["request"]["document_policy"]["budget_tokens"]
 
@@ -126,7 +128,9 @@ def test_epoch_seconds_and_future_dates_count_as_fresh() -> None:
 
 
 def test_running_the_pipeline_twice_changes_nothing() -> None:
-    case = json.loads((Path(__file__).parent / "cases" / "attach_documents" / "article_price_assistant.json").read_text())
+    case = json.loads(
+        (Path(__file__).parent / "cases" / "attach_documents" / "article_price_assistant.json").read_text()
+    )
     ctx = make_context(case["request"], now=case["now"])
     policy = Policy(attach_documents=DocumentPolicy(**case["policy"]))
     once = assemble(ctx, policy, PASSES)

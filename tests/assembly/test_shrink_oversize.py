@@ -63,6 +63,7 @@ def test_a_300k_token_contract_keeps_the_asked_clause_within_the_window() -> Non
 def test_the_clause_survives_a_small_window_too() -> None:
     ctx = _ctx(long_contract(60_000), QUESTION, window=8_000)
     out, [decision] = shrink_oversize(ctx, ctx.session, OversizePolicy(edge_tokens=64))
+    assert decision.detail["strategy"] == "chunk_and_extract"
     assert CLAUSE in out.messages[-1]["content"]
     assert out.prompt_tokens() <= 6_400
 
