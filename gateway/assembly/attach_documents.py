@@ -181,7 +181,7 @@ def _select(
 ) -> tuple[list[_Passage], dict[tuple[int, int], _Verdict]]:
     """Keep passages best first while they score enough, differ from the kept ones and fit the room."""
     kept: list[_Passage] = []
-    kept_shingles: list[tuple[_Passage, frozenset[tuple[str, ...]]]] = []
+    kept_shingles: list[tuple[_Passage, frozenset[int]]] = []
     dropped: dict[tuple[int, int], _Verdict] = {}
     for p in sorted(passages, key=_rank):
         key = (p.doc.index, p.part)
@@ -190,7 +190,7 @@ def _select(
             continue
         own = shingles(p.text)
         twin = next(
-            ((k, s) for k, sh in kept_shingles if (s := similarity(own, sh)) > policy.near_duplicate_threshold), None
+            ((k, s) for k, sh in kept_shingles if (s := similarity(own, sh, policy.near_duplicate_threshold)) > policy.near_duplicate_threshold), None
         )
         if twin is not None:
             src = twin[0].doc.source

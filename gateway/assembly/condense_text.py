@@ -46,15 +46,16 @@ def extract_relevant(text: str, query: str, budget: int, size: int, overlap: int
     spans = window_spans(counts, size, overlap)
     scores = relevance_scores(query, ["".join(u for u, _ in units[a:b]) for a, b in spans])
     order = sorted(range(len(spans)), key=lambda i: (-scores[i], i))
+    marker = count(OMITTED.format(n=10**6))  # the widest marker a gap can need
     chosen: set[int] = set()
     spent = 0
     for i in order:
         a, b = spans[i]
         new = sum(counts[j] for j in range(a, b) if j not in chosen)
-        if spent + new + count(OMITTED.format(n=10**6)) > budget:
+        if spent + new + marker > budget:
             continue
         chosen.update(range(a, b))
-        spent += new + count(OMITTED.format(n=10**6))
+        spent += new + marker
     kept = len({i for i in range(len(spans)) if set(range(*spans[i])) <= chosen})
     return Condensed(_render_runs(units, chosen), pieces=len(spans), kept_pieces=kept)
 

@@ -23,7 +23,7 @@ gateway block in the place of exactly that message and of no other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import Field
@@ -103,7 +103,8 @@ def shrink_oversize(ctx: Context, state: SessionState, policy: OversizePolicy) -
     return ctx.replace(messages=(*ctx.messages[:index], new, *ctx.messages[index + 1 :])), [decision]
 
 
-def _largest(messages: Sequence[Message], count: Any) -> int:
+def _largest(messages: Sequence[Message], count: Callable[[Message], int]) -> int:
+    """Index of the largest user or tool message with text content the gateway did not write (-1: none)."""
     best, best_size = -1, -1
     for i, m in enumerate(messages):
         if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str) and not is_gateway_block(m):
@@ -125,7 +126,7 @@ def _last_user_text(messages: Sequence[Message]) -> str:
     return content_text(messages[i].get("content"))[0] if i >= 0 else ""
 
 
-def _edges(text: str, edge: int, count: Any) -> tuple[str, str, str]:
+def _edges(text: str, edge: int, count: Callable[[str], int]) -> tuple[str, str, str]:
     """Split off about ``edge`` tokens at each end on sentence boundaries: (head, middle, tail)."""
     units = split_units(text, max(edge, 1), count)
     a, spent = 0, 0

@@ -93,19 +93,28 @@ class _SmoothedBM25(BM25Okapi):  # type: ignore[misc]
         self.idf = {t: math.log(1 + (self.corpus_size - n + 0.5) / (n + 0.5)) for t, n in nd.items()}
 
 
-def shingles(text: str, size: int = 3) -> frozenset[tuple[str, ...]]:
-    """The set of word ``size``-grams of a text (all its words when it is shorter)."""
+def shingles(text: str, size: int = 3) -> frozenset[int]:
+    """The set of (hashed) word ``size``-grams of a text (all its words when it is shorter)."""
     words = _TERM.findall(text.lower())
     if len(words) <= size:
-        return frozenset({tuple(words)}) if words else frozenset()
-    return frozenset(tuple(words[i : i + size]) for i in range(len(words) - size + 1))
+        return frozenset({hash(" ".join(words))}) if words else frozenset()
+    return frozenset(hash(" ".join(words[i : i + size])) for i in range(len(words) - size + 1))
 
 
-def similarity(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> float:
-    """Jaccard similarity of two shingle sets: 1.0 identical wording, 0.0 nothing shared."""
+def similarity(a: frozenset[int], b: frozenset[int], floor: float = 0.0) -> float:
+    """Jaccard similarity of two shingle sets: 1.0 identical wording, 0.0 nothing shared.
+
+    Jaccard is at most ``min(|a|, |b|) / max(|a|, |b|)``; when that bound is not above
+    ``floor`` the sets are not intersected and the bound is returned (the caller only
+    asks whether the similarity exceeds ``floor``).
+    """
     if not a and not b:
         return 1.0
-    return len(a & b) / len(a | b)
+    bound = min(len(a), len(b)) / max(len(a), len(b))
+    if bound <= floor:
+        return bound
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
 
 
 def is_lookup(question: str) -> bool:
