@@ -190,7 +190,12 @@ def _select(
             continue
         own = shingles(p.text)
         twin = next(
-            ((k, s) for k, sh in kept_shingles if (s := similarity(own, sh, policy.near_duplicate_threshold)) > policy.near_duplicate_threshold), None
+            (
+                (k, s)
+                for k, sh in kept_shingles
+                if (s := similarity(own, sh, policy.near_duplicate_threshold)) > policy.near_duplicate_threshold
+            ),
+            None,
         )
         if twin is not None:
             src = twin[0].doc.source
