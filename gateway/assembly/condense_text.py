@@ -124,26 +124,31 @@ def plan_calls(tokens: int, budget: int, chunk_tokens: int) -> tuple[int, int]:
 
 
 def _chain(
-    text: str, budget: int, chunk_tokens: int, summarizer: Summarizer | None, count: Count
+    text: str, budget: int, chunk_tokens: int, max_calls: int, summarizer: Summarizer | None, count: Count
 ) -> tuple[list[str], int, int, int]:
-    """Summaries of each chunk (each told the previous one), calls, failures, chunks."""
+    """Summaries of each chunk (each told the previous one), calls, failures, chunks.
+
+    Chunks past the call cap (sentence boundaries can make one more chunk than planned)
+    are summarised extractively.
+    """
     chunks = windows(text, chunk_tokens, 0, count) or [""]
     share = max(1, budget // len(chunks) - 2)
     out: list[str] = []
     calls = failures = 0
     previous: str | None = None
     for chunk in chunks:
-        summary, c, f = _summarize(chunk, previous, share, summarizer, count)
+        capped = summarizer if calls < max_calls else None
+        summary, c, f = _summarize(chunk, previous, share, capped, count)
         out.append(summary)
         calls, failures, previous = calls + c, failures + f, summary
     return out, calls, failures, len(chunks)
 
 
 def summarize_chain(
-    text: str, budget: int, chunk_tokens: int, summarizer: Summarizer | None, count: Count
+    text: str, budget: int, chunk_tokens: int, max_calls: int, summarizer: Summarizer | None, count: Count
 ) -> Condensed:
     """Summarise each chunk into an equal share of ``budget``, each call told the previous summary."""
-    parts, calls, failures, n = _chain(text, budget, chunk_tokens, summarizer, count)
+    parts, calls, failures, n = _chain(text, budget, chunk_tokens, max_calls, summarizer, count)
     return Condensed("\n\n".join(parts), calls, failures, n, n)
 
 
@@ -151,7 +156,7 @@ def summarize_hierarchy(
     text: str, budget: int, chunk_tokens: int, max_calls: int, summarizer: Summarizer | None, count: Count
 ) -> Condensed:
     """Summarise chunks, then pairs of summaries, level by level, until the whole fits ``budget``."""
-    parts, calls, failures, n = _chain(text, budget * 2, chunk_tokens, summarizer, count)
+    parts, calls, failures, n = _chain(text, budget * 2, chunk_tokens, max_calls, summarizer, count)
     while count("\n\n".join(parts)) > budget and len(parts) > 1:
         share = max(1, budget // -(-len(parts) // 2))
         merged: list[str] = []

@@ -24,6 +24,7 @@ gateway block in the place of exactly that message and of no other.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import Field
@@ -33,6 +34,7 @@ from gateway.assembly.condense_text import (
     extract_relevant,
     plan_calls,
     summarize_chain,
+    summarize_extractive,
     summarize_hierarchy,
 )
 from gateway.assembly.context import Context, Decision, Message, SessionState
@@ -81,26 +83,52 @@ def shrink_oversize(ctx: Context, state: SessionState, policy: OversizePolicy) -
     if target < policy.min_message_tokens or size / target > policy.max_shrink_factor:
         why = f"the largest message ({size} tokens) would have to shrink to {target} tokens"
         return _refuse(ctx, total, why)
+    shrunk = _shrink(ctx, index, target, policy)
+    if isinstance(shrunk, str):
+        return _refuse(ctx, total, shrunk)
+    new, strategy, condensed = shrunk
+    after = counter.message(new)
+    reason = _reason(strategy, size, after, condensed)
+    decision = Decision(PASS, "shrunk", size, after, reason, _detail(ctx, index, strategy, condensed, limit))
+    return ctx.replace(messages=(*ctx.messages[:index], new, *ctx.messages[index + 1 :])), [decision]
+
+
+def _shrink(ctx: Context, index: int, target: int, policy: OversizePolicy) -> tuple[Message, str, Condensed] | str:
+    """The shrunk message within ``target`` tokens, its strategy and cost; or why it cannot be done.
+
+    Counts are estimated per sentence; if the rendered message still overshoots (token
+    merges at the joins), the body budget is cut by the overshoot and the text condensed again.
+    """
+    counter, message = ctx.env.counter, ctx.messages[index]
+    size = counter.message(message)
     text = content_text(message.get("content"))[0]
-    body_budget = target - counter.message({**message, "content": _frame("x", 0, size, "")}) - 2 * policy.edge_tokens
-    head, middle, tail = _edges(text, policy.edge_tokens, counter.text)
+    edge = min(policy.edge_tokens, target // 4)  # the edges never take more than half of a small target
+    frame = counter.message({**message, "content": _frame("hierarchical_summarization", 99, size, "")})
+    budget = target - frame - 2 * edge
+    head, middle, tail = _edges(text, edge, counter.text)
     query = head + "\n" + tail if index == _last_user(ctx.messages) else _last_user_text(ctx.messages)
     strategy = _strategy(query, size / target, policy)
-    over_cap = _over_call_cap(strategy, counter.text(middle), body_budget, ctx, policy)
+    over_cap = _over_call_cap(strategy, counter.text(middle), budget, ctx, policy)
     if over_cap:
-        return _refuse(ctx, total, over_cap)
-    condensed = _condense(strategy, middle, query, body_budget, ctx, policy)
-    new = {**message, "content": _frame(strategy, condensed.calls, size, head + condensed.text + tail)}
-    after = counter.message(new)
-    decision = Decision(
-        PASS,
-        "shrunk",
-        size,
-        after,
-        _reason(strategy, size, after, condensed),
-        _detail(ctx, index, strategy, condensed, limit),
-    )
-    return ctx.replace(messages=(*ctx.messages[:index], new, *ctx.messages[index + 1 :])), [decision]
+        return over_cap
+    condensed = _condense(strategy, middle, query, budget, ctx, policy)
+    for _ in range(3):
+        new = {**message, "content": _frame(strategy, condensed.calls, size, head + condensed.text + tail)}
+        overshoot = counter.message(new) - target
+        if overshoot <= 0:
+            return new, strategy, condensed
+        budget -= overshoot + 16
+        condensed = _tighten(condensed, strategy, middle, query, budget, ctx, policy)
+    return f"the condensed message still needs {overshoot} tokens more than the {target} available"
+
+
+def _tighten(
+    condensed: Condensed, strategy: str, middle: str, query: str, budget: int, ctx: Context, policy: OversizePolicy
+) -> Condensed:
+    """Condense again within a smaller budget without spending more summariser calls."""
+    if strategy == "chunk_and_extract":
+        return _condense(strategy, middle, query, budget, ctx, policy)
+    return replace(condensed, text=summarize_extractive(condensed.text, budget, ctx.env.counter.text))
 
 
 def _largest(messages: Sequence[Message], count: Callable[[Message], int]) -> int:
@@ -155,7 +183,7 @@ def _condense(strategy: str, middle: str, query: str, budget: int, ctx: Context,
         return extract_relevant(middle, query, budget, policy.window_tokens, policy.window_overlap, count)
     chunk = _summary_chunk(count(middle), ctx, policy)
     if strategy == "summarization_chain":
-        return summarize_chain(middle, budget, chunk, summarizer, count)
+        return summarize_chain(middle, budget, chunk, policy.max_summarizer_calls, summarizer, count)
     return summarize_hierarchy(middle, budget, chunk, policy.max_summarizer_calls, summarizer, count)
 
 

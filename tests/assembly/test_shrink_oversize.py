@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gateway.assembly.context import Message
 from gateway.assembly.pipeline import PASSES, assemble
@@ -157,3 +159,28 @@ def test_the_pipeline_is_stable_and_passes_its_safety_check() -> None:
     assert not once.reverted
     assert [d.pass_name for d in once.decisions] == ["shrink_oversize"]
     assert twice.assembled.messages == once.assembled.messages
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    window=st.integers(2_000, 12_000),
+    factor=st.floats(0.2, 12.0),
+    question=st.sampled_from([QUESTION, "Summarise the contract for the board.", "Resume el contrato."]),
+    with_summarizer=st.booleans(),
+)
+def test_shrunk_requests_fit_or_are_refused(window: int, factor: float, question: str, with_summarizer: bool) -> None:
+    summarizer = TruncatingSummarizer() if with_summarizer else None
+    ctx = _ctx(long_contract(int(window * factor)), question, window=window, summarizer=summarizer)
+    policy = OversizePolicy(summary_chunk_tokens=2_000)
+    try:
+        out, decisions = shrink_oversize(ctx, ctx.session, policy)
+    except ContextTooLong:
+        assert ctx.prompt_tokens() > window, "refused a request the provider would have accepted"
+        return
+    if not decisions:
+        assert out is ctx and ctx.prompt_tokens() <= window
+        return
+    assert out.prompt_tokens() <= 0.8 * window
+    assert verify_assembly(ctx, out, decisions) == []
+    assert decisions[0].detail["summarizer_calls"] <= policy.max_summarizer_calls
+    assert out.messages[-1]["content"].rstrip().endswith(question + "\n</condensed>")
