@@ -36,7 +36,7 @@ SEEDS = next(
     (p / "shared" / "seeds" for p in Path(__file__).resolve().parents if (p / "shared" / "seeds").is_dir()),
     Path("shared/seeds"),
 )
-QUESTION = "¿Cuándo conviene usar sliding window en lugar de summarization chain para un documento largo?"
+QUESTION = "¿Qué es la ingeniería de contexto y en qué se diferencia de la ingeniería de prompts?"
 
 
 def _median_ms(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
