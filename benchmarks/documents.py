@@ -10,7 +10,7 @@ Quality for the oversize pass: clause recall. A 300K-token contract is asked abo
 ``--questions`` different clauses; a question is answered "within the window" when the
 clause's full text is in what the provider would receive and the prompt fits.
 
-    python -m benchmarks.documents [--repeats 5] [--questions 30]
+    python -m benchmarks.documents [--repeats 15] [--questions 30]
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def bench_oversize(repeats: int, questions: int) -> tuple[list[str], str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--questions", type=int, default=30)
     args = parser.parse_args()
     doc_rows = bench_documents(args.repeats)
