@@ -181,3 +181,18 @@ def test_properties_hold_for_any_documents(docs: list[dict[str, Any]], budget: i
     assert len(sources) == len(set(sources)), "only the newest copy of a source is kept"
     if max_age is not None:
         assert all(28 - int(d.detail["fetched_at"][-2:]) <= max_age for d in kept), "a stale document was kept"
+
+
+def test_block_goes_before_the_question_even_when_tool_results_follow_it() -> None:
+    call = {"id": "call_9", "type": "function", "function": {"name": "lookup_order", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "What is the refund window for my Acme order?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "order 17 delivered 2026-09-20"},
+    ]
+    docs = [{"text": "Acme refund window: 30 days from delivery.", "source": "acme", "fetched_at": "2026-09-22"}]
+    ctx = make_context({"messages": messages, "documents": docs})
+    out, [decision] = attach_documents(ctx, ctx.session, DocumentPolicy())
+    assert decision.action == "kept"
+    assert out.messages[0]["content"].startswith("<documents") and out.messages[1:] == ctx.messages
+    assert verify_assembly(ctx, out, [decision]) == []
