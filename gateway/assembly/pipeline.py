@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.assembly.attach_documents import attach_documents
 from gateway.assembly.clear_tool_results import clear_tool_results
 from gateway.assembly.compact_history import compact_history
 from gateway.assembly.context import Context, Decision, Pass
@@ -22,6 +23,7 @@ from gateway.assembly.place_cache_breakpoints import place_cache_breakpoints
 from gateway.assembly.policy import Policy
 from gateway.assembly.render_reminder import render_reminder
 from gateway.assembly.restate_rules import restate_rules
+from gateway.assembly.shrink_oversize import shrink_oversize
 from gateway.assembly.verify_assembly import verify_assembly
 
 
@@ -32,17 +34,6 @@ class PassSpec:
     policy: Callable[[Policy], Any]
 
 
-# Order matters (each pass slots in at its line as it lands):
-# 1. move_volatile           strips per-turn values from the prefix first, so nothing after sees them as stable
-# 2. attach_documents        documents are placed before the question; later passes count them
-# 3. prune_tools             tool set is fixed before compaction counts the prompt
-# 4. clear_tool_results      cheap clearing before any summarising
-# 5. compact_history         needs the final tools and documents to know the prompt size
-# 6. recall_memory           recalled passages go in the dynamic tail, after compaction decided what aged out
-# 7. restate_rules           adds critical rules to the reminder lines
-# 8. render_reminder         renders every reminder line as the last message; nothing may append after it
-# 9. place_cache_breakpoints marks the stable prefix once the layout is final
-# 10. lint_context           checks the final layout against the validation gate
 def _compaction_threshold(policy: Policy) -> float | None:
     """The configured compaction threshold, whatever the compaction policy calls it (None when off)."""
     compaction = getattr(policy, "compaction", None) or getattr(policy, "compact_history", None)
@@ -66,10 +57,25 @@ def _lint_policy(policy: Policy) -> LintPolicy:
     )
 
 
+# Order matters (each pass slots in at its line as it lands):
+# 1. move_volatile           strips per-turn values from the prefix first, so nothing after sees them as stable
+# 2. attach_documents        documents are placed before the question; later passes count them
+# 3. prune_tools             tool set is fixed before compaction counts the prompt
+# 4. clear_tool_results      cheap clearing before any summarising
+# 5. compact_history         needs the final tools and documents to know the prompt size
+# 5b. shrink_oversize        only a single huge message can still overflow once history is compacted; it runs
+#                            before the small dynamic-tail passes so its 80 % line leaves them (and the reply) room
+# 6. recall_memory           recalled passages go in the dynamic tail, after compaction decided what aged out
+# 7. restate_rules           adds critical rules to the reminder lines
+# 8. render_reminder         renders every reminder line as the last message; nothing may append after it
+# 9. place_cache_breakpoints marks the stable prefix once the layout is final
+# 10. lint_context           checks the final layout against the validation gate
 PASSES: tuple[PassSpec, ...] = (
     PassSpec("move_volatile", move_volatile, lambda p: p.volatile),
+    PassSpec("attach_documents", attach_documents, lambda p: p.attach_documents),
     PassSpec("clear_tool_results", clear_tool_results, lambda p: p.compaction),
     PassSpec("compact_history", compact_history, lambda p: p.compaction),
+    PassSpec("shrink_oversize", shrink_oversize, lambda p: p.shrink_oversize),
     PassSpec("restate_rules", restate_rules, lambda p: p.rules),
     PassSpec("render_reminder", render_reminder, lambda p: p.reminder),
     PassSpec("place_cache_breakpoints", place_cache_breakpoints, lambda p: p.cache_breakpoints),

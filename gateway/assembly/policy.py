@@ -16,11 +16,14 @@ __all__ = ["PassPolicy", "Policy"]
 
 
 # Each pass's policy sits beside the pass; imported here, after PassPolicy, which they subclass.
+# Each pass's policy model sits beside its pass; those modules import PassPolicy from here.
+from gateway.assembly.attach_documents import DocumentPolicy
 from gateway.assembly.lint_context import LintPolicy
 from gateway.assembly.move_volatile import VolatilePolicy
 from gateway.assembly.place_cache_breakpoints import CachePolicy
 from gateway.assembly.render_reminder import ReminderPolicy
 from gateway.assembly.restate_rules import RulesPolicy
+from gateway.assembly.shrink_oversize import OversizePolicy
 
 
 class Policy(BaseModel):
@@ -32,6 +35,8 @@ class Policy(BaseModel):
     cache_breakpoints: CachePolicy = CachePolicy()
     lint: LintPolicy = LintPolicy()
     compaction: CompactionPolicy = CompactionPolicy()
+    attach_documents: DocumentPolicy = DocumentPolicy()
+    shrink_oversize: OversizePolicy = OversizePolicy()
 
     def all_disabled(self) -> Policy:
         """A copy with every pass switched off (for byte-for-byte forwarding and baselines)."""

@@ -5,7 +5,9 @@ The checks, each returning a sentence when it fails:
 - system/developer messages are byte-identical unless a decision declared it changed them
   (``detail["changes_system"]``);
 - the last user message and everything after it (trailing tool results) are verbatim and
-  in order, followed only by gateway blocks (the reminder);
+  in order, followed only by gateway blocks (the reminder); the one exception is a
+  message a decision declares shrunk (``detail["shrunk_message"]``: its original index),
+  which may stand there as a ``<condensed`` gateway block of the same role;
 - every other message is either one of the client's, unchanged and in the original order,
   or a block the gateway wrote, recognisable by its opening marker.
 """
@@ -13,6 +15,7 @@ The checks, each returning a sentence when it fails:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gateway.assembly.context import Context, Decision, Message
 
@@ -25,6 +28,7 @@ GATEWAY_MARKERS: tuple[str, ...] = (
     "<recalled",
     "<memory",
     "[result of ",
+    "<condensed",
 )
 
 
@@ -102,8 +106,9 @@ def verify_assembly(original: Context, assembled: Context, decisions: Sequence[D
             problems.append("system/developer messages changed without a decision saying so")
     last = _last_user_index(orig)
     if last >= 0:
-        tail = list(orig[last:])
-        found = _find_run(new, tail)
+        shrunk = {int(d.detail["shrunk_message"]) for d in decisions if "shrunk_message" in d.detail}
+        tail: list[Message | None] = [None if i in shrunk else orig[i] for i in range(last, len(orig))]
+        found = _find_run(new, tail, [orig[i].get("role") for i in range(last, len(orig))])
         if found < 0:
             problems.append("the last user turn and its trailing messages are not forwarded verbatim")
         elif not all(is_gateway_block(m) for m in new[found + len(tail) :]):
@@ -112,12 +117,19 @@ def verify_assembly(original: Context, assembled: Context, decisions: Sequence[D
     return problems
 
 
-def _find_run(haystack: Sequence[Message], run: list[Message]) -> int:
+def _find_run(haystack: Sequence[Message], run: list[Message | None], roles: list[Any]) -> int:
+    """Index where ``run`` occurs in order; a None stands for a declared-shrunk message (a block of its role)."""
     n = len(run)
     for start in range(len(haystack) - n, -1, -1):
-        if list(haystack[start : start + n]) == run:
+        if all(_same(haystack[start + k], run[k], roles[k]) for k in range(n)):
             return start
     return -1
+
+
+def _same(found: Message, expected: Message | None, role: Any) -> bool:
+    if expected is None:
+        return is_gateway_block(found) and found.get("role") == role
+    return found == expected
 
 
 def _order_problems(orig: Sequence[Message], new: Sequence[Message]) -> list[str]:
