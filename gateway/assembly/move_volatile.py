@@ -88,11 +88,20 @@ class _Moves:
         return PLACEHOLDER.format(label=label)
 
 
-def pattern_spans(text: str, patterns: Patterns) -> list[tuple[int, int, str]]:
-    """Pattern matches that do not touch a placeholder already in the text (idempotence)."""
+def pattern_spans(text: str, patterns: Patterns) -> tuple[tuple[int, int, str], ...]:
+    """Pattern matches that do not touch a placeholder already in the text (idempotence).
+
+    Memoised per text: a session resends the same system prompt and tool descriptions
+    every turn, so scanning them costs once, not once per turn.
+    """
+    return _pattern_spans(text, patterns)
+
+
+@lru_cache(maxsize=8192)
+def _pattern_spans(text: str, patterns: Patterns) -> tuple[tuple[int, int, str], ...]:
     guarded = [(m.start(), m.end()) for m in PLACEHOLDER_RX.finditer(text)]
     spans = find_volatile(text, patterns)
-    return [s for s in spans if not any(s[0] < g_end and g_start < s[1] for g_start, g_end in guarded)]
+    return tuple(s for s in spans if not any(s[0] < g_end and g_start < s[1] for g_start, g_end in guarded))
 
 
 def _anchor_span(text: str, anchor: str) -> tuple[int, int] | None:
