@@ -43,7 +43,9 @@ CHECKS: tuple[str, ...] = (
     "compaction_threshold",
     "compaction_edges",
 )
-DEFAULT_SEVERITIES: Mapping[str, Severity] = {check: "error" for check in CHECKS} | {"compaction_threshold": "warning"}
+_ERROR: Severity = "error"
+_WARNING: Severity = "warning"
+DEFAULT_SEVERITIES: Mapping[str, Severity] = {**dict.fromkeys(CHECKS, _ERROR), "compaction_threshold": _WARNING}
 
 
 class LintPolicy(PassPolicy):

@@ -190,7 +190,7 @@ def _rewrite_tools(tools: tuple[Tool, ...] | None, patterns: Patterns, moves: _M
     for tool in tools:
         fn = tool.get("function")
         desc = fn.get("description") if isinstance(fn, Mapping) else None
-        if isinstance(desc, str) and desc:
+        if isinstance(fn, Mapping) and isinstance(desc, str) and desc:
             new_desc = _substitute(desc, patterns, (), moves)
             if new_desc != desc:
                 tool = {**tool, "function": {**fn, "description": new_desc}}
