@@ -36,7 +36,7 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     # such as "Never put a timestamp in answers" is not a per-turn value.
     (
         "current_line",
-        r"(?im)^[^\n]*\b(?:current (?:time|date|datetime)|now is|today is|timestamp|as of)\b[^\n]*\d[^\n]*$",
+        r"(?im)^[^\n]*\b(?:current (?:time|date|datetime)|now is|today is|timestamp)\b[^\n]*\d[^\n]*$",
     ),
 )
 

@@ -42,3 +42,13 @@ def test_the_pipeline_fixes_what_the_gate_flags_in_the_raw_request() -> None:
     assembled = assemble(ctx, Policy())
     assert violations(assembled.decisions) == []
     assert not assembled.reverted
+
+
+def test_a_rule_wrapped_over_lines_is_found_at_both_edges() -> None:
+    system = "Team notes.\n<critical>Cite the ticket\n   number in every answer.</critical>"
+    ctx = context_of(
+        {"request": {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "go"}]}}
+    )
+    result = assemble(ctx, Policy())
+    assert not [d for d in result.decisions if d.detail.get("check") == "critical_rules_at_edges"]
+    assert "Cite the ticket number in every answer." in result.assembled.messages[-1]["content"]
