@@ -5,10 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.assembly.context import SessionState
 from gateway.assembly.move_volatile import VolatilePolicy, move_volatile
 from tests.assembly.case_files import check_case, context_of, load_cases
+
+_LINES = st.sampled_from(
+    [
+        "Current time: 2026-11-29T10:{:02d}:00Z",
+        "Request ID: 3f2a9b1c-1111-2222-3333-4444555566{:02d}",
+        "This is turn {}.",
+        "Build wp{:02d}x is live.",
+        "Today is 29 Nov 2026, slot {}.",
+        "trace_id=abcdef12{:04d}",
+        "Queue depth {} jobs.",
+    ]
+)
 
 
 @pytest.mark.parametrize(("name", "case"), load_cases("move_volatile"), ids=lambda v: v if isinstance(v, str) else "")
@@ -47,3 +61,23 @@ def test_rejects_a_pattern_name_that_is_not_an_identifier() -> None:
 def test_rejects_an_invalid_regex() -> None:
     with pytest.raises(ValueError, match="not a valid regex"):
         VolatilePolicy(patterns={"bad": "("})
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 50), st.data())
+def test_prefix_is_byte_identical_from_the_second_turn_whatever_the_values(n: int, data: st.DataObject) -> None:
+    template = data.draw(st.lists(_LINES, min_size=1, max_size=4, unique=True))
+    filler = data.draw(
+        st.lists(st.sampled_from(["Be brief.", "Use tools.", "Cite sources.", ""]), min_size=4, max_size=4)
+    )
+    state = SessionState("s")
+    outputs = []
+    for turn in range(3):
+        lines = [f"{filler[i]}\n{line.format(n + turn * 7)}" for i, line in enumerate(template)]
+        prefix, state, _ = _turn("\n".join(lines), state)
+        outputs.append(prefix)
+    assert outputs[1] == outputs[2], outputs
+    out = move_volatile(
+        context_of({"request": {"messages": [{"role": "system", "content": outputs[2]}]}}), state, VolatilePolicy()
+    )[0]
+    assert out.messages[0]["content"] == outputs[2], "not idempotent"
