@@ -137,3 +137,16 @@ def test_stream_with_trailing_tool_results_gets_the_reminder_last(
     lines = dict(parse_reminder(body["messages"][-1]["content"]) or [])
     assert lines["critical_rule"] == "Always answer in UTC."
     assert "2026-11-29" not in orjson.dumps([body["messages"][0], body["tools"]]).decode()
+
+
+def test_a_request_with_nothing_to_move_is_forwarded_as_sent(
+    default_gateway: GatewayHandle, passthrough_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi"}]
+    forwarded = []
+    for gateway in (passthrough_gateway, default_gateway):
+        client = openai.OpenAI(base_url=gateway.base_url, api_key="sk-plain")
+        client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0)
+        forwarded.append(sim.received()[-1])
+    assert forwarded[1]["messages"] == messages
+    assert list(forwarded[1].items()) == list(forwarded[0].items()), "same bytes as with every pass off"
