@@ -282,5 +282,48 @@ def keys_hash(key: str | None, from_stdin: bool, as_json: bool) -> None:
     click.echo(f"sha256: {digest}")
 
 
+@main.command()
+@click.argument("request_file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config YAML whose policy to apply (default: $VENTANA_CONFIG or the bundled config).",
+)
+@click.option("--no-assembly", is_flag=True, help="Check the request exactly as sent, with every pass off.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings, assembled request and budget as JSON.")
+def lint(request_file: str, config_path: str | None, no_assembly: bool, as_json: bool) -> None:
+    """Run the assembly pipeline and the validation gate offline on a request body (JSON).
+
+    Prints the findings, the assembled request and the budget report; exits with
+    status 1 when a finding has severity error, so it can gate prompts in CI.
+    """
+    from pathlib import Path
+
+    import orjson
+    from rich.console import Console
+
+    from gateway.config import load_settings
+    from gateway.errors import RequestError
+    from gateway.lint_request import lint_request, print_result
+
+    try:
+        settings = load_settings(config_path)
+        body = orjson.loads(Path(request_file).read_bytes())
+        if not isinstance(body, dict):
+            raise click.ClickException(f"{request_file}: expected a JSON object (a chat request body)")
+        result = lint_request(body, settings, assemble_first=not no_assembly)
+    except (ConfigError, RequestError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except orjson.JSONDecodeError as exc:
+        raise click.ClickException(f"{request_file} is not valid JSON: {exc}") from exc
+    if as_json:
+        click.echo(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print_result(result, Console(width=140))
+    sys.exit(1 if result.failed else 0)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -106,8 +106,10 @@ def build_context(
 
 def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
     """The body the provider receives; the client's own object when nothing changed it."""
-    if assembly.assembled is assembly.original and not assembly.original.extensions:
-        return body
+    original, assembled = assembly.original, assembly.assembled
+    same = assembled.messages is original.messages and assembled.tools is original.tools
+    if same and not original.extensions:
+        return body  # only session state changed (e.g. the system prompt remembered): send the bytes as sent
     return assembly.assembled.body()
 
 

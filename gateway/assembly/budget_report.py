@@ -8,7 +8,7 @@ order the report prints them:
 - ``history``: every earlier turn (including cleared tool results);
 - ``summary``: compacted history (``<summary`` blocks);
 - ``documents``: retrieved material (``<documents``, ``<recalled``, ``<memory`` blocks);
-- ``query``: the last user message and any tool results after it, plus the reply priming;
+- ``query``: the last user message, the tool results that end the request, and the reply priming;
 - ``reminder``: the trailing ``<reminder>``;
 - ``reserve``: the generation reserve (``max_completion_tokens``/``max_tokens`` or a default).
 
@@ -93,7 +93,7 @@ class BudgetReport:
         }
 
 
-def component_of(message: Message, index: int, last_user: int) -> str:
+def component_of(message: Message, index: int, last_user: int, tail_start: int) -> str:
     """The budget component one message belongs to."""
     content = message.get("content")
     if message.get("role") == "user" and parse_reminder(content) is not None:
@@ -104,7 +104,7 @@ def component_of(message: Message, index: int, last_user: int) -> str:
         return "documents"
     if is_system(message) and not is_gateway_block(message):
         return "system"
-    return "query" if 0 <= last_user <= index else "history"
+    return "query" if index == last_user or index >= tail_start else "history"
 
 
 def generation_reserve(params: Mapping[str, Any], default: int = DEFAULT_GENERATION_RESERVE) -> int:
@@ -113,6 +113,17 @@ def generation_reserve(params: Mapping[str, Any], default: int = DEFAULT_GENERAT
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return default
+
+
+def _trailing_tool_results(messages: tuple[Message, ...]) -> int:
+    """Index where the run of tool results ending the messages (before gateway blocks) starts."""
+    end = len(messages)
+    while end > 0 and is_gateway_block(messages[end - 1]):
+        end -= 1
+    start = end
+    while start > 0 and messages[start - 1].get("role") == "tool":
+        start -= 1
+    return start if start < end else len(messages)
 
 
 def _last_user(messages: tuple[Message, ...]) -> int:
@@ -130,9 +141,9 @@ def budget_report(
     counter = ctx.env.counter
     tokens = dict.fromkeys(COMPONENTS, 0)
     tokens["tools"] = counter.tools(ctx.tools)
-    last_user = _last_user(ctx.messages)
+    last_user, tail = _last_user(ctx.messages), _trailing_tool_results(ctx.messages)
     for i, message in enumerate(ctx.messages):
-        tokens[component_of(message, i, last_user)] += counter.message(message)
+        tokens[component_of(message, i, last_user, tail)] += counter.message(message)
     tokens["query"] += REPLY_PRIMING
     for name in tokens:
         tokens[name] = round(tokens[name] * scale)

@@ -22,7 +22,7 @@ policies, so the gate checks exactly what the config declares.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from pydantic import Field
@@ -43,7 +43,9 @@ CHECKS: tuple[str, ...] = (
     "compaction_threshold",
     "compaction_edges",
 )
-DEFAULT_SEVERITIES: Mapping[str, Severity] = {check: "error" for check in CHECKS} | {"compaction_threshold": "warning"}
+_ERROR: Severity = "error"
+_WARNING: Severity = "warning"
+DEFAULT_SEVERITIES: Mapping[str, Severity] = {**dict.fromkeys(CHECKS, _ERROR), "compaction_threshold": _WARNING}
 
 
 class LintPolicy(PassPolicy):
@@ -90,23 +92,29 @@ def _tail(ctx: Context) -> list[Finding]:
     return found
 
 
+def _flat(texts: Iterable[str]) -> str:
+    """Texts joined with runs of whitespace folded, so a rule wrapped over lines is still found."""
+    return " ".join(" ".join(texts).split())
+
+
 def _rules(ctx: Context, policy: LintPolicy) -> list[Finding]:
     rules = find_rules(ctx.messages, RulesPolicy(rules=policy.rules))
     if not rules:
         return []
     messages = ctx.messages
-    start = "\n".join(text_of(m.get("content")) for m in messages if is_system(m) and not is_gateway_block(m))
+    start = _flat(text_of(m.get("content")) for m in messages if is_system(m) and not is_gateway_block(m))
     reminders = _reminder_index(messages)
-    end = text_of(messages[-1].get("content")) if reminders and reminders[-1] == len(messages) - 1 else ""
-    middle = "\n".join(text_of(m.get("content")) for m in messages if not is_system(m))
+    end = _flat([text_of(messages[-1].get("content"))]) if reminders and reminders[-1] == len(messages) - 1 else ""
+    middle = _flat(text_of(m.get("content")) for m in messages if not is_system(m))
     omitted = set(ctx.annotations.get("critical_rules", ())) - set(ctx.annotations.get("restated_rules", ()))
     found: list[Finding] = []
     for rule in rules:
+        flat = _flat([rule.text])
         short = rule.text if len(rule.text) <= 60 else rule.text[:57] + "..."
-        if rule.text not in start:
-            where = "only in the middle" if rule.text in middle else "not at the start"
+        if flat not in start:
+            where = "only in the middle" if flat in middle else "not at the start"
             found.append(("critical_rules_at_edges", f"critical rule {short!r} is {where}", ""))
-        if rule.text not in end:
+        if flat not in end:
             severity = "warning" if rule.text in omitted else ""
             found.append(("critical_rules_at_edges", f"critical rule {short!r} is not restated at the end", severity))
     return found

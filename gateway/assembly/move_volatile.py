@@ -88,11 +88,20 @@ class _Moves:
         return PLACEHOLDER.format(label=label)
 
 
-def pattern_spans(text: str, patterns: Patterns) -> list[tuple[int, int, str]]:
-    """Pattern matches that do not touch a placeholder already in the text (idempotence)."""
+def pattern_spans(text: str, patterns: Patterns) -> tuple[tuple[int, int, str], ...]:
+    """Pattern matches that do not touch a placeholder already in the text (idempotence).
+
+    Memoised per text: a session resends the same system prompt and tool descriptions
+    every turn, so scanning them costs once, not once per turn.
+    """
+    return _pattern_spans(text, patterns)
+
+
+@lru_cache(maxsize=8192)
+def _pattern_spans(text: str, patterns: Patterns) -> tuple[tuple[int, int, str], ...]:
     guarded = [(m.start(), m.end()) for m in PLACEHOLDER_RX.finditer(text)]
     spans = find_volatile(text, patterns)
-    return [s for s in spans if not any(s[0] < g_end and g_start < s[1] for g_start, g_end in guarded)]
+    return tuple(s for s in spans if not any(s[0] < g_end and g_start < s[1] for g_start, g_end in guarded))
 
 
 def _anchor_span(text: str, anchor: str) -> tuple[int, int] | None:
@@ -136,14 +145,14 @@ def _offsets(tokens: list[str]) -> list[int]:
     return offsets
 
 
-def _learn_one(current: str, previous: str, policy: VolatilePolicy) -> list[str]:
-    """Anchors for the spans of ``current`` that differ from ``previous`` (both already substituted)."""
+def _changed_spans(current: str, previous: str, policy: VolatilePolicy) -> list[tuple[int, int]]:
+    """Character spans of ``current`` whose words differ from ``previous``; none for a rewritten prompt."""
     cur_tokens, prev_tokens = _TOKEN_RX.findall(current), _TOKEN_RX.findall(previous)
     matcher = difflib.SequenceMatcher(None, prev_tokens, cur_tokens, autojunk=False)
     if matcher.ratio() < 0.5:
         return []  # a rewritten prompt, not a per-turn value
     offsets = _offsets(cur_tokens)
-    anchors: list[str] = []
+    spans: list[tuple[int, int]] = []
     for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
         if tag not in ("replace", "insert"):
             continue
@@ -153,10 +162,27 @@ def _learn_one(current: str, previous: str, policy: VolatilePolicy) -> list[str]
         end -= len(value) - len(value.rstrip())
         if end <= start or end - start > policy.max_learned_chars or PLACEHOLDER_RX.search(current[start:end]):
             continue
-        before = current[max(0, start - _ANCHOR_CHARS) : start]
-        after = current[end : end + _ANCHOR_CHARS]
-        if before or after:
-            anchors.append(before + _ANCHOR_SEP + after)
+        spans.append((start, end))
+    return spans
+
+
+def _learn_one(current: str, previous: str, policy: VolatilePolicy) -> list[str]:
+    """Anchors for the spans of ``current`` that differ from ``previous`` (both already substituted).
+
+    An anchor is the stable text right before and after the span. It stops at any other
+    changed span or placeholder, whose text differs on later turns, so it is found again.
+    """
+    spans = _changed_spans(current, previous, policy)
+    bounds = sorted([*spans, *((m.start(), m.end()) for m in PLACEHOLDER_RX.finditer(current))])
+    anchors: list[str] = []
+    for start, end in spans:
+        left = max([b_end for _b, b_end in bounds if b_end <= start], default=0)
+        right = min([b_start for b_start, _e in bounds if b_start >= end], default=len(current))
+        before = current[max(left, start - _ANCHOR_CHARS) : start]
+        after = current[end : min(right, end + _ANCHOR_CHARS)]
+        if (len(before) < 3 and start > 0) or (not after and end < len(current) and current[end] != "\n"):
+            continue  # too little stable text around it to find it again
+        anchors.append(before + _ANCHOR_SEP + after)
     return anchors
 
 
@@ -181,7 +207,7 @@ def _rewrite_tools(tools: tuple[Tool, ...] | None, patterns: Patterns, moves: _M
     for tool in tools:
         fn = tool.get("function")
         desc = fn.get("description") if isinstance(fn, Mapping) else None
-        if isinstance(desc, str) and desc:
+        if isinstance(fn, Mapping) and isinstance(desc, str) and desc:
             new_desc = _substitute(desc, patterns, (), moves)
             if new_desc != desc:
                 tool = {**tool, "function": {**fn, "description": new_desc}}

@@ -91,6 +91,13 @@ def _candidates(messages: tuple[Message, ...]) -> list[tuple[str, int]]:
     return found
 
 
+def _markable_before(messages: list[Message], index: int) -> int:
+    """The latest message at or before ``index`` with text to mark (a tool-call-only turn has none)."""
+    while index >= 0 and not has_breakpoint(messages[index]) and mark(messages[index]) is None:
+        index -= 1
+    return index
+
+
 def place_cache_breakpoints(ctx: Context, state: SessionState, policy: CachePolicy) -> tuple[Context, list[Decision]]:
     """Add ``cache_control`` breakpoints where a provider needs them, never more than it allows."""
     if ctx.env.provider not in policy.providers:
@@ -105,10 +112,12 @@ def place_cache_breakpoints(ctx: Context, state: SessionState, policy: CachePoli
         if index < 0:
             if tools and not _valid(tools[-1].get("cache_control")):
                 tools = (*tools[:-1], {**tools[-1], "cache_control": dict(EPHEMERAL)})
-                positions.append({"where": "tools", "index": len(tools) - 1})
+                positions.append({"where": "tools", "tool": len(tools) - 1})
                 room -= 1
             continue
-        if has_breakpoint(messages[index]) or any(p["where"] != "tools" and p["index"] == index for p in positions):
+        if where == "latest_stable":
+            index = _markable_before(messages, index)
+        if index < 0 or has_breakpoint(messages[index]) or any(p.get("index") == index for p in positions):
             continue
         marked = mark(messages[index])
         if marked is not None:

@@ -3,12 +3,17 @@
 Clients resend the whole history every turn and rarely say which conversation it is.
 In order: the ``X-Session-Id`` header; else a hash of the caller's key hash, the model,
 and the system prompt and first user message with their per-turn values removed (so a
-clock in the system prompt does not make every turn a new session).
+clock in the system prompt does not make every turn a new session). Digit runs are
+also folded, so a per-turn number no pattern knows (``worker wp37x``) keeps the session
+too: that is what lets ``move_volatile`` learn it from the previous turn. Two prompts
+that differ only in their numbers, from the same caller, model and first message, are
+taken for one conversation; a client that needs them apart sends ``X-Session-Id``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +21,11 @@ from gateway.assembly.volatile_patterns import strip_volatile
 from gateway.tokens import content_text
 
 MAX_SESSION_ID_LENGTH = 128
+_DIGITS = re.compile(r"\d+")
+
+
+def _stable(text: str) -> str:
+    return _DIGITS.sub("0", strip_volatile(text))
 
 
 def identify_session(header: str | None, caller: str, model: str, messages: Sequence[Mapping[str, Any]]) -> str:
@@ -24,7 +34,7 @@ def identify_session(header: str | None, caller: str, model: str, messages: Sequ
     system = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") in ("system", "developer"))
     first_user = next((content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"), "")
     h = hashlib.sha256()
-    for part in (caller, model, strip_volatile(system), strip_volatile(first_user)):
+    for part in (caller, model, _stable(system), _stable(first_user)):
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x00")
     return "s-" + h.hexdigest()[:24]

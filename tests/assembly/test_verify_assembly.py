@@ -1,44 +1,86 @@
-"""verify_assembly: a shrunk message is accepted only where a decision declares it."""
+"""verify_assembly: the checks catch every unfaithful rewrite and accept the faithful ones."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gateway.assembly.context import Context, Decision
-from gateway.assembly.verify_assembly import is_gateway_block, verify_assembly
-from tests.assembly.make_context import make_context
+from gateway.assembly.pipeline import PassSpec, assemble
+from gateway.assembly.policy import Policy
+from gateway.assembly.verify_assembly import comparable, verify_assembly
+from tests.assembly.case_files import context_of
 
-QUESTION = {"role": "user", "content": "Here is the report ... what is the total in section 4?"}
-ORIGINAL = make_context({"messages": [{"role": "system", "content": "Be brief."}, QUESTION]})
-CONDENSED = {"role": "user", "content": '<condensed strategy="chunk_and_extract">\n... section 4 ...\n</condensed>'}
-DECLARED = Decision("shrink_oversize", "shrunk", detail={"shrunk_message": 1})
-
-
-def _shrunk(message: dict[str, Any]) -> Context:
-    return ORIGINAL.replace(messages=(ORIGINAL.messages[0], message))
-
-
-def test_condensed_is_a_gateway_marker() -> None:
-    assert is_gateway_block(CONDENSED)
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
+RESULT = {"role": "tool", "tool_call_id": "c1", "content": "42"}
 
 
-def test_a_declared_shrunk_last_user_message_passes() -> None:
-    assert verify_assembly(ORIGINAL, _shrunk(CONDENSED), [DECLARED]) == []
+def _ctx(messages: list[dict[str, Any]]) -> Context:
+    return context_of({"request": {"messages": messages}})
 
 
-def test_an_undeclared_replacement_of_the_last_user_message_fails() -> None:
-    problems = verify_assembly(ORIGINAL, _shrunk(CONDENSED), [])
-    assert any("last user turn" in p for p in problems)
+def _base() -> Context:
+    return _ctx(
+        [
+            {"role": "system", "content": "Rules."},
+            {"role": "user", "content": "first"},
+            CALL,
+            RESULT,
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "last"},
+        ]
+    )
 
 
-def test_a_declaration_for_another_message_does_not_excuse_this_one() -> None:
-    elsewhere = Decision("shrink_oversize", "shrunk", detail={"shrunk_message": 0})
-    problems = verify_assembly(ORIGINAL, _shrunk(CONDENSED), [elsewhere])
-    assert any("last user turn" in p for p in problems)
+def test_accepts_an_appended_reminder_and_cache_markers() -> None:
+    ctx = _base()
+    marked = {"role": "user", "content": [{"type": "text", "text": "last", "cache_control": {"type": "ephemeral"}}]}
+    new = ctx.replace(messages=(*ctx.messages[:-1], marked, {"role": "user", "content": "<reminder>\nx\n</reminder>"}))
+    assert verify_assembly(ctx, new, []) == []
 
 
-def test_the_replacement_must_keep_the_role_and_be_a_marked_block() -> None:
-    as_assistant = {**CONDENSED, "role": "assistant"}
-    unmarked = {"role": "user", "content": "a silently rewritten question"}
-    assert verify_assembly(ORIGINAL, _shrunk(as_assistant), [DECLARED])
-    assert verify_assembly(ORIGINAL, _shrunk(unmarked), [DECLARED])
+def test_catches_a_tool_call_split_from_its_result() -> None:
+    ctx = _base()
+    new = ctx.replace(messages=tuple(m for m in ctx.messages if m is not RESULT))
+    assert any("no result" in p for p in verify_assembly(ctx, new, []))
+
+
+def test_catches_a_system_change_no_decision_declared() -> None:
+    ctx = _base()
+    new = ctx.replace(messages=({"role": "system", "content": "Other."}, *ctx.messages[1:]))
+    assert verify_assembly(ctx, new, []) != []
+    declared = Decision("move_volatile", "moved", detail={"changes_system": True})
+    assert verify_assembly(ctx, new, [declared]) == []
+
+
+def test_catches_an_edited_last_user_turn() -> None:
+    ctx = _base()
+    new = ctx.replace(messages=(*ctx.messages[:-1], {"role": "user", "content": "last, edited"}))
+    assert any("verbatim" in p for p in verify_assembly(ctx, new, []))
+
+
+def test_catches_an_unmarked_inserted_message() -> None:
+    ctx = _base()
+    new = ctx.replace(messages=(*ctx.messages[:2], {"role": "user", "content": "injected"}, *ctx.messages[2:]))
+    assert any("neither the client's" in p for p in verify_assembly(ctx, new, []))
+
+
+def test_a_broken_pass_is_reverted_and_recorded() -> None:
+    def drop_results(ctx: Context, state: Any, policy: Any) -> tuple[Context, list[Decision]]:
+        return ctx.replace(messages=tuple(m for m in ctx.messages if m.get("role") != "tool")), []
+
+    ctx = _base()
+    result = assemble(ctx, Policy(), passes=(PassSpec("drop_results", drop_results, lambda p: p.volatile),))
+    assert result.reverted and result.assembled is ctx
+    assert result.decisions[-1].action == "reverted"
+    assert result.decisions[-1].detail["problems"]
+
+
+def test_comparable_reads_a_marked_single_part_as_the_string() -> None:
+    marked = {"role": "system", "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}
+    assert comparable(marked) == {"role": "system", "content": "x"}
+    image = {"type": "image_url", "image_url": {"url": "u"}}
+    assert comparable({"role": "user", "content": [image]}) == {"role": "user", "content": [image]}

@@ -96,3 +96,57 @@ def test_without_the_passes_nothing_is_ever_cached(
     assert all(b["messages"][-1]["content"].startswith("Question ") for b in bodies)
     assert [t["cached"] for t in turns] == [0] * TURNS
     assert all(t["prompt"] > 1024 for t in turns)
+
+
+def test_a_value_no_pattern_knows_is_learned_from_the_previous_turn(
+    default_gateway: GatewayHandle, sim: SimHandle, long_rules: str
+) -> None:
+    sim.reset()
+    client = openai.OpenAI(base_url=default_gateway.base_url, api_key="sk-learn-test")
+    cached, sessions = [], set()
+    for turn in range(1, 7):
+        system = {"role": "system", "content": f"Served by worker wp{turn * 37 % 100:02d}x.\n\n{long_rules}"}
+        messages = [system, {"role": "user", "content": "Which block goes first?"}]
+        raw = client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=messages)
+        cached.append(raw.parse().usage.prompt_tokens_details.cached_tokens)
+        sessions.add(raw.headers.get("x-ventana-session-id"))
+    systems = [body["messages"][0]["content"] for body in sim.received()]
+    assert systems[0].startswith("Served by worker wp37x.")
+    assert systems[1].startswith("Served by worker [learned: see reminder].")
+    assert len(set(systems[1:])) == 1, "the learned span must keep the prefix stable"
+    assert len(sessions) == 1
+    assert cached[:2] == [0, 0] and all(c > 1024 for c in cached[2:]), cached
+
+
+def test_stream_with_trailing_tool_results_gets_the_reminder_last(
+    default_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    client = openai.OpenAI(base_url=default_gateway.base_url, api_key="sk-stream")
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+    tool = {"type": "function", "function": {"name": "get_time", "description": "Clock, synced 2026-11-29 09:00"}}
+    messages = [
+        {"role": "system", "content": "Today is 2026-11-29.\n<critical>Always answer in UTC.</critical>"},
+        {"role": "user", "content": "What time is it?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "09:41"},
+    ]
+    chunks = list(client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=[tool], stream=True))
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    body = sim.received()[-1]
+    assert body["messages"][:-1][1:] == messages[1:]
+    lines = dict(parse_reminder(body["messages"][-1]["content"]) or [])
+    assert lines["critical_rule"] == "Always answer in UTC."
+    assert "2026-11-29" not in orjson.dumps([body["messages"][0], body["tools"]]).decode()
+
+
+def test_a_request_with_nothing_to_move_is_forwarded_as_sent(
+    default_gateway: GatewayHandle, passthrough_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi"}]
+    forwarded = []
+    for gateway in (passthrough_gateway, default_gateway):
+        client = openai.OpenAI(base_url=gateway.base_url, api_key="sk-plain")
+        client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0)
+        forwarded.append(sim.received()[-1])
+    assert forwarded[1]["messages"] == messages
+    assert list(forwarded[1].items()) == list(forwarded[0].items()), "same bytes as with every pass off"

@@ -1,0 +1,34 @@
+"""What api/chat.py puts on the record: the budget report and the model's calibration.
+
+The gateway app runs in-process (so the test can read its MemoryRecorder), the provider
+simulator is a real process over real HTTP, and the client is the official SDK.
+"""
+
+from __future__ import annotations
+
+import httpx
+import openai
+
+from gateway.api.app import create_app
+from gateway.config import parse_settings
+from gateway.store.record import MemoryRecorder
+from tests.procs import SimHandle, sim_models
+
+
+async def test_every_record_carries_the_budget_and_the_calibration_learns(sim: SimHandle) -> None:
+    recorder = MemoryRecorder()
+    app = create_app(parse_settings({"models": sim_models(sim.base_url)}), recorder=recorder)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        client = openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="sk-x", http_client=http)
+        messages = [{"role": "system", "content": "Today is 2026-11-29.\nBe brief."}, {"role": "user", "content": "hi"}]
+        for _ in range(3):
+            await client.chat.completions.create(model="gpt-4o-mini", messages=messages, max_tokens=256)
+    await app.state.gateway.upstream.close()
+    budget = recorder.records[-1].budget
+    assert budget is not None
+    assert budget["reserve"] == 256
+    assert budget["components"]["reminder"]["tokens"] > 0
+    assert budget["prompt_tokens"] == recorder.records[-1].tokens_assembled == recorder.records[-1].usage.prompt_tokens
+    assert budget["calibration"]["samples"] == 2  # the third request's own answer is observed after its budget
+    assert budget["calibration"]["ratio"] == 1.0

@@ -1,0 +1,83 @@
+"""move_volatile: per-turn values leave the prefix, the placeholders never depend on the value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.assembly.context import SessionState
+from gateway.assembly.move_volatile import VolatilePolicy, move_volatile
+from tests.assembly.case_files import check_case, context_of, load_cases
+
+_LINES = st.sampled_from(
+    [
+        "Current time: 2026-11-29T10:{:02d}:00Z",
+        "Request ID: 3f2a9b1c-1111-2222-3333-4444555566{:02d}",
+        "This is turn {}.",
+        "Build wp{:02d}x is live.",
+        "Today is 29 Nov 2026, slot {}.",
+        "trace_id=abcdef12{:04d}",
+        "Queue depth {} jobs.",
+    ]
+)
+
+
+@pytest.mark.parametrize(("name", "case"), load_cases("move_volatile"), ids=lambda v: v if isinstance(v, str) else "")
+def test_case(name: str, case: dict[str, Any]) -> None:
+    check_case(move_volatile, VolatilePolicy(**case.get("policy", {})), case)
+
+
+def _turn(system: str, state: SessionState) -> tuple[str, SessionState, list[tuple[str, str]]]:
+    case = {"request": {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]}}
+    ctx = context_of(case).replace(session=state)
+    out, _ = move_volatile(ctx, state, VolatilePolicy())
+    return out.messages[0]["content"], out.session, list(out.reminder)
+
+
+def test_prefix_is_byte_stable_across_turns_with_clock_counter_and_unknown_value() -> None:
+    state = SessionState("s")
+    prefixes = []
+    for turn in range(1, 8):
+        system = (
+            f"Current time: 2026-11-29 10:{turn:02d}:00 UTC\nThis is turn {turn}.\n"
+            f"Worker pool wp{turn * 37 % 100:02d}x handles you.\nBe precise."
+        )
+        prefix, state, reminder = _turn(system, state)
+        prefixes.append(prefix)
+        assert f"turn {turn}" in dict(reminder).values()
+    # turn 1 cannot know the pool name is volatile; from turn 2 on the prefix never changes
+    assert len(set(prefixes[1:])) == 1, prefixes
+    assert "[learned: see reminder]" in prefixes[-1]
+
+
+def test_rejects_a_pattern_name_that_is_not_an_identifier() -> None:
+    with pytest.raises(ValueError, match="identifier"):
+        VolatilePolicy(patterns={"bad name": "x"})
+
+
+def test_rejects_an_invalid_regex() -> None:
+    with pytest.raises(ValueError, match="not a valid regex"):
+        VolatilePolicy(patterns={"bad": "("})
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 50), st.data())
+def test_prefix_is_byte_identical_from_the_second_turn_whatever_the_values(n: int, data: st.DataObject) -> None:
+    template = data.draw(st.lists(_LINES, min_size=1, max_size=4, unique=True))
+    filler = data.draw(
+        st.lists(st.sampled_from(["Be brief.", "Use tools.", "Cite sources.", ""]), min_size=4, max_size=4)
+    )
+    state = SessionState("s")
+    outputs = []
+    for turn in range(3):
+        lines = [f"{filler[i]}\n{line.format(n + turn * 7)}" for i, line in enumerate(template)]
+        prefix, state, _ = _turn("\n".join(lines), state)
+        outputs.append(prefix)
+    assert outputs[1] == outputs[2], outputs
+    out = move_volatile(
+        context_of({"request": {"messages": [{"role": "system", "content": outputs[2]}]}}), state, VolatilePolicy()
+    )[0]
+    assert out.messages[0]["content"] == outputs[2], "not idempotent"

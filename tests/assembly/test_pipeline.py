@@ -1,0 +1,67 @@
+"""The whole pipeline on generated requests: always safe, and stable when run on its own output."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from gateway.assembly.context import Context
+from gateway.assembly.pipeline import PASSES, assemble
+from gateway.assembly.policy import Policy
+from gateway.assembly.restate_rules import RuleSpec, RulesPolicy
+from gateway.assembly.verify_assembly import tool_pairing_problems, verify_assembly
+from tests.assembly.strategies import contexts
+
+POLICY = Policy().model_copy(update={"rules": RulesPolicy(rules=(RuleSpec(text="Never delete data."),))})
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_passes_sit_at_their_numbered_slots() -> None:
+    assert [p.name for p in PASSES] == [
+        "move_volatile",
+        "attach_documents",
+        "clear_tool_results",
+        "compact_history",
+        "shrink_oversize",
+        "restate_rules",
+        "render_reminder",
+        "place_cache_breakpoints",
+        "lint_context",
+    ]
+
+
+@PROPERTY_SETTINGS
+@given(contexts())
+def test_output_passes_the_safety_check_or_is_the_original(ctx: Context) -> None:
+    result = assemble(ctx, POLICY)
+    if result.reverted:
+        assert result.assembled is ctx
+    else:
+        assert verify_assembly(ctx, result.assembled, result.decisions) == []
+    assert not result.reverted, [d.reason for d in result.decisions if d.action == "reverted"]
+    assert tool_pairing_problems(result.assembled.messages) == []
+
+
+@PROPERTY_SETTINGS
+@given(contexts())
+def test_running_the_pipeline_twice_changes_nothing(ctx: Context) -> None:
+    once = assemble(ctx, POLICY).assembled
+    twice = assemble(once.replace(session=ctx.session, reminder=(), annotations={}), POLICY).assembled
+    assert twice.messages == once.messages
+    assert twice.tools == once.tools
+
+
+@PROPERTY_SETTINGS
+@given(contexts())
+def test_every_pass_off_forwards_the_request_untouched(ctx: Context) -> None:
+    result = assemble(ctx, Policy().all_disabled())
+    assert result.assembled is ctx
+    assert result.decisions == ()
+
+
+@PROPERTY_SETTINGS
+@given(contexts())
+def test_no_per_turn_value_is_left_in_the_prefix(ctx: Context) -> None:
+    result = assemble(ctx, POLICY)
+    checks = {d.detail.get("check") for d in result.decisions if d.pass_name == "lint_context"}
+    assert "volatile_in_prefix" not in checks
+    assert "dynamic_tail_last" not in checks

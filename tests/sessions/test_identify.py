@@ -1,0 +1,37 @@
+"""Session identification: a clock or a request id in the system prompt keeps the same session."""
+
+from __future__ import annotations
+
+import uuid
+
+from gateway.sessions.identify import identify_session
+
+
+def _messages(system: str, first_user: str = "Plan the migration.") -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": first_user}]
+
+
+def test_timestamp_and_request_id_in_the_system_prompt_keep_the_session() -> None:
+    ids = {
+        identify_session(
+            None,
+            "caller1",
+            "gpt-4o-mini",
+            _messages(
+                f"Current time: 2026-11-29T10:{minute:02d}:00Z\nRequest ID: {uuid.uuid4()}\nYou plan migrations."
+            ),
+        )
+        for minute in range(30)
+    }
+    assert len(ids) == 1
+
+
+def test_a_different_system_prompt_or_first_goal_is_another_session() -> None:
+    base = identify_session(None, "c", "m", _messages("You plan migrations."))
+    assert identify_session(None, "c", "m", _messages("You write poems.")) != base
+    assert identify_session(None, "c", "m", _messages("You plan migrations.", "Other goal")) != base
+    assert identify_session(None, "other-caller", "m", _messages("You plan migrations.")) != base
+
+
+def test_the_header_wins() -> None:
+    assert identify_session(" abc ", "c", "m", _messages("x")) == "abc"
