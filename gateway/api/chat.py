@@ -23,6 +23,7 @@ from gateway.api.stream_relay import StreamRelay
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.pipeline import Assembly, assemble
+from gateway.assembly.prefix import track_prefix
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, RequestError, UnknownModel, UpstreamError
 from gateway.sessions.identify import identify_session
@@ -115,7 +116,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     state = await gw.sessions.load(session_id)
     ctx = build_context(body, gw, model, state, caller)
     assembly = assemble(ctx, gw.settings.policy)
-    await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1))
+    prefix = track_prefix(assembly.assembled)
+    await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
         request_id=request_id,
@@ -131,6 +133,9 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         turn=state.turn + 1,
         tokens_original=ctx.prompt_tokens(),
         tokens_assembled=assembly.assembled.prompt_tokens(),
+        predicted_cached_tokens=prefix.predicted_cached_tokens,
+        prefix_break=prefix.break_component,
+        component_tokens=prefix.component_tokens(),
     )
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     if record.stream:
