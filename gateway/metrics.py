@@ -121,6 +121,7 @@ def start_series(model: str, passes: Sequence[str]) -> None:
     that is not running shows no data rather than a misleading zero.
     """
     for child in (
+        REQUESTS.labels(model, "200"),
         PROMPT_TOKENS.labels(model, "original"),
         PROMPT_TOKENS.labels(model, "assembled"),
         CACHED_TOKENS.labels(model),
