@@ -65,5 +65,20 @@ def provider_sim(host: str, port: int, record: str | None, latency_ms: float, no
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
+@main.command("dashboards-preview")
+@click.option("--prometheus", "prom_url", required=True, help="Base URL of a Prometheus that scrapes the gateway.")
+@click.option("--minutes", default=15.0, show_default=True, type=float, help="How far back to draw.")
+@click.option("--rate-interval", default="1m", show_default=True, help="What Grafana's $__rate_interval becomes.")
+@click.option("--out", "out_dir", default="grafana/previews", show_default=True, type=click.Path(file_okay=False))
+def dashboards_preview(prom_url: str, minutes: float, rate_interval: str, out_dir: str) -> None:
+    """Draw the Grafana dashboards as PNG files from Prometheus data, without a Grafana."""
+    from pathlib import Path
+
+    from gateway.dashboards.preview import preview
+
+    for path in preview(prom_url, minutes=minutes, out=Path(out_dir), rate_interval=rate_interval):
+        click.echo(str(path))
+
+
 if __name__ == "__main__":
     sys.exit(main())
