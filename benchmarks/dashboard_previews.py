@@ -71,7 +71,7 @@ def _drive(base_url: str, sim: Any, seconds: float) -> int:
             if time.monotonic() > deadline:
                 break
             if sent % 40 == 39:
-                sim.faults({"kind": "status", "status": 503, "times": 1})
+                sim.faults({"kind": "status", "status": 503, "times": 3})  # outlasts the 2 retries
             with contextlib.suppress(openai.APIStatusError):  # the injected 503s; they are counted as errors
                 client.chat.completions.create(model=model, extra_headers={"X-Session-Id": session}, **kwargs)
             sent += 1

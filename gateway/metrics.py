@@ -11,9 +11,10 @@ request's decisions (``gateway.decision_tally``), so a new pass is counted witho
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -170,17 +171,30 @@ def render() -> tuple[bytes, str]:
     return generate_latest(), CONTENT_TYPE_LATEST
 
 
+@functools.lru_cache(maxsize=16_384)
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(...)``, memoised: it validates and locks on every call, and one request
+    makes about twenty of them. Label values are bounded, so the cache is too."""
+    return metric.labels(*labels)
+
+
+def _count(n: int) -> int:
+    """A counter only goes up: a negative figure (a provider's odd usage block) counts as 0,
+    rather than raising inside the request that is being finished."""
+    return n if n > 0 else 0
+
+
 def observe(record: RequestRecord) -> None:
     """Count one finished request; called once per request, streamed or not."""
     model = record.model
-    REQUESTS.labels(model, str(record.status)).inc()
-    LATENCY_MS.labels(model).observe(record.total_ms)
-    OVERHEAD_MS.labels(model).observe(record.overhead_ms)
+    _child(REQUESTS, model, str(record.status)).inc()
+    _child(LATENCY_MS, model).observe(record.total_ms)
+    _child(OVERHEAD_MS, model).observe(record.overhead_ms)
     if record.ttfb_ms is not None:
-        TTFB_MS.labels(model).observe(record.ttfb_ms)
-    PROMPT_TOKENS.labels(model, "original").inc(record.tokens_original)
-    PROMPT_TOKENS.labels(model, "assembled").inc(record.tokens_assembled)
-    CACHED_TOKENS.labels(model).inc(record.usage.cached_tokens)
+        _child(TTFB_MS, model).observe(record.ttfb_ms)
+    _child(PROMPT_TOKENS, model, "original").inc(_count(record.tokens_original))
+    _child(PROMPT_TOKENS, model, "assembled").inc(_count(record.tokens_assembled))
+    _child(CACHED_TOKENS, model).inc(_count(record.usage.cached_tokens))
     observe_cache(record)
     observe_decisions(record)
 
@@ -188,14 +202,14 @@ def observe(record: RequestRecord) -> None:
 def observe_cache(record: RequestRecord) -> None:
     """The provider's cache figures next to the gateway's prediction, and what broke the prefix."""
     model = record.model
-    CACHE_WRITE_TOKENS.labels(model).inc(record.usage.cache_write_tokens)
-    PREDICTED_CACHED_TOKENS.labels(model).inc(record.predicted_cached_tokens)
+    _child(CACHE_WRITE_TOKENS, model).inc(_count(record.usage.cache_write_tokens))
+    _child(PREDICTED_CACHED_TOKENS, model).inc(_count(record.predicted_cached_tokens))
     if record.prefix_break is not None:
         component = record.prefix_break if record.prefix_break in COMPONENTS else "history"
-        PREFIX_BREAKS.labels(model, component).inc()
+        _child(PREFIX_BREAKS, model, component).inc()
     for component, tokens in record.component_tokens.items():
         if component in COMPONENTS:
-            COMPONENT_TOKENS.labels(model, component).inc(tokens)
+            _child(COMPONENT_TOKENS, model, component).inc(_count(tokens))
 
 
 def observe_decisions(record: RequestRecord) -> None:
@@ -203,13 +217,13 @@ def observe_decisions(record: RequestRecord) -> None:
     model = record.model
     tally = tally_decisions(record.decisions)
     for (name, action), n in tally.actions.items():
-        DECISIONS.labels(model, name, action).inc(n)
+        _child(DECISIONS, model, name, action).inc(n)
     for name, n in tally.tokens_saved.items():
-        PASS_TOKENS_SAVED.labels(model, name).inc(n)
+        _child(PASS_TOKENS_SAVED, model, name).inc(n)
     for name, n in tally.tokens_added.items():
-        PASS_TOKENS_ADDED.labels(model, name).inc(n)
+        _child(PASS_TOKENS_ADDED, model, name).inc(n)
     for (check, severity), n in tally.lint_findings.items():
-        LINT_FINDINGS.labels(model, check, severity).inc(n)
+        _child(LINT_FINDINGS, model, check, severity).inc(n)
     # Only events that happened: a pass that is not running keeps "no data" (see start_series).
     # (.labels() creates the series, so it is called only when there is something to count.)
     for counter, labels, n in (
@@ -220,4 +234,4 @@ def observe_decisions(record: RequestRecord) -> None:
         (TOOLS_PRUNED, (model,), tally.tools_pruned),
     ):
         if n:
-            counter.labels(*labels).inc(n)
+            _child(counter, *labels).inc(n)

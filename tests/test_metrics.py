@@ -157,3 +157,12 @@ def test_two_workers_report_one_aggregate(sim: SimHandle, tmp_path: Path) -> Non
         assert scrape[price] == model_info("openai/gpt-4o-mini").input_cost_per_token
         assert ("ventana_store_queue_depth", ()) in scrape
     assert os.environ.get("PROMETHEUS_MULTIPROC_DIR") is None
+
+
+def test_a_negative_figure_counts_as_zero_instead_of_failing_the_request() -> None:
+    record = _record(
+        "odd-usage-model", usage=Usage(prompt_tokens=10, cached_tokens=-5), component_tokens={"system": -1}
+    )
+    metrics.observe(record)
+    assert _value("ventana_cached_tokens_total", model="odd-usage-model") == 0
+    assert _value("ventana_requests_total", model="odd-usage-model", status="200") == 1

@@ -39,6 +39,7 @@ CACHE_MINIMUM = 1024
 CACHE_STEP = 128
 _DIGEST_CHARS = 16
 _DOCUMENT_MARKERS = ("<documents", "<recalled", "<memory")
+_MEMO_MAX_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,23 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:_DIGEST_CHARS]
 
 
+#: Agents resend their whole history every turn: a message's block is computed once per
+#: process and found again by its canonical bytes (per encoding, since tokens depend on it).
+#: A cache, not state: clearing it changes no result. Cleared whole when full, like tokens.py.
+_MEMO: dict[str, dict[bytes, PrefixBlock]] = {}
+_memo_bytes = 0
+
+
+def _remember(memo: dict[bytes, PrefixBlock], raw: bytes, block: PrefixBlock) -> None:
+    global _memo_bytes
+    if _memo_bytes + len(raw) > _MEMO_MAX_BYTES:
+        for per_encoding in _MEMO.values():
+            per_encoding.clear()
+        _memo_bytes = 0
+    memo[raw] = block
+    _memo_bytes += len(raw)
+
+
 def prefix_blocks(ctx: Context) -> tuple[PrefixBlock, ...]:
     """Split the request into tool and message blocks, in the order the provider reads them."""
     counter: TokenCounter = ctx.env.counter
@@ -106,9 +124,14 @@ def prefix_blocks(ctx: Context) -> tuple[PrefixBlock, ...]:
         rendered = render_tool(tool)
         overhead = TOOLS_OVERHEAD if i == 0 else 0
         blocks.append(PrefixBlock("tools", _digest(rendered.encode()), overhead + counter.text(rendered)))
+    memo = _MEMO.setdefault(counter.encoding_name, {})
     for message in ctx.messages:
         raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
-        blocks.append(PrefixBlock(component_of(message), _digest(raw), counter.message(message)))
+        block = memo.get(raw)
+        if block is None:
+            block = PrefixBlock(component_of(message), _digest(raw), counter.message(message))
+            _remember(memo, raw, block)
+        blocks.append(block)
     return tuple(blocks)
 
 

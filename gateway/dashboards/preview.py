@@ -71,6 +71,7 @@ def _draw_timeseries(ax: Any, prom: _Prometheus, queries: Sequence[PanelQuery], 
         ax.legend(fontsize=6, loc="upper left", ncol=2, frameon=False)
     else:
         ax.text(0.5, 0.5, "No data", ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_xlim(datetime.fromtimestamp(window.start), datetime.fromtimestamp(window.end))
     ax.tick_params(labelsize=6)
     ax.xaxis.set_major_formatter(_time_formatter())
 
