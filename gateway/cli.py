@@ -74,9 +74,15 @@ def dashboards_preview(prom_url: str, minutes: float, rate_interval: str, out_di
     """Draw the Grafana dashboards as PNG files from Prometheus data, without a Grafana."""
     from pathlib import Path
 
+    import httpx
+
     from gateway.dashboards.preview import preview
 
-    for path in preview(prom_url, minutes=minutes, out=Path(out_dir), rate_interval=rate_interval):
+    try:
+        paths = preview(prom_url, minutes=minutes, out=Path(out_dir), rate_interval=rate_interval)
+    except (httpx.HTTPError, ValueError) as exc:
+        raise click.ClickException(f"cannot draw the dashboards from {prom_url}: {exc}") from exc
+    for path in paths:
         click.echo(str(path))
 
 
