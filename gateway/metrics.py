@@ -159,7 +159,7 @@ def start_gateway(settings: Settings, info: Callable[[ModelConfig], ModelInfo]) 
 def stop_worker() -> None:
     """Drop this worker's live gauges (queue depth) from the multiprocess aggregate when it exits."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        multiprocess.mark_process_dead(os.getpid())
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
 
 def render() -> tuple[bytes, str]:

@@ -79,7 +79,7 @@ def _draw_timeseries(ax: Any, prom: _Prometheus, queries: Sequence[PanelQuery], 
 def _time_formatter() -> Any:
     from matplotlib.dates import DateFormatter
 
-    return DateFormatter("%H:%M:%S")
+    return DateFormatter("%H:%M:%S")  # type: ignore[no-untyped-call]
 
 
 def _instant(prom: _Prometheus, queries: Sequence[PanelQuery], window: Window) -> list[tuple[str, float]]:

@@ -178,3 +178,13 @@ def test_prediction_never_exceeds_what_the_provider_caches(run_index: int, cut: 
     assert report.predicted_cached_tokens <= actual
     if report.break_component is None:
         assert actual - report.predicted_cached_tokens <= 128
+
+
+def test_memoised_blocks_are_the_same_blocks_per_encoding() -> None:
+    run = RUNS[1]
+    first = prefix_blocks(_ctx(run["messages"], run["tools"]))
+    again = prefix_blocks(_ctx([dict(m) for m in run["messages"]], run["tools"]))
+    assert first == again
+    other = Env(counter=counter_for("cl100k_base"), context_window=8_000, model="gpt-4")
+    ctx = Context(messages=tuple(run["messages"]), tools=None, params={}, env=other, session=SessionState("s"))
+    assert [b.tokens for b in prefix_blocks(ctx)] == [other.counter.message(m) for m in run["messages"]]
