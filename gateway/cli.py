@@ -325,5 +325,26 @@ def lint(request_file: str, config_path: str | None, no_assembly: bool, as_json:
     sys.exit(1 if result.failed else 0)
 
 
+@main.command("dashboards-preview")
+@click.option("--prometheus", "prom_url", required=True, help="Base URL of a Prometheus that scrapes the gateway.")
+@click.option("--minutes", default=15.0, show_default=True, type=float, help="How far back to draw.")
+@click.option("--rate-interval", default="1m", show_default=True, help="What Grafana's $__rate_interval becomes.")
+@click.option("--out", "out_dir", default="grafana/previews", show_default=True, type=click.Path(file_okay=False))
+def dashboards_preview(prom_url: str, minutes: float, rate_interval: str, out_dir: str) -> None:
+    """Draw the Grafana dashboards as PNG files from Prometheus data, without a Grafana."""
+    from pathlib import Path
+
+    import httpx
+
+    from gateway.dashboards.preview import preview
+
+    try:
+        paths = preview(prom_url, minutes=minutes, out=Path(out_dir), rate_interval=rate_interval)
+    except (httpx.HTTPError, ValueError) as exc:
+        raise click.ClickException(f"cannot draw the dashboards from {prom_url}: {exc}") from exc
+    for path in paths:
+        click.echo(str(path))
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,11 +2,19 @@
 
 With several worker processes, set ``PROMETHEUS_MULTIPROC_DIR`` (``ventana serve
 --workers N`` does) and the /metrics route aggregates every worker's numbers.
+
+Every metric is documented in docs/metrics.md. Label values are model names from the
+config, pass names, actions, lint checks, error class names and prefix components: never a
+session id or anything the client wrote. Pass metrics are derived generically from the
+request's decisions (``gateway.decision_tally``), so a new pass is counted without an edit here.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,7 +26,14 @@ from prometheus_client import (
     multiprocess,
 )
 
+from gateway.assembly.pipeline import PASSES
+from gateway.assembly.prefix import COMPONENTS
+from gateway.decision_tally import VOCABULARY, tally_decisions
 from gateway.store.record import RequestRecord
+from gateway.upstream.model_info import ModelInfo
+
+if TYPE_CHECKING:
+    from gateway.config import ModelConfig, Settings
 
 _MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 
@@ -41,6 +56,111 @@ STORE_WRITTEN = Counter("ventana_store_written_total", "Records written to the s
 STORE_SPOOLED = Counter("ventana_store_spooled_total", "Records spooled to the local file while the database was down")
 STORE_DROPPED = Counter("ventana_store_dropped_total", "Records lost: the queue was full or the spool failed")
 
+CACHE_WRITE_TOKENS = Counter(
+    "ventana_cache_write_tokens_total", "Prompt tokens the provider reported writing to its cache", ["model"]
+)
+PREDICTED_CACHED_TOKENS = Counter(
+    "ventana_predicted_cached_tokens_total",
+    "Prompt tokens the gateway predicted the provider would read from cache (prefix shared with the session's "
+    "previous request, rounded like OpenAI)",
+    ["model"],
+)
+PREFIX_BREAKS = Counter(
+    "ventana_prefix_breaks_total",
+    "Requests whose prefix differs from the session's previous request, by the component that changed",
+    ["model", "component"],
+)
+COMPONENT_TOKENS = Counter(
+    "ventana_prompt_component_tokens_total", "Assembled prompt tokens by component", ["model", "component"]
+)
+DECISIONS = Counter("ventana_decisions_total", "Assembly decisions by pass and action", ["model", "pass", "action"])
+PASS_TOKENS_SAVED = Counter(
+    "ventana_pass_tokens_saved_total", "Prompt tokens removed by each assembly pass", ["model", "pass"]
+)
+PASS_TOKENS_ADDED = Counter(
+    "ventana_pass_tokens_added_total", "Prompt tokens added by each pass (reminder, summary)", ["model", "pass"]
+)
+COMPACTIONS = Counter("ventana_compactions_total", "History compactions (a range replaced by a summary)", ["model"])
+SUMMARIZER_CALLS = Counter(
+    "ventana_summarizer_calls_total", "Summariser calls made for compaction, by outcome", ["model", "outcome"]
+)
+TOOL_SET_CHANGES = Counter(
+    "ventana_tool_set_changes_total", "Turns whose pruned tool set differs from the session's previous one", ["model"]
+)
+TOOLS_PRUNED = Counter("ventana_tools_pruned_total", "Tool definitions removed from requests by pruning", ["model"])
+LINT_FINDINGS = Counter(
+    "ventana_lint_findings_total", "Validation-gate findings by check and severity", ["model", "check", "severity"]
+)
+MODEL_PRICE = Gauge(
+    "ventana_model_price",
+    "Provider price in USD per token, by kind (input, output, cache_read, cache_write), from litellm's price map",
+    ["model", "kind"],
+    multiprocess_mode="max",
+)
+MODEL_CONTEXT_WINDOW = Gauge(
+    "ventana_model_context_window_tokens", "Context window of each configured model", ["model"], multiprocess_mode="max"
+)
+
+
+#: Error classes ``upstream/`` raises; started at zero so the errors panel shows 0, not "no data".
+UPSTREAM_ERROR_TYPES = ("UpstreamRateLimited", "UpstreamTimeout", "UpstreamUnavailable", "UpstreamRejected")
+
+
+def publish_model(name: str, info: ModelInfo) -> None:
+    """Expose a configured model's prices and window so PromQL can turn tokens into money."""
+    MODEL_PRICE.labels(name, "input").set(info.input_cost_per_token)
+    MODEL_PRICE.labels(name, "output").set(info.output_cost_per_token)
+    MODEL_PRICE.labels(name, "cache_read").set(info.cache_read_cost_per_token)
+    MODEL_PRICE.labels(name, "cache_write").set(info.cache_write_cost_per_token)
+    MODEL_CONTEXT_WINDOW.labels(name).set(info.context_window)
+
+
+def start_series(model: str, passes: Sequence[str]) -> None:
+    """Create a model's series at zero, so rate() and the dashboards see 0 before the first event.
+
+    Pass series are started only for ``passes`` (the enabled passes of the pipeline): a pass
+    that is not running shows no data rather than a misleading zero.
+    """
+    for child in (
+        REQUESTS.labels(model, "200"),
+        PROMPT_TOKENS.labels(model, "original"),
+        PROMPT_TOKENS.labels(model, "assembled"),
+        CACHED_TOKENS.labels(model),
+        CACHE_WRITE_TOKENS.labels(model),
+        PREDICTED_CACHED_TOKENS.labels(model),
+        *(PREFIX_BREAKS.labels(model, c) for c in COMPONENTS),
+        *(UPSTREAM_ERRORS.labels(model, t) for t in UPSTREAM_ERROR_TYPES),
+    ):
+        child.inc(0)
+    for name in passes:
+        for action in VOCABULARY.get(name, ()):
+            DECISIONS.labels(model, name, action).inc(0)
+        PASS_TOKENS_SAVED.labels(model, name).inc(0)
+        PASS_TOKENS_ADDED.labels(model, name).inc(0)
+    if "compact_history" in passes:
+        COMPACTIONS.labels(model).inc(0)
+        SUMMARIZER_CALLS.labels(model, "ok").inc(0)
+        SUMMARIZER_CALLS.labels(model, "failed").inc(0)
+    if "prune_tools" in passes:
+        TOOL_SET_CHANGES.labels(model).inc(0)
+        TOOLS_PRUNED.labels(model).inc(0)
+
+
+def start_gateway(settings: Settings, info: Callable[[ModelConfig], ModelInfo]) -> None:
+    """Publish every configured model's prices and start its series; called once per worker."""
+    passes = [spec.name for spec in PASSES if getattr(spec.policy(settings.policy), "enabled", True)]
+    if passes:
+        passes.append("verify_assembly")
+    for model in settings.models:
+        publish_model(model.name, info(model))
+        start_series(model.name, passes)
+
+
+def stop_worker() -> None:
+    """Drop this worker's live gauges (queue depth) from the multiprocess aggregate when it exits."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
+
 
 def render() -> tuple[bytes, str]:
     """Exposition text for /metrics, aggregated across workers in multiprocess mode."""
@@ -51,14 +171,67 @@ def render() -> tuple[bytes, str]:
     return generate_latest(), CONTENT_TYPE_LATEST
 
 
+@functools.lru_cache(maxsize=16_384)
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(...)``, memoised: it validates and locks on every call, and one request
+    makes about twenty of them. Label values are bounded, so the cache is too."""
+    return metric.labels(*labels)
+
+
+def _count(n: int) -> int:
+    """A counter only goes up: a negative figure (a provider's odd usage block) counts as 0,
+    rather than raising inside the request that is being finished."""
+    return n if n > 0 else 0
+
+
 def observe(record: RequestRecord) -> None:
     """Count one finished request; called once per request, streamed or not."""
     model = record.model
-    REQUESTS.labels(model, str(record.status)).inc()
-    LATENCY_MS.labels(model).observe(record.total_ms)
-    OVERHEAD_MS.labels(model).observe(record.overhead_ms)
+    _child(REQUESTS, model, str(record.status)).inc()
+    _child(LATENCY_MS, model).observe(record.total_ms)
+    _child(OVERHEAD_MS, model).observe(record.overhead_ms)
     if record.ttfb_ms is not None:
-        TTFB_MS.labels(model).observe(record.ttfb_ms)
-    PROMPT_TOKENS.labels(model, "original").inc(record.tokens_original)
-    PROMPT_TOKENS.labels(model, "assembled").inc(record.tokens_assembled)
-    CACHED_TOKENS.labels(model).inc(record.usage.cached_tokens)
+        _child(TTFB_MS, model).observe(record.ttfb_ms)
+    _child(PROMPT_TOKENS, model, "original").inc(_count(record.tokens_original))
+    _child(PROMPT_TOKENS, model, "assembled").inc(_count(record.tokens_assembled))
+    _child(CACHED_TOKENS, model).inc(_count(record.usage.cached_tokens))
+    observe_cache(record)
+    observe_decisions(record)
+
+
+def observe_cache(record: RequestRecord) -> None:
+    """The provider's cache figures next to the gateway's prediction, and what broke the prefix."""
+    model = record.model
+    _child(CACHE_WRITE_TOKENS, model).inc(_count(record.usage.cache_write_tokens))
+    _child(PREDICTED_CACHED_TOKENS, model).inc(_count(record.predicted_cached_tokens))
+    if record.prefix_break is not None:
+        component = record.prefix_break if record.prefix_break in COMPONENTS else "history"
+        _child(PREFIX_BREAKS, model, component).inc()
+    for component, tokens in record.component_tokens.items():
+        if component in COMPONENTS:
+            _child(COMPONENT_TOKENS, model, component).inc(_count(tokens))
+
+
+def observe_decisions(record: RequestRecord) -> None:
+    """Derive the pass metrics from the record's decisions, whatever passes produced them."""
+    model = record.model
+    tally = tally_decisions(record.decisions)
+    for (name, action), n in tally.actions.items():
+        _child(DECISIONS, model, name, action).inc(n)
+    for name, n in tally.tokens_saved.items():
+        _child(PASS_TOKENS_SAVED, model, name).inc(n)
+    for name, n in tally.tokens_added.items():
+        _child(PASS_TOKENS_ADDED, model, name).inc(n)
+    for (check, severity), n in tally.lint_findings.items():
+        _child(LINT_FINDINGS, model, check, severity).inc(n)
+    # Only events that happened: a pass that is not running keeps "no data" (see start_series).
+    # (.labels() creates the series, so it is called only when there is something to count.)
+    for counter, labels, n in (
+        (COMPACTIONS, (model,), tally.compactions),
+        (SUMMARIZER_CALLS, (model, "ok"), tally.summarizer_calls),
+        (SUMMARIZER_CALLS, (model, "failed"), tally.summarizer_failures),
+        (TOOL_SET_CHANGES, (model,), tally.tool_set_changes),
+        (TOOLS_PRUNED, (model,), tally.tools_pruned),
+    ):
+        if n:
+            _child(counter, *labels).inc(n)

@@ -66,7 +66,9 @@ def create_app(
             await gw.recorder.close()
             await gw.sessions.close()
             await gw.upstream.close()
+            metrics.stop_worker()
 
+    metrics.start_gateway(settings, gw.info)
     app = FastAPI(title="Ventana", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gateway = gw
     app.state.access = Access(settings.auth)

@@ -28,6 +28,7 @@ from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import Assembly, assemble
+from gateway.assembly.prefix import track_prefix
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
 from gateway.sessions.identify import identify_session
@@ -137,7 +138,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy)
     else:
         assembly = assemble(ctx, gw.settings.policy)
-    await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1))
+    prefix = track_prefix(assembly.assembled)
+    await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     prepared = compaction.prepare(ctx, assembly.assembled)
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
@@ -154,6 +156,9 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         turn=state.turn + 1,
         tokens_original=ctx.prompt_tokens(),
         tokens_assembled=assembly.assembled.prompt_tokens(),
+        predicted_cached_tokens=prefix.predicted_cached_tokens,
+        prefix_break=prefix.break_component,
+        component_tokens=prefix.component_tokens(),
     )
     record.budget = _budget(gw, model, assembly)
     _reject_if_strict_lint(gw, record, assembly, started)

@@ -39,6 +39,9 @@ class RequestRecord:
     replay_of: str | None = None
     turn: int = 0
     budget: dict[str, Any] | None = None
+    predicted_cached_tokens: int = 0  # the gateway's own cache prediction (assembly/prefix.py)
+    prefix_break: str | None = None  # component that broke the session's previous prefix, if any
+    component_tokens: dict[str, int] = field(default_factory=dict)  # assembled prompt tokens by component
 
 
 class Recorder(Protocol):

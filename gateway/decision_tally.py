@@ -1,0 +1,106 @@
+"""Count what the assembly passes did, generically, from the decisions a request recorded.
+
+Metrics never import a pass: every pass reports through the shared Decision vocabulary
+(docs/architecture.md), so a pass that lands later is counted the day it lands. This
+module turns one request's decision dicts (``Decision.to_dict()``: pass, action,
+tokens_before, tokens_after, detail) into plain numbers; ``metrics.observe`` adds them to
+the Prometheus counters.
+
+Labels must stay bounded: pass names, actions and lint check names come from code, but a
+value that does not look like an identifier (a bug putting user text in a label) is
+replaced by ``other`` rather than creating a new time series per request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+OTHER = "other"
+_LABEL = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+
+#: The documented vocabulary, pass -> actions. Metrics start every pair at zero so that
+#: dashboards show 0 (not "no data") for a pass that is on but has not acted yet.
+VOCABULARY: Mapping[str, tuple[str, ...]] = {
+    "move_volatile": ("moved", "learned"),
+    "attach_documents": ("kept", "dropped", "chunked"),
+    "prune_tools": ("pruned", "tool_set_changed", "kept_all"),
+    "clear_tool_results": ("cleared",),
+    "compact_history": ("compacted", "checkpoint_reused", "summarizer_failed", "prepared"),
+    "recall_memory": ("recalled",),
+    "restate_rules": ("restated", "omitted"),
+    "render_reminder": ("rendered",),
+    "place_cache_breakpoints": ("placed",),
+    "lint_context": ("finding",),
+    "verify_assembly": ("reverted",),
+}
+
+
+def safe_label(value: Any) -> str:
+    """Return ``value`` as a label value if it looks like an identifier, else ``other``."""
+    text = str(value) if value is not None else ""
+    return text if _LABEL.match(text) else OTHER
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _count(value: Any) -> int:
+    """A detail field that is either a number or a list of names (``removed``)."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return len(value)
+    return _int(value)
+
+
+@dataclass(slots=True)
+class DecisionTally:
+    """The numbers one request contributes; every field is a non-negative count."""
+
+    actions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    tokens_saved: Counter[str] = field(default_factory=Counter)
+    tokens_added: Counter[str] = field(default_factory=Counter)
+    compactions: int = 0
+    summarizer_calls: int = 0
+    summarizer_failures: int = 0
+    tool_set_changes: int = 0
+    tools_pruned: int = 0
+    lint_findings: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+
+def tally_decisions(decisions: Iterable[Mapping[str, Any]]) -> DecisionTally:
+    """Add up one request's decisions: actions, tokens saved or added per pass, and the named events."""
+    tally = DecisionTally()
+    for decision in decisions:
+        name, action = safe_label(decision.get("pass")), safe_label(decision.get("action"))
+        detail = decision.get("detail")
+        detail = detail if isinstance(detail, Mapping) else {}
+        tally.actions[(name, action)] += 1
+        saved = _int(decision.get("tokens_before")) - _int(decision.get("tokens_after"))
+        if saved > 0:
+            tally.tokens_saved[name] += saved
+        elif saved < 0:
+            tally.tokens_added[name] -= saved
+        _count_event(tally, name, action, detail)
+    return tally
+
+
+def _count_event(tally: DecisionTally, name: str, action: str, detail: Mapping[str, Any]) -> None:
+    if name == "compact_history":
+        if action == "compacted":
+            tally.compactions += 1
+            tally.summarizer_calls += _int(detail.get("summarizer_calls"))
+        elif action == "summarizer_failed":
+            tally.summarizer_failures += 1
+    elif name == "prune_tools":
+        if action == "tool_set_changed":
+            tally.tool_set_changes += 1
+        elif action == "pruned":
+            tally.tools_pruned += _count(detail.get("removed"))
+    elif name == "lint_context" and action == "finding":
+        check = safe_label(detail.get("check"))
+        severity = safe_label(detail.get("severity") or "warning")
+        tally.lint_findings[(check, severity)] += 1

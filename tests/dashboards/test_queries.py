@@ -1,0 +1,55 @@
+"""The dashboard files are well formed, filter by model, and their docstring examples run."""
+
+from __future__ import annotations
+
+import doctest
+
+import yaml
+
+import gateway.assembly.prefix
+import gateway.dashboards.queries
+from gateway.config import REPO_ROOT
+from gateway.dashboards import dashboard_queries, load_dashboards, to_promql
+from gateway.metrics import render
+
+#: Series without a model label: the store's and the price list (joined on model instead).
+_UNFILTERED = {"ventana_store_queue_depth", "ventana_store_spooled_total", "ventana_store_dropped_total"}
+
+
+def test_docstring_examples_run() -> None:
+    for module in (gateway.dashboards.queries, gateway.assembly.prefix):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_three_dashboards_with_unique_uids_and_panel_ids() -> None:
+    dashboards = load_dashboards()
+    assert set(dashboards) == {"ventana-overview", "ventana-context", "ventana-cache"}
+    assert len({d["uid"] for d in dashboards.values()}) == 3
+    for d in dashboards.values():
+        ids = [p["id"] for p in d["panels"]]
+        assert len(ids) == len(set(ids)), d["uid"]
+        assert {v["name"] for v in d["templating"]["list"]} == {"datasource", "model"}
+
+
+def test_every_query_reads_exported_metrics_and_follows_the_model_picker() -> None:
+    exported = render()[0].decode()
+    for q in dashboard_queries():
+        assert q.metrics(), f"{q.panel}: reads no ventana metric"
+        for metric in q.metrics():
+            family = metric.removesuffix("_bucket")
+            assert f"# TYPE {family.removesuffix('_total')} " in exported or f"# TYPE {family} " in exported, metric
+        for metric in q.metrics() - _UNFILTERED - {"ventana_model_price"}:
+            assert f'{metric}{{model=~"$model"' in q.expr, f"{q.panel}: {metric} ignores the model picker"
+
+
+def test_grafana_variables_are_all_substituted() -> None:
+    for q in dashboard_queries():
+        assert "$" not in to_promql(q.expr), q.expr
+
+
+def test_provisioning_files_point_at_the_dashboards() -> None:
+    provider = yaml.safe_load((REPO_ROOT / "grafana/provisioning/dashboards/ventana.yaml").read_text())
+    assert provider["providers"][0]["type"] == "file"
+    datasource = yaml.safe_load((REPO_ROOT / "grafana/provisioning/datasources/ventana.yaml").read_text())
+    assert datasource["datasources"][0]["type"] == "prometheus"

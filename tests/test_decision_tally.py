@@ -1,0 +1,80 @@
+"""Pass metrics come from the decision records alone, whatever pass wrote them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.decision_tally import OTHER, VOCABULARY, safe_label, tally_decisions
+
+
+def _d(name: str, action: str, before: int = 0, after: int = 0, **detail: Any) -> dict[str, Any]:
+    return {"pass": name, "action": action, "tokens_before": before, "tokens_after": after, "detail": detail}
+
+
+def test_counts_the_named_events_of_the_vocabulary() -> None:
+    tally = tally_decisions(
+        [
+            _d("prune_tools", "pruned", 900, 300, kept=["a"], removed=["b", "c", "d"]),
+            _d("prune_tools", "tool_set_changed", added=["a"], removed=["z"]),
+            _d("compact_history", "compacted", 5000, 800, summarizer="llm", summarizer_calls=2, reused=False),
+            _d("compact_history", "summarizer_failed"),
+            _d("lint_context", "finding", check="volatile_in_prefix", severity="error"),
+            _d("lint_context", "finding", check="volatile_in_prefix", severity="error"),
+            _d("render_reminder", "rendered", 0, 40),
+        ]
+    )
+    assert tally.tools_pruned == 3
+    assert tally.tool_set_changes == 1
+    assert (tally.compactions, tally.summarizer_calls, tally.summarizer_failures) == (1, 2, 1)
+    assert tally.lint_findings == {("volatile_in_prefix", "error"): 2}
+    assert tally.tokens_saved == {"prune_tools": 600, "compact_history": 4200}
+    assert tally.tokens_added == {"render_reminder": 40}
+    assert tally.actions[("lint_context", "finding")] == 2
+
+
+def test_removed_may_be_a_count_instead_of_names() -> None:
+    assert tally_decisions([_d("prune_tools", "pruned", 10, 5, removed=7)]).tools_pruned == 7
+
+
+def test_unknown_pass_is_counted_without_an_edit() -> None:
+    tally = tally_decisions([_d("rerank_documents", "reranked", 120, 100)])
+    assert tally.actions == {("rerank_documents", "reranked"): 1}
+    assert tally.tokens_saved == {"rerank_documents": 20}
+
+
+def test_free_text_never_becomes_a_label() -> None:
+    tally = tally_decisions([_d("lint_context", "finding", check="the user's secret: 42!", severity=None)])
+    assert tally.lint_findings == {(OTHER, "warning"): 1}
+    assert safe_label("x" * 65) == OTHER
+    assert safe_label(None) == OTHER
+    assert all(safe_label(name) == name for name in VOCABULARY)
+
+
+def test_malformed_decisions_count_nothing_but_their_action() -> None:
+    tally = tally_decisions(
+        [{"pass": "compact_history", "action": "compacted", "detail": "oops", "tokens_before": "9"}]
+    )
+    assert tally.compactions == 1
+    assert tally.summarizer_calls == 0
+    assert not tally.tokens_saved and not tally.tokens_added
+
+
+_decision = st.builds(
+    _d,
+    st.sampled_from(sorted(VOCABULARY)),
+    st.sampled_from(["pruned", "compacted", "finding", "rendered", "moved"]),
+    st.integers(0, 10_000),
+    st.integers(0, 10_000),
+)
+
+
+@given(st.lists(_decision, max_size=30))
+def test_saved_minus_added_is_the_net_saving(decisions: list[dict[str, Any]]) -> None:
+    tally = tally_decisions(decisions)
+    net = sum(d["tokens_before"] - d["tokens_after"] for d in decisions)
+    assert sum(tally.tokens_saved.values()) - sum(tally.tokens_added.values()) == net
+    assert sum(tally.actions.values()) == len(decisions)
+    assert all(v > 0 for v in (*tally.tokens_saved.values(), *tally.tokens_added.values()))
