@@ -75,8 +75,10 @@ class _SSEStream:
                     return
                 if payload:
                     yield payload.encode()
-        except httpx.HTTPError as exc:
+        except httpx.TimeoutException as exc:
             raise error_for_exception(exc) from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailable(f"upstream dropped the stream before it ended: {type(exc).__name__}") from exc
         raise UpstreamUnavailable("upstream closed the stream before [DONE]")
 
     async def aclose(self) -> None:
