@@ -22,9 +22,6 @@ UPSTREAM = {"timeout_s": 2.0, "max_retries": 2, "retry_backoff_s": 0.01}
 @pytest.fixture(scope="module")
 def cut_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     with run_simulator(tmp_path_factory.mktemp("sim-cut"), cut=True) as handle:
-        # The first answer loads the tokenizer (seconds on a busy machine): not inside a 1 s timeout.
-        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "warm up"}]}
-        httpx.post(handle.base_url + "/chat/completions", json=body, timeout=60).raise_for_status()
         yield handle
 
 

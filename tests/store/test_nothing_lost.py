@@ -58,8 +58,6 @@ SCENARIOS: list[tuple[str, list[dict[str, Any]], bool, int]] = [
 @pytest.fixture(scope="module")
 def cut_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     with run_simulator(tmp_path_factory.mktemp("sim-lost"), record=False, cut=True) as handle:
-        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "warm up"}]}
-        httpx.post(handle.base_url + "/chat/completions", json=body, timeout=60).raise_for_status()
         yield handle
 
 
