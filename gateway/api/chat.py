@@ -203,7 +203,8 @@ async def _stream(
 
     async def events() -> AsyncIterator[bytes]:
         # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
-        status, error = CLIENT_CLOSED, "client disconnected before the stream ended"
+        status: int = CLIENT_CLOSED
+        error: str | None = "client disconnected before the stream ended"
         try:
             async for payload in stream.chunks():
                 out = relay.feed(payload)

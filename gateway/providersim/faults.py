@@ -38,8 +38,8 @@ class Fault:
     async def respond(self, authorization: str = "") -> Response:
         if self.kind == "echo_key":
             key = authorization[7:] if authorization[:7].lower() == "bearer " else authorization
-            body = {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}}
-            return Response(orjson.dumps(body), status_code=401, media_type="application/json")
+            quoted = {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}}
+            return Response(orjson.dumps(quoted), status_code=401, media_type="application/json")
         if self.kind == "hang":
             await asyncio.sleep(self.seconds)
             return Response(b'{"error": {"message": "late"}}', status_code=504, media_type="application/json")
