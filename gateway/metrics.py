@@ -26,6 +26,7 @@ TTFB_MS = Histogram("ventana_upstream_ttfb_ms", "Provider time to first byte in 
 PROMPT_TOKENS = Counter("ventana_prompt_tokens_total", "Prompt tokens before and after assembly", ["model", "stage"])
 CACHED_TOKENS = Counter("ventana_cached_tokens_total", "Prompt tokens the provider read from cache", ["model"])
 UPSTREAM_ERRORS = Counter("ventana_upstream_errors_total", "Upstream failures by type", ["model", "type"])
+RECORDS_LOST = Counter("ventana_records_lost_total", "Records the recorder raised on instead of accepting")
 REJECTED = Counter(
     "ventana_rejected_requests_total", "Requests refused before forwarding (auth, rate limit, bad input)", ["code"]
 )

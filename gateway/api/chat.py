@@ -245,4 +245,11 @@ def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, 
     record.error = error
     record.total_ms = (time.perf_counter() - started) * 1000
     metrics.observe(record)
-    gw.recorder.record(record)
+    try:
+        gw.recorder.record(record)
+    except Exception:
+        # The provider has answered (and billed): failing the client now would lose the answer
+        # as well as the record. The Recorder contract is not to raise; one that does is a bug
+        # made loud here and counted.
+        metrics.RECORDS_LOST.inc()
+        log.exception("recorder refused request %s; its record is lost", record.request_id)

@@ -20,7 +20,7 @@ import pytest
 from gateway.api.app import create_app
 from gateway.config import parse_settings
 from gateway.store.jsonl_recorder import JsonlRecorder, read_records, record_to_dict
-from gateway.store.record import MemoryRecorder, Recorder
+from gateway.store.record import MemoryRecorder, Recorder, RequestRecord
 from tests.inproc import serve_in_thread
 from tests.procs import SimHandle, run_simulator, sim_models
 
@@ -153,3 +153,27 @@ def test_a_client_that_hangs_up_mid_stream_is_recorded(gateway: tuple[str, Recor
     assert record["status"] == 499
     assert "client disconnected" in record["error"]
     assert record["response_text"].startswith("Simulated")
+
+
+class _BrokenRecorder(MemoryRecorder):
+    """A recorder that breaks its contract (raises), as a buggy store writer might."""
+
+    def record(self, record: RequestRecord) -> None:
+        raise RuntimeError("database is gone")
+
+
+def test_a_recorder_that_raises_does_not_fail_the_answered_request(
+    cut_sim: SimHandle, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(parse_settings({"models": sim_models(cut_sim.base_url)}), recorder=_BrokenRecorder())
+    with serve_in_thread(app) as url:
+        for stream in (False, True):
+            request_id, status, received = _send(url + "/v1", stream, "answer me even so")
+            assert status == 200 and received.startswith("Simulated answer")
+        deadline = time.monotonic() + 5
+        while f"recorder refused request {request_id}" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        exposition = httpx.get(url + "/metrics").text.splitlines()
+    assert f"recorder refused request {request_id}" in caplog.text
+    lost = next(line for line in exposition if line.startswith("ventana_records_lost_total "))
+    assert float(lost.split()[1]) >= 2
