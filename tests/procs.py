@@ -72,6 +72,7 @@ def run_simulator(
     try:
         wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc)
         handle = SimHandle(f"http://127.0.0.1:{port}", record_path)
+        handle.warm_up()
         if cut_port:
             handle.cut_base_url = f"http://127.0.0.1:{cut_port}/v1"
         yield handle
@@ -86,6 +87,13 @@ class SimHandle:
         self.base_url = url + "/v1"
         self.record_path = record_path
         self.cut_base_url: str | None = None  # the cutter front, when started with cut=True
+
+    def warm_up(self) -> None:
+        """Answer one request, then forget it: the first answer loads the tokenizer, which can
+        take longer than a test's 1 s upstream timeout on a busy machine."""
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "warm up"}]}
+        httpx.post(self.base_url + "/chat/completions", json=body, timeout=60).raise_for_status()
+        self.reset()
 
     def received(self) -> list[dict[str, Any]]:
         if not self.record_path.exists():

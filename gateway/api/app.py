@@ -25,7 +25,7 @@ from gateway.api.chat import chat_completions
 from gateway.api.deps import Gateway
 from gateway.api.rate_limit import RateLimiter
 from gateway.config import Settings
-from gateway.errors import VentanaError
+from gateway.errors import UpstreamError, VentanaError
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore
 from gateway.store.record import MemoryRecorder, Recorder
@@ -82,6 +82,8 @@ def create_app(
 
     @app.exception_handler(VentanaError)
     async def _ventana_error(request: Request, exc: VentanaError) -> Response:
+        if exc.status_code < 500 and not isinstance(exc, UpstreamError):  # upstream ones: counted in chat.py
+            metrics.REJECTED.labels(exc.code or exc.error_type).inc()
         return error_response(exc)
 
     @app.exception_handler(HTTPException)

@@ -12,7 +12,8 @@ Two FastAPI dependencies are the whole surface other modules use:
 - ``require_admin``: an admin key. Every administrative route (the UI, admin APIs) uses
   it, for example ``APIRouter(prefix="/ui", dependencies=[Depends(require_admin)])``.
   With ``auth.admin_keys`` empty and auth off, admin surfaces answer loopback clients
-  only; with auth on and no admin keys they answer nobody.
+  only (and not through a reverse proxy, which makes every client look local); with
+  auth on and no admin keys they answer nobody.
 
 Digests are compared by set membership: the timing of a lookup reveals at most
 something about the sha256 of a guess, never about a stored key.
@@ -133,7 +134,12 @@ async def require_client(request: Request) -> Principal:
     return _access(request).client(request.headers)
 
 
+#: Headers a reverse proxy adds: a request carrying one came from elsewhere, whatever its socket says.
+PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+
+
 async def require_admin(request: Request) -> Principal:
     """FastAPI dependency: an admin key. Every administrative route must depend on it."""
-    host = request.client.host if request.client else None
+    proxied = any(h in request.headers for h in PROXY_HEADERS)
+    host = request.client.host if request.client and not proxied else None
     return _access(request).admin(request.headers, host)

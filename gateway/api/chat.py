@@ -183,10 +183,10 @@ async def _complete(
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+        exc.headers.update(headers)  # the client can find the failed request's record by its id
         raise
-    except Exception as exc:  # recorded, then answered by the app's 500 handler
-        _finish(gw, record, started, status=500, error=f"internal gateway error: {type(exc).__name__}")
-        raise
+    except Exception as exc:
+        raise _internal(gw, record, started, headers, exc) from exc
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
     if usage_block is not None:
@@ -220,16 +220,17 @@ async def _stream(
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+        exc.headers.update(headers)
         raise
     except Exception as exc:
-        _finish(gw, record, started, status=500, error=f"internal gateway error: {type(exc).__name__}")
-        raise
+        raise _internal(gw, record, started, headers, exc) from exc
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
 
     async def events() -> AsyncIterator[bytes]:
         # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
-        status, error = CLIENT_CLOSED, "client disconnected before the stream ended"
+        status: int = CLIENT_CLOSED
+        error: str | None = "client disconnected before the stream ended"
         try:
             async for payload in stream.chunks():
                 out = relay.feed(payload)
@@ -246,8 +247,8 @@ async def _stream(
             log.exception("stream relay failed for %s", record.request_id)
             yield b"data: " + orjson.dumps(VentanaError(error).body()) + b"\n\n"
         finally:
-            # Record before awaiting anything: on a client disconnect this generator is being
-            # cancelled, and an await here would abort the finally block and lose the record.
+            # Record before awaiting anything: if this generator is being cancelled (the client
+            # hung up), an await could be interrupted and the rest of the block never run.
             relay.fill(record)
             _finish(gw, record, started, status=status, error=error)
             await stream.aclose()
@@ -277,6 +278,16 @@ def _reject_if_strict_lint(gw: Gateway, record: RequestRecord, assembly: Assembl
     raise error
 
 
+def _internal(
+    gw: Gateway, record: RequestRecord, started: float, headers: dict[str, str], exc: Exception
+) -> VentanaError:
+    """Record a request that failed inside the gateway, and the 500 its client gets."""
+    log.exception("request %s failed inside the gateway", record.request_id)
+    error = VentanaError(f"internal gateway error: {type(exc).__name__}", headers=headers)
+    _finish(gw, record, started, status=500, error=error.message)
+    return error
+
+
 def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, error: str | None = None) -> None:
     if status == 200 and record.usage.prompt_tokens:
         gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
@@ -284,4 +295,11 @@ def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, 
     record.error = error
     record.total_ms = (time.perf_counter() - started) * 1000
     metrics.observe(record)
-    gw.recorder.record(record)
+    try:
+        gw.recorder.record(record)
+    except Exception:
+        # The provider has answered (and billed): failing the client now would lose the answer
+        # as well as the record. The Recorder contract is not to raise; one that does is a bug
+        # made loud here and counted.
+        metrics.RECORDS_LOST.inc()
+        log.exception("recorder refused request %s; its record is lost", record.request_id)

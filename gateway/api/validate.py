@@ -39,6 +39,11 @@ def validate_chat_request(body: Any, *, max_messages: int) -> None:
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise _fail("'stream' must be a boolean", "stream")
+    options = body.get("stream_options")
+    if options is not None and (
+        not isinstance(options, Mapping) or not isinstance(options.get("include_usage", False), bool)
+    ):
+        raise _fail("'stream_options' must be an object with a boolean 'include_usage'", "stream_options")
     for name in ("max_tokens", "max_completion_tokens", "n"):
         value = body.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
@@ -55,7 +60,7 @@ def _validate_message(message: Any, i: int) -> None:
     if not isinstance(message, Mapping):
         raise _fail(f"{where} must be an object", where)
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise _fail(f"{where}.role must be one of {sorted(ROLES)}, found {role!r}", f"{where}.role")
     content = message.get("content")
     if content is None:
@@ -63,7 +68,8 @@ def _validate_message(message: Any, i: int) -> None:
             raise _fail(f"{where}.content is required for role {role!r}", f"{where}.content")
     elif isinstance(content, list):
         for j, part in enumerate(content):
-            if not isinstance(part, Mapping) or part.get("type") not in _CONTENT_PART_TYPES:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if not isinstance(kind, str) or kind not in _CONTENT_PART_TYPES:
                 raise _fail(
                     f"{where}.content[{j}] must be an object with a 'type' in {sorted(_CONTENT_PART_TYPES)}",
                     f"{where}.content[{j}]",
@@ -72,6 +78,9 @@ def _validate_message(message: Any, i: int) -> None:
                 raise _fail(f"{where}.content[{j}].text must be a string", f"{where}.content[{j}].text")
     elif not isinstance(content, str):
         raise _fail(f"{where}.content must be a string or an array of content parts", f"{where}.content")
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        raise _fail(f"{where}.name must be a string", f"{where}.name")
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
         raise _fail(f"{where}.tool_call_id is required for a tool message", f"{where}.tool_call_id")
     calls = message.get("tool_calls")
@@ -125,6 +134,14 @@ def _validate_tools(tools: Any) -> None:
             raise _fail(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}", f"tools[{i}]")
         if not isinstance(fn.get("name"), str) or not fn["name"]:
             raise _fail(f"tools[{i}].function.name must be a non-empty string", f"tools[{i}].function.name")
+        params = fn.get("parameters")
+        if params is not None and not isinstance(params, Mapping):
+            raise _fail(
+                f"tools[{i}].function.parameters must be a JSON Schema object", f"tools[{i}].function.parameters"
+            )
+        description = fn.get("description")
+        if description is not None and not isinstance(description, str):
+            raise _fail(f"tools[{i}].function.description must be a string", f"tools[{i}].function.description")
 
 
 def _validate_choice(body: Mapping[str, Any]) -> None:

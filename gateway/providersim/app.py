@@ -243,6 +243,8 @@ class Simulator:
             for i, word in enumerate(words):
                 if fault is not None and fault.kind == "drop_stream" and i >= len(words) // 2:
                     raise ConnectionResetError("simulated mid-stream drop")
+                if fault is not None and fault.kind == "slow_stream":
+                    await asyncio.sleep(fault.seconds)
                 if fault is not None and fault.kind == "malformed" and i == len(words) // 2:
                     yield b'data: {"id": "broken", "choices": [\n\n'
                 yield chunk({"content": word if i == 0 else " " + word})

@@ -3,7 +3,8 @@
 Body: ``{"faults": [{"kind": "status", "status": 429, "retry_after": "1", "times": 2}, ...]}``.
 Kinds: ``status`` (an error status, with ``retry_after`` or without), ``hang`` (sleep
 ``seconds`` before answering), ``malformed`` (a truncated JSON body, or a stream chunk
-that is not JSON half way), ``drop_stream`` (cut a stream half way), ``echo_key`` (a 401
+that is not JSON half way), ``drop_stream`` (cut a stream half way), ``slow_stream``
+(sleep ``seconds`` before each streamed word), ``echo_key`` (a 401
 whose message quotes the Authorization header, as real providers do for bad keys), and
 ``close`` (close the connection before answering; needs the simulator's cutter port, see
 ``cutter.py``, and is counted there rather than in this queue).
@@ -20,7 +21,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-KINDS = frozenset({"status", "hang", "malformed", "drop_stream", "echo_key", "close"})
+KINDS = frozenset({"status", "hang", "malformed", "drop_stream", "slow_stream", "echo_key", "close"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +38,8 @@ class Fault:
     async def respond(self, authorization: str = "") -> Response:
         if self.kind == "echo_key":
             key = authorization[7:] if authorization[:7].lower() == "bearer " else authorization
-            body = {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}}
-            return Response(orjson.dumps(body), status_code=401, media_type="application/json")
+            quoted = {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}}
+            return Response(orjson.dumps(quoted), status_code=401, media_type="application/json")
         if self.kind == "hang":
             await asyncio.sleep(self.seconds)
             return Response(b'{"error": {"message": "late"}}', status_code=504, media_type="application/json")

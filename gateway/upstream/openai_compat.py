@@ -67,17 +67,35 @@ class _SSEStream:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
-            async for line in self._response.aiter_lines():
-                if not line.startswith("data:"):
+            async for line in self._lines():
+                if not line.startswith(b"data:"):
                     continue
                 payload = line[5:].strip()
-                if payload == "[DONE]":
+                if payload == b"[DONE]":
                     return
                 if payload:
-                    yield payload.encode()
-        except httpx.HTTPError as exc:
+                    yield payload
+        except httpx.TimeoutException as exc:
             raise error_for_exception(exc) from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailable(f"upstream dropped the stream before it ended: {type(exc).__name__}") from exc
         raise UpstreamUnavailable("upstream closed the stream before [DONE]")
+
+    async def _lines(self) -> AsyncIterator[bytes]:
+        """Split the body on LF (CRLF) only, as SSE does.
+
+        Not ``aiter_lines``: it splits like ``str.splitlines``, also on U+0085, U+2028 and
+        U+2029, which JSON encoders leave raw inside strings, so a chunk carrying one of them
+        was cut in two and failed to parse (found by fuzzing).
+        """
+        buffer = bytearray()
+        async for data in self._response.aiter_bytes():
+            buffer += data
+            while (end := buffer.find(b"\n")) >= 0:
+                yield bytes(buffer[:end]).rstrip(b"\r")
+                del buffer[: end + 1]
+        if buffer:
+            yield bytes(buffer).rstrip(b"\r")
 
     async def aclose(self) -> None:
         await self._response.aclose()

@@ -73,3 +73,12 @@ def test_protect_metrics_puts_metrics_behind_the_admin_key(sim: SimHandle) -> No
     with serve_in_thread(app) as url:
         assert httpx.get(url + "/metrics").status_code == 401
         assert httpx.get(url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code == 200
+
+
+def test_without_admin_keys_only_direct_loopback_clients_reach_admin(sim: SimHandle) -> None:
+    app = create_app(parse_settings({"models": sim_models(sim.base_url)}))
+    with serve_in_thread(app) as url:
+        assert httpx.get(url + "/admin/status").status_code == 200
+        proxied = httpx.get(url + "/admin/status", headers={"x-forwarded-for": "203.0.113.9"})
+        assert proxied.status_code == 403
+        assert "admin_keys" in proxied.json()["error"]["message"]

@@ -69,3 +69,19 @@ def test_without_the_gateway_key_the_provider_key_alone_is_refused(gateway: tupl
         _client(url).chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
     assert "x-ventana-key" in info.value.message
     assert len(recorder.records) == before
+
+
+def test_the_gateways_own_provider_key_is_never_returned_or_recorded(
+    sim: SimHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-gateway-env-3e8a61f0"
+    monkeypatch.setenv("VENTANA_TEST_PROVIDER_KEY", secret)
+    recorder = MemoryRecorder()
+    models = sim_models(sim.base_url, api_key_env="VENTANA_TEST_PROVIDER_KEY")
+    with serve_in_thread(create_app(parse_settings({"models": models}), recorder=recorder)) as url:
+        sim.faults({"kind": "echo_key", "times": 1})
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk-client", max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as info:
+            client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    assert REDACTED in info.value.message and secret not in info.value.response.text
+    assert secret.encode() not in orjson.dumps(record_to_dict(recorder.records[-1]))

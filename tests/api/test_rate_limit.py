@@ -99,6 +99,8 @@ def test_third_request_in_a_minute_is_a_429_with_retry_after(limited_url: str) -
     assert 1 <= int(response.headers["retry-after"]) <= 30
     assert response.json()["error"]["code"] == "rate_limit_exceeded"
     assert "2 requests per minute" in response.json()["error"]["message"]
+    exposition = httpx.get(limited_url[: -len("/v1")] + "/metrics").text
+    assert 'ventana_rejected_requests_total{code="rate_limit_exceeded"}' in exposition
 
 
 def test_another_key_is_not_limited_by_the_first(limited_url: str) -> None:
