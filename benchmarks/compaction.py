@@ -251,17 +251,24 @@ def _summary_head(body: dict[str, Any]) -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer turns and sessions (smoke check)")
+    parser.add_argument(
+        "--only", default="scripted,memory,latency", help="comma-separated parts: scripted, memory, latency"
+    )
     args = parser.parse_args()
+    parts = set(args.only.split(","))
     turns, facts, sessions = (60, 12, 1) if args.quick else (200, 40, 3)
     from tests.procs import run_simulator
 
     with tempfile.TemporaryDirectory() as tmp, run_simulator(Path(tmp), record=False) as sim:
-        print("\n### Scripted agent conversation\n")
-        print("\n".join(scripted(sim.base_url, turns, facts)))
-        print("\n### bfcl_memory: answers still in the assembled context at the last turn\n")
-        print("\n".join(memory(sim.base_url)))
-        print("\n### Latency of the turn that crosses the threshold\n")
-        print("\n".join(latency(Path(tmp), sessions, 40 if args.quick else 80, 400.0, 0.6)))
+        if "scripted" in parts:
+            print("\n### Scripted agent conversation\n")
+            print("\n".join(scripted(sim.base_url, turns, facts)), flush=True)
+        if "memory" in parts:
+            print("\n### bfcl_memory: answers still in the assembled context at the last turn\n")
+            print("\n".join(memory(sim.base_url)), flush=True)
+        if "latency" in parts:
+            print("\n### Latency of the turn that crosses the threshold\n")
+            print("\n".join(latency(Path(tmp), sessions, 40 if args.quick else 80, 400.0, 0.6)), flush=True)
 
 
 if __name__ == "__main__":
