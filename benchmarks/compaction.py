@@ -36,6 +36,10 @@ from gateway.summarize.llm import LLMSummarizer
 from gateway.tokens import counter_for
 
 WINDOW = 8000
+#: What the client appends as the assistant's reply each turn: the simulator's answer
+#: ("Simulated answer <8 hex digits> to: <echo>", one incidental id per turn) or a fixed line.
+REPLIES = "scripted"
+SCRIPTED_REPLY = "Checked that item and updated the offsite plan; nothing else changed."
 COUNTER = counter_for("o200k_base")
 
 
@@ -88,7 +92,8 @@ def drive(
             run.prompt_tokens.append(data["usage"]["prompt_tokens"])
             run.cached_tokens.append(data["usage"]["prompt_tokens_details"]["cached_tokens"])
             run.final_messages = body["messages"]
-            history.append({"role": "assistant", "content": data["choices"][0]["message"]["content"]})
+            answer = data["choices"][0]["message"]["content"]
+            history.append({"role": "assistant", "content": answer if REPLIES == "sim" else SCRIPTED_REPLY})
             run.turn_tokens.append(COUNTER.messages(history) - before)
     return run
 
@@ -252,10 +257,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer turns and sessions (smoke check)")
     parser.add_argument(
+        "--replies",
+        choices=["scripted", "sim"],
+        default="scripted",
+        help="assistant replies the client keeps: a fixed line, or the simulator's answer (parts 1 and 2)",
+    )
+    parser.add_argument(
         "--only", default="scripted,memory,latency", help="comma-separated parts: scripted, memory, latency"
     )
     args = parser.parse_args()
     parts = set(args.only.split(","))
+    global REPLIES
+    REPLIES = args.replies
     turns, facts, sessions = (60, 12, 1) if args.quick else (200, 40, 3)
     from tests.procs import run_simulator
 
