@@ -1,7 +1,7 @@
 """``policy.compaction``: when history is compacted, what is kept, and how it is summarised.
 
 One block configures both compaction passes (``clear_tool_results`` at slot 4 and
-``compact_history`` at slot 5): ``strategies`` orders and enables them, cheapest first.
+``compact_history`` at slot 5): ``strategies`` switches them on; clearing, the cheaper, always runs first.
 Thresholds are shares of the model's context window and appear in every decision.
 """
 

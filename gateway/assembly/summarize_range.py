@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from gateway.assembly.compaction_layout import range_hash
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Message, Summarizer
-from gateway.summarize.extractive import ExtractiveSummarizer
+from gateway.summarize.extractive import ALSO_MENTIONED, ExtractiveSummarizer
 from gateway.summarize.facts import extract_facts, missing_facts
 from gateway.summarize.transcript import render_transcript, tool_names
 from gateway.tokens import TokenCounter
 
-_ALSO = "- also mentioned: "
+_ALSO = ALSO_MENTIONED
 
 
 @dataclass(frozen=True, slots=True)

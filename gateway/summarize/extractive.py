@@ -29,6 +29,10 @@ _DECISION = re.compile(
     re.IGNORECASE,
 )
 MAX_UNIT_CHARS = 320
+MIN_SPLIT_CHARS = 160  # sentences longer than this are cut into clauses
+MIN_PIECE_CHARS = 48
+#: Prefix of the line listing facts a summary could not fit in sentences (see summarize_range).
+ALSO_MENTIONED = "- also mentioned: "
 _ELLIPSIS = " …"
 
 
@@ -45,18 +49,23 @@ class _Unit:
 
 
 def _pieces(sentence: str) -> list[str]:
-    """Split a long sentence (a JSON tool result, a list) at commas into bounded pieces."""
-    if len(sentence) <= MAX_UNIT_CHARS:
+    """Split a long sentence (a JSON tool result, a list) at commas into short pieces.
+
+    Short parts are merged with the next one, so a piece is a clause ("arrives on
+    2026-03-19", ``"flight": "TP174"``) rather than a single word, and a fact pays only
+    for the words around it.
+    """
+    if len(sentence) <= MIN_SPLIT_CHARS:
         return [sentence]
     out: list[str] = []
     current = ""
     for part in re.split(r"(?<=[,;])\s*", sentence):
-        if current and len(current) + len(part) + 1 > MAX_UNIT_CHARS:
-            out.append(current)
+        current = f"{current} {part}" if current else part
+        if len(current) >= MIN_PIECE_CHARS:
+            out.append(current[:MAX_UNIT_CHARS])
             current = ""
-        current = f"{current} {part}".strip() if current else part[: MAX_UNIT_CHARS * 2]
     if current:
-        out.append(current)
+        out.append(current[:MAX_UNIT_CHARS])
     return out
 
 
@@ -70,8 +79,12 @@ def _unit(index: int, text: str, body: str) -> _Unit:
 def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[_Unit]:
     units: list[_Unit] = []
     for line in (previous or "").splitlines():
-        if line.strip():
-            units.append(_unit(len(units), line.strip(), line.split(": ", 1)[-1]))
+        line = line.strip()
+        if line.startswith(ALSO_MENTIONED):  # one unit per fact, so the list competes item by item
+            for item in line[len(ALSO_MENTIONED) :].split(", "):
+                units.append(_unit(len(units), ALSO_MENTIONED + item, item))
+        elif line:
+            units.append(_unit(len(units), line, line.split(": ", 1)[-1]))
     for speaker, text in transcript_lines(messages):
         is_call = speaker.endswith(" called")
         sentences = [text] if is_call else [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
@@ -103,6 +116,17 @@ def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Uni
     return sorted(chosen, key=lambda u: u.index)
 
 
+def _render(units: list[_Unit]) -> str:
+    """One line per unit, except consecutive "also mentioned" facts, which share a line."""
+    lines: list[str] = []
+    for unit in units:
+        if unit.text.startswith(ALSO_MENTIONED) and lines and lines[-1].startswith(ALSO_MENTIONED):
+            lines[-1] += ", " + unit.text[len(ALSO_MENTIONED) :]
+        else:
+            lines.append(unit.text)
+    return "\n".join(lines)
+
+
 class ExtractiveSummarizer:
     """The deterministic summariser: always available, used when no model is set or the model fails."""
 
@@ -117,7 +141,7 @@ class ExtractiveSummarizer:
         if not chosen and units:  # nothing fact-bearing: keep the opening of the span so it is not lost silently
             first = units[0].text
             return first[: max(16, max_tokens * 3)] + (_ELLIPSIS if len(first) > max_tokens * 3 else "")
-        return "\n".join(u.text for u in chosen)
+        return _render(chosen)
 
     def __repr__(self) -> str:
         return f"ExtractiveSummarizer(encoding={self._counter.encoding_name!r})"

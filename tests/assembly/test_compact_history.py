@@ -163,3 +163,23 @@ def test_checkpoint_is_keyed_by_the_hash_of_its_range() -> None:
     assert cp.range_hash == range_hash(messages[cp.start : cp.end])
     assert result.assembled.session.extra["compaction"]["active"] == cp.range_hash
     assert replace(cp, summary=cp.summary) == cp
+
+
+def test_scripted_agent_keeps_planted_facts_under_the_threshold() -> None:
+    from benchmarks.scripted_agent import TOOLS, facts_present, final_question, scripted_turns
+
+    steps, facts = scripted_turns(turns=100, facts=20)
+    steps[-1] = [*steps[-1], final_question(facts)]
+    state, history = None, []
+    summarizer = CountingSummarizer()
+    compactions = 0
+    for step in steps:
+        history += step
+        result = assemble(make_ctx(history, state=state, tools=TOOLS, summarizer=summarizer), policy())
+        state = result.assembled.session
+        compactions += len(_decisions(result, "compacted"))
+        assert result.assembled.prompt_tokens() <= 0.55 * 8000 + COUNTER.messages(step)
+        history.append({"role": "assistant", "content": "Noted, moving on to the next item."})
+    final = [dict(m) for m in result.assembled.messages]
+    assert facts_present(facts, final) >= 0.9, "the summary keeps the planted facts"
+    assert compactions >= 1 and summarizer.calls <= 3 * compactions

@@ -1,0 +1,65 @@
+"""plan_compaction: name the next range to summarise once past prepare_at, once per compaction."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gateway.assembly.compact_history import compact_history
+from gateway.assembly.plan_compaction import plan_compaction
+from gateway.assembly.summarize_range import summarize_range
+from gateway.config import parse_settings
+from gateway.errors import ConfigError
+from tests.assembly.compaction_helpers import COUNTER, conversation, make_ctx, policy
+
+POLICY = policy(strategies=["summarize"], summary_max_tokens=400, keep_recent_turns=2).compaction
+
+
+def _between_watermarks() -> list[dict]:
+    for n in range(1, 60):
+        tokens = make_ctx(conversation(n)).prompt_tokens()
+        if 0.45 * 8000 < tokens <= 0.55 * 8000:
+            return conversation(n)
+    raise AssertionError("no conversation length falls between the watermarks")
+
+
+def test_no_plan_below_the_lower_watermark() -> None:
+    ctx = make_ctx(conversation(3))
+    assert plan_compaction(ctx, ctx, POLICY) is None
+
+
+def test_plans_the_middle_between_the_watermarks() -> None:
+    messages = _between_watermarks()
+    ctx = make_ctx(messages)
+    plan = plan_compaction(ctx, ctx, POLICY)
+    assert plan is not None
+    assert (plan.start, plan.end) == (2, len(messages) - 8)
+    assert plan.previous is None
+
+
+def test_a_prepared_checkpoint_is_used_when_the_threshold_is_crossed() -> None:
+    messages = _between_watermarks()
+    ctx = make_ctx(messages)
+    plan = plan_compaction(ctx, ctx, POLICY)
+    assert plan is not None
+    prepared = summarize_range(plan.messages, plan.start, plan.end, plan.previous, None, POLICY, COUNTER).checkpoint
+    state = replace(ctx.session, checkpoints=(prepared,))
+    assert plan_compaction(ctx, make_ctx(messages, state=state), POLICY) is None, "one preparation per compaction"
+    longer = messages + conversation(6)[2:]
+    crossing = make_ctx(longer, state=state)
+    assert crossing.prompt_tokens() > 0.55 * 8000
+    out, decisions = compact_history(crossing, state, POLICY)
+    assert [d.action for d in decisions] == ["checkpoint_reused"]
+    assert decisions[0].detail["summarizer_calls"] == 0
+    assert out.messages[2]["content"].endswith(prepared.summary.replace("</summary", "<\\/summary") + "\n</summary>")
+
+
+def test_config_rejects_a_summarizer_model_that_is_not_configured() -> None:
+    with pytest.raises(ConfigError, match=r"policy\.compaction\.summarizer_model"):
+        parse_settings({"models": [], "policy": {"compaction": {"summarizer_model": "nope"}}})
+
+
+def test_config_rejects_prepare_at_above_threshold() -> None:
+    with pytest.raises(ConfigError, match="prepare_at"):
+        parse_settings({"policy": {"compaction": {"threshold": 0.5, "prepare_at": 0.6}}})
