@@ -103,13 +103,31 @@ def replay() -> None:
     """Re-send logged contexts, or replay traffic under another policy."""
 
 
+@replay.command("send")
+@click.argument("request_id")
+@click.option("--model", "model_name", default=None, help="Send to this configured model instead of the original.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None)
+def replay_send(request_id: str, model_name: str | None, config_path: str | None) -> None:
+    """Send the logged assembled request REQUEST_ID again; record it and show both answers side by side."""
+    from gateway.replay.resend import print_side_by_side, resend
+
+    try:
+        resent = resend(_settings(config_path), request_id, model_name=model_name)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    print_side_by_side(resent, _console())
+    click.echo(f"recorded as {resent.record.request_id} (replay_of {request_id})")
+
+
 @replay.command("whatif")
 @click.option(
     "--transcript",
     type=click.Path(exists=True, dir_okay=False),
-    required=True,
+    default=None,
     help="JSONL: one conversation per line ({messages, tools}), replayed turn by turn.",
 )
+@click.option("--session", default=None, help="Replay this logged session from the store.")
+@click.option("--since", default=None, help="Replay every session logged since (30m, 2h, 7d or an ISO time).")
 @click.option(
     "--policy",
     "policies",
@@ -131,7 +149,9 @@ def replay() -> None:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write CSV/JSON here instead of stdout.")
 @click.option("--chart", type=click.Path(dir_okay=False), default=None, help="Write a PNG chart here.")
 def replay_whatif(
-    transcript: str,
+    transcript: str | None,
+    session: str | None,
+    since: str | None,
     policies: tuple[str, ...],
     config_path: str | None,
     model_name: str | None,
@@ -147,6 +167,8 @@ def replay_whatif(
     try:
         whatif_command(
             transcript=transcript,
+            session=session,
+            since=since,
             policies=policies,
             config_path=config_path,
             model_name=model_name,
@@ -156,7 +178,7 @@ def replay_whatif(
             out=out,
             chart=chart,
         )
-    except ConfigError as exc:
+    except (ConfigError, StoreError) as exc:
         raise click.ClickException(str(exc)) from exc
 
 

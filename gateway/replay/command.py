@@ -8,16 +8,36 @@ from pathlib import Path
 from rich.console import Console
 from tqdm import tqdm
 
-from gateway.config import load_settings
+from gateway.config import Settings, load_settings
+from gateway.errors import ConfigError
 from gateway.replay.cli_support import load_policy, pick_model
 from gateway.replay.report import print_report, to_csv, to_json, write_chart
-from gateway.replay.transcripts import Conversation, read_transcripts
+from gateway.replay.transcripts import Conversation, conversations_from_store, read_transcripts
 from gateway.replay.whatif import WhatIfResult, run_whatif
+
+
+def _conversations(
+    settings: Settings, model: str, transcript: str | None, session: str | None, since: str | None, limit: int | None
+) -> list[Conversation]:
+    if sum(x is not None for x in (transcript, session, since)) != 1:
+        raise ConfigError("give exactly one of --transcript FILE, --session S or --since T")
+    if transcript is not None:
+        return list(read_transcripts(transcript, model, limit=limit))
+    from gateway.store.commands import reading
+    from gateway.store.logs_table import parse_since
+
+    with reading(settings) as engine:
+        found = conversations_from_store(engine, session=session, since=parse_since(since) if since else None)
+    if not found:
+        raise ConfigError(f"no logged requests for {'session ' + session if session else 'since ' + str(since)}")
+    return found[:limit] if limit is not None else found
 
 
 def whatif_command(
     *,
-    transcript: str,
+    transcript: str | None,
+    session: str | None = None,
+    since: str | None = None,
     policies: tuple[str, ...],
     config_path: str | None,
     model_name: str | None,
@@ -29,7 +49,7 @@ def whatif_command(
 ) -> list[WhatIfResult]:
     settings = load_settings(config_path)
     model = pick_model(settings, model_name)
-    conversations: list[Conversation] = list(read_transcripts(transcript, model.name, limit=limit))
+    conversations = _conversations(settings, model.name, transcript, session, since, limit)
     total_turns = sum(len(c.requests) for c in conversations)
     results = []
     for spec in policies:

@@ -60,3 +60,19 @@ def read_transcripts(path: str | Path, model: str, *, limit: int | None = None) 
                 continue
             data = orjson.loads(line)
             yield Conversation(str(data.get("id", f"line-{n + 1}")), requests_from_conversation(data, model))
+
+
+def conversations_from_store(
+    engine: Any, *, session: str | None = None, since: float | None = None, limit: int = 100_000
+) -> list[Conversation]:
+    """Logged original requests, oldest first, one Conversation per session (replays left out)."""
+    from gateway.store.queries import get_request, list_requests
+
+    rows = [r for r in list_requests(engine, session=session, since=since, limit=limit) if r.replay_of is None]
+    rows.sort(key=lambda r: (r.session_id, r.created_at))
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        stored = get_request(engine, row.request_id)
+        if stored is not None:
+            grouped.setdefault(row.session_id, []).append(stored.original)
+    return [Conversation(sid, tuple(bodies)) for sid, bodies in grouped.items()]
