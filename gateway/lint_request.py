@@ -22,12 +22,12 @@ from gateway.assembly.context import Context, Decision, Env, SessionState
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import Assembly, assemble
 from gateway.assembly.policy import Policy
+from gateway.assembly.request import context_from_body
 from gateway.config import Settings
 from gateway.errors import RequestError
 from gateway.tokens import counter_for, encoding_for_model
 from gateway.upstream.model_info import model_info
 
-EXTENSION_FIELDS = ("documents", "document_policy", "ventana")
 BAR_WIDTH = 30
 
 
@@ -70,15 +70,7 @@ def context_for(body: Mapping[str, Any], settings: Settings) -> Context:
         model=model_name,
         provider=configured.provider if configured else "openai",
     )
-    tools = body.get("tools")
-    return Context(
-        messages=tuple(messages),
-        tools=tuple(tools) if tools is not None else None,
-        params={k: v for k, v in body.items() if k not in ("messages", "tools", *EXTENSION_FIELDS)},
-        env=env,
-        session=SessionState("lint"),
-        extensions={k: body[k] for k in EXTENSION_FIELDS if k in body},
-    )
+    return context_from_body(body, env, SessionState("lint"))
 
 
 def lint_request(body: Mapping[str, Any], settings: Settings, *, assemble_first: bool = True) -> LintResult:

@@ -29,14 +29,13 @@ from gateway.assembly.context import Context, Env, SessionState, Summarizer
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import Assembly, assemble
 from gateway.assembly.prefix import track_prefix
+from gateway.assembly.request import context_from_body
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
 from gateway.sessions.identify import identify_session
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import normalise_usage
 
-#: Request fields that belong to Ventana and never reach the provider.
-EXTENSION_FIELDS = ("documents", "document_policy", "ventana")
 _JSON = "application/json"
 #: Recorded status of a stream the client abandoned (nginx's "client closed request").
 CLIENT_CLOSED = 499
@@ -83,9 +82,6 @@ def build_context(
     caller: str,
     summarizer: Summarizer | None = None,
 ) -> Context:
-    params = {k: v for k, v in body.items() if k not in ("messages", "tools") and k not in EXTENSION_FIELDS}
-    extensions = {k: body[k] for k in EXTENSION_FIELDS if k in body}
-    tools = body.get("tools")
     env = Env(
         counter=gw.counter(model),
         context_window=gw.info(model).context_window,
@@ -95,14 +91,7 @@ def build_context(
         caller=caller,
         summarizer=summarizer,
     )
-    return Context(
-        messages=tuple(body["messages"]),
-        tools=tuple(tools) if tools is not None else None,
-        params=params,
-        env=env,
-        session=state,
-        extensions=extensions,
-    )
+    return context_from_body(body, env, state)
 
 
 def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:

@@ -14,19 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.tokens import (
-    IMAGE_TOKENS,
-    REPLY_PRIMING,
-    TOOLS_OVERHEAD,
     TokenCounter,
-    message_overhead,
-    message_pieces,
-    render_tool,
 )
 
 BLOCK = 128
 MINIMUM = 1024
-_OVERHEAD_ID = -1
-_IMAGE_ID = -2
 _MAX_ENTRIES = 2_000_000
 
 
@@ -34,20 +26,9 @@ def prompt_token_ids(
     counter: TokenCounter, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
 ) -> list[int]:
     """The billed token sequence of a chat request (markers stand in for special tokens)."""
-    ids: list[int] = []
-    if tools:
-        ids += [_OVERHEAD_ID] * TOOLS_OVERHEAD
-        for tool in tools:
-            ids += counter.encode(render_tool(tool))
-    for message in messages:
-        ids += [_OVERHEAD_ID] * message_overhead(message)
-        pieces, images = message_pieces(message)
-        for piece in pieces:
-            if piece:
-                ids += counter.encode(piece)
-        ids += [_IMAGE_ID] * (IMAGE_TOKENS * images)
-    ids += [_OVERHEAD_ID] * REPLY_PRIMING
-    return ids
+    from gateway.providersim.cache_models import prompt_blocks
+
+    return prompt_blocks(counter, messages, tools).ids
 
 
 def _block_hashes(ids: Sequence[int], block: int) -> list[bytes]:

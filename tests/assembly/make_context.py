@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from gateway.api.chat import EXTENSION_FIELDS
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
+from gateway.assembly.request import context_from_body
 from gateway.tokens import counter_for
 
 
@@ -30,12 +30,4 @@ def make_context(
         now=timestamp(now),
         summarizer=summarizer,
     )
-    tools: Sequence[Any] | None = body.get("tools")
-    return Context(
-        messages=tuple(body["messages"]),
-        tools=tuple(tools) if tools is not None else None,
-        params={k: v for k, v in body.items() if k not in ("messages", "tools", *EXTENSION_FIELDS)},
-        env=env,
-        session=SessionState("test-session"),
-        extensions={k: body[k] for k in EXTENSION_FIELDS if k in body},
-    )
+    return context_from_body(body, env, SessionState("test-session"))
