@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.pass_policy import PassPolicy
 
 __all__ = ["PassPolicy", "Policy"]
 
 
-# Each pass's policy sits beside the pass; imported here, after PassPolicy, which they subclass.
-# Each pass's policy model sits beside its pass; those modules import PassPolicy from here.
+# Each pass's policy model sits beside its pass (they subclass PassPolicy); imported after it.
 from gateway.assembly.attach_documents import DocumentPolicy
+from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.lint_context import LintPolicy
 from gateway.assembly.move_volatile import VolatilePolicy
 from gateway.assembly.place_cache_breakpoints import CachePolicy
