@@ -149,6 +149,27 @@ class TokenCounter:
         """Prompt tokens of a whole request, as the provider will report ``prompt_tokens``."""
         return self.tools(tools) + self.messages(messages) + REPLY_PRIMING
 
+    def missing(
+        self, messages: Iterable[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[str]:
+        """The texts of a request this counter has not counted yet, each once, in order."""
+        seen = self._cache
+        out: dict[str, None] = {}
+        for message in messages:
+            for piece in message_pieces(message)[0]:
+                if piece and piece not in seen:
+                    out[piece] = None
+        for tool in tools or ():
+            rendered = render_tool(tool)
+            if rendered not in seen:
+                out[rendered] = None
+        return list(out)
+
+    def learn(self, texts: Iterable[str]) -> None:
+        """Count ``texts`` into the cache (safe to run in a worker thread: tiktoken releases the GIL)."""
+        for text in texts:
+            self.text(text)
+
     def encode(self, text: str) -> list[int]:
         return self._enc.encode(text, disallowed_special=())
 

@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from gateway import metrics
 from gateway.api.deps import Gateway
 from gateway.api.stream_relay import StreamRelay
+from gateway.api.token_offload import count_off_loop
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.pipeline import Assembly, assemble
@@ -113,10 +114,12 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
     state = await gw.sessions.load(session_id)
+    await count_off_loop(gw.counter(model), body, len(raw))
     ctx = build_context(body, gw, model, state, caller)
     assembly = assemble(ctx, gw.settings.policy)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1))
     outgoing = forward_body(body, assembly)
+    tokens_original = ctx.prompt_tokens()
     record = RequestRecord(
         request_id=request_id,
         session_id=session_id,
@@ -129,8 +132,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         decisions=[d.to_dict() for d in assembly.decisions],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
-        tokens_original=ctx.prompt_tokens(),
-        tokens_assembled=assembly.assembled.prompt_tokens(),
+        tokens_original=tokens_original,
+        tokens_assembled=tokens_original if assembly.assembled is ctx else assembly.assembled.prompt_tokens(),
     )
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     if record.stream:
