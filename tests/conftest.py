@@ -8,7 +8,11 @@ import pytest
 import gateway  # noqa: F401  (offline tiktoken and litellm settings)
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+# ``shared/`` sits beside the checkout (CI) or beside an ancestor of it (a git worktree).
+SHARED = next(
+    (p / "shared" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
+    Path(__file__).resolve().parent.parent.parent / "shared",
+)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway import metrics
 from gateway.api.deps import Gateway
+from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
 from gateway.api.validate import validate_chat_request
@@ -136,9 +137,10 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         tokens_assembled=tokens_original if assembly.assembled is ctx else assembly.assembled.prompt_tokens(),
     )
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
+    raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model)
     if record.stream:
-        return await _stream(gw, model, outgoing, body, api_key, record, headers, started)
-    return await _complete(gw, model, outgoing, api_key, record, headers, started)
+        return await _stream(gw, model, outgoing, body, api_key, record, headers, started, raw_out)
+    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out)
 
 
 async def _complete(
@@ -149,10 +151,11 @@ async def _complete(
     record: RequestRecord,
     headers: dict[str, str],
     started: float,
+    raw_out: bytes | None = None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
     try:
-        data = await gw.upstream.complete(model, outgoing, api_key)
+        data = await gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
@@ -181,12 +184,14 @@ async def _stream(
     record: RequestRecord,
     headers: dict[str, str],
     started: float,
+    raw_out: bytes | None = None,
 ) -> Response:
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
+    upstream_raw = with_usage_requested(raw_out, body) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
     try:
-        stream = await gw.upstream.open_stream(model, upstream_body, api_key)
+        stream = await gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()

@@ -84,8 +84,11 @@ class Simulator:
 
     def _record(self, raw: bytes) -> None:
         if self.record_path is not None:
+            line = raw.strip()
+            if b"\n" in line:  # pretty-printed JSON: one line per body keeps the file JSONL
+                line = orjson.dumps(orjson.loads(line))
             with self.record_path.open("ab") as fh:
-                fh.write(raw.rstrip(b"\n") + b"\n")
+                fh.write(line + b"\n")
 
     def usage(self, body: Mapping[str, Any]) -> dict[str, Any]:
         counter = counter_for(encoding_for_model(str(body.get("model", ""))))

@@ -117,17 +117,19 @@ class OpenAICompatUpstream:
         return self._session
 
     def _prepare(
-        self, model: ModelConfig, body: dict[str, Any], api_key: str | None
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None
     ) -> tuple[str, bytes, dict[str, str]]:
         base = (model.api_base or DEFAULT_API_BASE).rstrip("/")
         headers = {"content-type": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
-        payload = {**body, "model": model.upstream_model}
-        return f"{base}/chat/completions", orjson.dumps(payload), headers
+        payload = raw if raw is not None else orjson.dumps({**body, "model": model.upstream_model})
+        return f"{base}/chat/completions", payload, headers
 
-    async def _send(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> aiohttp.ClientResponse:
-        url, payload, headers = self._prepare(model, body, api_key)
+    async def _send(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None
+    ) -> aiohttp.ClientResponse:
+        url, payload, headers = self._prepare(model, body, api_key, raw)
         attempt = 0
         while True:
             try:
@@ -166,8 +168,10 @@ class OpenAICompatUpstream:
             return min(retry_after, MAX_RETRY_AFTER_S)
         return self._config.retry_backoff_s * attempt
 
-    async def complete(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> dict[str, Any]:
-        response = await self._send(model, body, api_key)
+    async def complete(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> dict[str, Any]:
+        response = await self._send(model, body, api_key, raw)
         try:
             content = await response.read()
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -182,8 +186,10 @@ class OpenAICompatUpstream:
             raise UpstreamUnavailable("upstream returned a body that is not a chat completion")
         return data
 
-    async def open_stream(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> _SSEStream:
-        return _SSEStream(await self._send(model, body, api_key))
+    async def open_stream(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> _SSEStream:
+        return _SSEStream(await self._send(model, body, api_key, raw))
 
     async def close(self) -> None:
         if self._session is not None:

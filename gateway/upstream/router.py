@@ -26,11 +26,15 @@ class UpstreamRouter:
             return client_key
         return os.environ.get(model.api_key_env) if model.api_key_env else None
 
-    async def complete(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> dict[str, Any]:
-        return await self._pick(model).complete(model, body, api_key)
+    async def complete(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> dict[str, Any]:
+        return await self._pick(model).complete(model, body, api_key, raw=raw)
 
-    async def open_stream(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> UpstreamStream:
-        return await self._pick(model).open_stream(model, body, api_key)
+    async def open_stream(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> UpstreamStream:
+        return await self._pick(model).open_stream(model, body, api_key, raw=raw)
 
     async def close(self) -> None:
         await self._openai.close()
