@@ -30,6 +30,11 @@ LOOP_LAG_MS = Histogram(
     "How late the event loop woke up (only with diagnostics.loop_lag_probe_ms set), in ms",
     buckets=(0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 1000),
 )
+LOOP_BUSY_MS = Histogram(
+    "ventana_event_loop_busy_ms",
+    "CPU time of the event-loop thread between two loop-lag probe wake-ups, in ms",
+    buckets=(0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 1000),
+)
 UPSTREAM_ERRORS = Counter("ventana_upstream_errors_total", "Upstream failures by type", ["model", "type"])
 
 
