@@ -7,6 +7,7 @@ anticipate (a 500 with the exception type, logged with its traceback, the proces
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -59,6 +60,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gw.recorder.start()
+        await asyncio.to_thread(gw.load_tokenizers)
         if probe is not None:
             probe.start()
         try:
