@@ -115,7 +115,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
     state = await gw.sessions.load(session_id)
-    await count_off_loop(gw.counter(model), body, len(raw))
+    await count_off_loop(gw.counter(model), body, len(raw), session_id)
     ctx = build_context(body, gw, model, state, caller)
     assembly = assemble(ctx, gw.settings.policy)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1))

@@ -51,3 +51,14 @@ def test_passthrough_gateway_forwards_the_clients_exact_bytes(
     )
     assert response.status_code == 200
     assert sim.record_path.read_bytes().rstrip(b"\n") == raw
+
+
+def test_null_usage_is_cut_from_relayed_chunks_without_changing_them() -> None:
+    from gateway.api.stream_relay import StreamRelay
+
+    chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": "hé"}, "finish_reason": None}], "usage": None}
+    relay = StreamRelay(model_name="m", forward_usage=False)
+    out = relay.feed(orjson.dumps(chunk))
+    assert out is not None and out.startswith(b"data: ") and out.endswith(b"\n\n")
+    assert orjson.loads(out[6:-2]) == {k: v for k, v in chunk.items() if k != "usage"}
+    assert relay.text == ["hé"]

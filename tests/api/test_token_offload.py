@@ -33,6 +33,18 @@ async def test_first_turn_of_a_long_agent_is_encoded_off_the_loop(shared_dir) ->
     assert await count_off_loop(counter, body, len(profile.body)) == 0  # next turn: all seen
 
 
+async def test_a_session_that_grew_little_is_not_inspected(shared_dir) -> None:  # type: ignore[no-untyped-def]
+    import orjson
+
+    profile = build_profiles(("agent105k",))[0]
+    body = orjson.loads(profile.body)
+    counter = _ThreadNotingCounter()
+    assert await count_off_loop(counter, body, len(profile.body), "s-grew-little") > 100_000
+    fresh = _ThreadNotingCounter()  # nothing counted, but the session grew by 10 bytes
+    assert await count_off_loop(fresh, body, len(profile.body) + 10, "s-grew-little") == 0
+    assert fresh.learned_in == []
+
+
 async def test_small_body_is_not_inspected() -> None:
     counter = _ThreadNotingCounter()
     body = {"model": "m", "messages": [{"role": "user", "content": "x" * 50_000}]}
