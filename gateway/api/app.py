@@ -8,6 +8,7 @@ anticipate (a 500 with the exception type, logged with its traceback, the proces
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +31,20 @@ from gateway.store.record import MemoryRecorder, Recorder
 from gateway.upstream.router import UpstreamRouter
 
 log = logging.getLogger("ventana")
+
+
+def freeze_startup_objects() -> None:
+    """Exclude everything built at start-up from the cyclic garbage collector's full passes.
+
+    A full collection walks every tracked object, including the ~500K that imports and
+    start-up created. While large bodies pile up (each parsed 105K-token request is
+    thousands of dicts, held by in-flight requests and the recorder's queue), full passes
+    come often: parsing with 256 such bodies alive measured 0.61 ms median and 49 ms worst
+    (a full pass inside ``orjson.loads``, blocking the loop); with start-up objects frozen
+    0.38 ms and 1.0 ms. Frozen objects are never freed, which is right for modules and config.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def error_response(exc: VentanaError, headers: dict[str, str] | None = None) -> Response:
@@ -61,6 +76,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gw.recorder.start()
         await asyncio.to_thread(gw.load_tokenizers)
+        freeze_startup_objects()
         if probe is not None:
             probe.start()
         try:
