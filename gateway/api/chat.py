@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway import metrics
 from gateway.api.deps import Gateway
+from gateway.api.overlap import while_waiting
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
@@ -120,7 +121,6 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     assembly = assemble(ctx, gw.settings.policy)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1))
     outgoing = forward_body(body, assembly)
-    tokens_original = ctx.prompt_tokens()
     record = RequestRecord(
         request_id=request_id,
         session_id=session_id,
@@ -133,14 +133,18 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         decisions=[d.to_dict() for d in assembly.decisions],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
-        tokens_original=tokens_original,
-        tokens_assembled=tokens_original if assembly.assembled is ctx else assembly.assembled.prompt_tokens(),
     )
+
+    def count_tokens() -> None:
+        record.tokens_original = ctx.prompt_tokens()
+        same = assembly.assembled is ctx
+        record.tokens_assembled = record.tokens_original if same else assembly.assembled.prompt_tokens()
+
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model)
     if record.stream:
-        return await _stream(gw, model, outgoing, body, api_key, record, headers, started, raw_out)
-    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out)
+        return await _stream(gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens)
+    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens)
 
 
 async def _complete(
@@ -152,10 +156,11 @@ async def _complete(
     headers: dict[str, str],
     started: float,
     raw_out: bytes | None = None,
+    count_tokens: Callable[[], None] = lambda: None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
     try:
-        data = await gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
+        data = await while_waiting(gw.upstream.complete(model, outgoing, api_key, raw=raw_out), count_tokens)
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
@@ -185,13 +190,15 @@ async def _stream(
     headers: dict[str, str],
     started: float,
     raw_out: bytes | None = None,
+    count_tokens: Callable[[], None] = lambda: None,
 ) -> Response:
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
     upstream_raw = with_usage_requested(raw_out, body) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
     try:
-        stream = await gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+        opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+        stream = await while_waiting(opening, count_tokens)
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
