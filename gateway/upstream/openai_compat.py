@@ -71,28 +71,56 @@ def _retryable_exception(exc: BaseException) -> bool:
     return not isinstance(exc, TimeoutError)
 
 
+def _split_events(buffer: bytes) -> tuple[list[bytes], bytes, bool]:
+    """The ``data:`` payloads of the complete lines in ``buffer``, the incomplete rest, and
+    whether ``[DONE]`` was reached (payloads after it are dropped)."""
+    *lines, rest = buffer.split(b"\n")
+    payloads: list[bytes] = []
+    for raw in lines:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            return payloads, rest, True
+        if payload:
+            payloads.append(payload)
+    return payloads, rest, False
+
+
+def _buffered(content: aiohttp.StreamReader) -> bytes:
+    """What aiohttp received before the connection failed: its readers raise the failure
+    first and would drop these bytes, which are events the client should still get."""
+    try:
+        return content._read_nowait(-1)
+    except (TimeoutError, aiohttp.ClientError, RuntimeError):
+        return b""
+
+
 class _SSEStream:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        pending = b""
+        # Lines are split here, not by aiohttp: its line reader refuses lines over 64 KiB,
+        # and one SSE event (a large tool call) can be longer than that.
+        pending, failure = b"", None
         try:
-            # Split lines ourselves: aiohttp's line iterator refuses lines over 64 KiB,
-            # and one SSE event (a large tool call) can be longer than that.
             async for data in self._response.content.iter_any():
-                *lines, pending = (pending + data).split(b"\n")
-                for raw in lines:
-                    line = raw.strip()
-                    if not line.startswith(b"data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == b"[DONE]":
-                        return
-                    if payload:
-                        yield payload
+                payloads, pending, done = _split_events(pending + data)
+                for payload in payloads:
+                    yield payload
+                if done:
+                    return
         except (TimeoutError, aiohttp.ClientError) as exc:
-            raise error_for_exception(exc) from exc
+            failure = exc
+        payloads, _, done = _split_events(pending + _buffered(self._response.content))
+        for payload in payloads:
+            yield payload
+        if done:
+            return
+        if failure is not None:
+            raise error_for_exception(failure) from failure
         raise UpstreamUnavailable("upstream closed the stream before [DONE]")
 
     async def aclose(self) -> None:
