@@ -29,6 +29,7 @@ import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.profiles import MODEL, TOOLBENCH, _renumbered, _runs, _steps, _tools
 from gateway.api.chat import build_context
 from gateway.api.deps import Gateway
+from gateway.api.token_offload import OFFLOAD_BODY_BYTES, _growth
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.context import SessionState
 from gateway.assembly.pipeline import assemble
@@ -56,7 +57,8 @@ def one_turn(raw: bytes, gw: Gateway, model: ModelConfig, state: SessionState) -
     validate_chat_request(body, max_messages=5_000)
     identify_session(None, "anonymous", model.name, body["messages"])
     counter = gw.counter(model)
-    counter.learn(counter.missing(body["messages"], body.get("tools")))
+    if len(raw) >= OFFLOAD_BODY_BYTES and _growth("turn-cost", len(raw)) >= OFFLOAD_BODY_BYTES:
+        counter.learn(counter.missing(body["messages"], body.get("tools")))  # the gateway's off-loop path
     ctx = build_context(body, gw, model, state, "anonymous")
     assembly = assemble(ctx, gw.settings.policy)
     tokens = assembly.assembled.prompt_tokens()
