@@ -115,6 +115,10 @@ class UpstreamConfig(_Strict):
     max_connections: int = Field(default=200, gt=0)
 
 
+class DiagnosticsConfig(_Strict):
+    loop_lag_probe_ms: float | None = Field(default=None, gt=0)  # probe interval; None = off
+
+
 class Settings(_Strict):
     database_url: str = DEFAULT_DATABASE_URL
     models: tuple[ModelConfig, ...] = ()
@@ -123,6 +127,7 @@ class Settings(_Strict):
     auth: AuthConfig = AuthConfig()
     limits: LimitsConfig = LimitsConfig()
     upstream: UpstreamConfig = UpstreamConfig()
+    diagnostics: DiagnosticsConfig = DiagnosticsConfig()
     session_state: Literal["memory", "database"] = "memory"
     redis_url: str | None = None
 

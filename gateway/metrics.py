@@ -48,6 +48,16 @@ OVERHEAD_MS = Histogram(
 TTFB_MS = Histogram("ventana_upstream_ttfb_ms", "Provider time to first byte in ms", ["model"], buckets=_MS_BUCKETS)
 PROMPT_TOKENS = Counter("ventana_prompt_tokens_total", "Prompt tokens before and after assembly", ["model", "stage"])
 CACHED_TOKENS = Counter("ventana_cached_tokens_total", "Prompt tokens the provider read from cache", ["model"])
+LOOP_LAG_MS = Histogram(
+    "ventana_event_loop_lag_ms",
+    "How late the event loop woke up (only with diagnostics.loop_lag_probe_ms set), in ms",
+    buckets=(0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 1000),
+)
+LOOP_BUSY_MS = Histogram(
+    "ventana_event_loop_busy_ms",
+    "CPU time of the event-loop thread between two loop-lag probe wake-ups, in ms",
+    buckets=(0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 1000),
+)
 UPSTREAM_ERRORS = Counter("ventana_upstream_errors_total", "Upstream failures by type", ["model", "type"])
 STORE_QUEUE_DEPTH = Gauge(
     "ventana_store_queue_depth", "Records waiting for the store writer", multiprocess_mode="livesum"

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,16 +8,10 @@ import pytest
 import gateway  # noqa: F401  (offline tiktoken and litellm settings)
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
 
-_REPO = Path(__file__).resolve().parent.parent
-# The shared folder sits beside the main checkout (../shared) and two levels up from a
-# worktree under wt/ (../../shared); $VENTANA_SHARED overrides both.
+# ``shared/`` sits beside the checkout (CI) or beside an ancestor of it (a git worktree).
 SHARED = next(
-    (
-        p
-        for p in (Path(os.environ.get("VENTANA_SHARED", "")), _REPO.parent / "shared", _REPO.parent.parent / "shared")
-        if str(p) not in ("", ".") and p.is_dir()
-    ),
-    _REPO.parent / "shared",
+    (p / "shared" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
+    Path(__file__).resolve().parent.parent.parent / "shared",
 )
 
 

@@ -227,7 +227,7 @@ def test_every_panel_query_returns_data_and_counters_match_the_records(
         time.sleep(1.2)  # one more scrape at the baseline, so increase() sees the traffic whole
         start = len(gateway.recorder.records)
         usages = _drive_traffic(gateway, sim)
-        records = gateway.recorder.records[start:]
+        records = list(gateway.recorder.records)[start:]
         assert len(records) == 13
         total = len(records) + sum(before["ventana_requests_total"].values())
         assert prom.wait_for("sum(ventana_requests_total)", total) == total, prom.log()

@@ -7,6 +7,8 @@ anticipate (a 500 with the exception type, logged with its traceback, the proces
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +25,7 @@ from gateway.api.admin import admin_router
 from gateway.api.auth import Access, Principal, require_admin, require_client
 from gateway.api.chat import chat_completions
 from gateway.api.deps import Gateway
+from gateway.api.loop_lag import LoopLagProbe
 from gateway.api.rate_limit import RateLimiter
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
@@ -33,6 +36,20 @@ from gateway.ui.pages import login_router, ui_router
 from gateway.upstream.router import UpstreamRouter
 
 log = logging.getLogger("ventana")
+
+
+def freeze_startup_objects() -> None:
+    """Exclude everything built at start-up from the cyclic garbage collector's full passes.
+
+    A full collection walks every tracked object, including the ~500K that imports and
+    start-up created. While large bodies pile up (each parsed 105K-token request is
+    thousands of dicts, held by in-flight requests and the recorder's queue), full passes
+    come often: parsing with 256 such bodies alive measured 0.61 ms median and 49 ms worst
+    (a full pass inside ``orjson.loads``, blocking the loop); with start-up objects frozen
+    0.38 ms and 1.0 ms. Frozen objects are never freed, which is right for modules and config.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def error_response(exc: VentanaError, headers: dict[str, str] | None = None) -> Response:
@@ -57,12 +74,21 @@ def create_app(
         recorder=recorder or MemoryRecorder(),
     )
 
+    probe_ms = settings.diagnostics.loop_lag_probe_ms
+    probe = LoopLagProbe(interval_s=probe_ms / 1000) if probe_ms else None
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gw.recorder.start()
+        await asyncio.to_thread(gw.load_tokenizers)
+        freeze_startup_objects()
+        if probe is not None:
+            probe.start()
         try:
             yield
         finally:
+            if probe is not None:
+                await probe.stop()
             await gw.recorder.close()
             await gw.sessions.close()
             await gw.upstream.close()
@@ -79,6 +105,8 @@ def create_app(
         if limiter is not None:
             limiter.admit(principal.caller)
         return principal
+
+    app.state.loop_lag_probe = probe
 
     @app.exception_handler(VentanaError)
     async def _ventana_error(request: Request, exc: VentanaError) -> Response:
@@ -104,10 +132,19 @@ def create_app(
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(VentanaError(f"internal gateway error: {type(exc).__name__}"))
 
-    @app.post("/v1/chat/completions", dependencies=[Depends(admitted)])
-    @app.post("/chat/completions", dependencies=[Depends(admitted)])
+    access = app.state.access
+
     async def _chat(request: Request) -> Response:
+        principal = access.client(request.headers)
+        if limiter is not None:
+            limiter.admit(principal.caller)
         return await chat_completions(request, gw)
+
+    # Plain Starlette routes, not FastAPI's: the chat route reads its own body and needs no
+    # dependency solving, which costs ~0.1 ms a request on the hot path. Admission (key and
+    # rate limit) is checked inline; the exception handlers above still apply.
+    app.add_route("/v1/chat/completions", _chat, methods=["POST"])
+    app.add_route("/chat/completions", _chat, methods=["POST"])
 
     @app.get("/v1/models", dependencies=[Depends(require_client)])
     @app.get("/models", dependencies=[Depends(require_client)])

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +22,10 @@ from starlette.responses import Response, StreamingResponse
 from gateway import metrics
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
+from gateway.api.overlap import while_waiting
+from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
+from gateway.api.token_offload import count_off_loop
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -122,6 +125,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     headers["x-ventana-session-id"] = session_id
     compaction = compaction_runtime(gw)
     state = compaction.adopt(await gw.sessions.load(session_id))
+    await count_off_loop(gw.counter(model), body, len(raw), session_id)
     ctx = build_context(body, gw, model, state, caller, compaction.summarizer)
     if compaction.needs_thread:  # the summariser may do I/O: keep the event loop free
         assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy)
@@ -143,18 +147,24 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         decisions=[d.to_dict() for d in (*assembly.decisions, *([prepared] if prepared else []))],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
-        tokens_original=ctx.prompt_tokens(),
-        tokens_assembled=assembly.assembled.prompt_tokens(),
         predicted_cached_tokens=prefix.predicted_cached_tokens,
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
     )
-    record.budget = _budget(gw, model, assembly)
-    _reject_if_strict_lint(gw, record, assembly, started)
+
+    def count_tokens() -> None:
+        """Counts and the budget report: not needed to forward, so done while the provider works."""
+        record.tokens_original = ctx.prompt_tokens()
+        same = assembly.assembled is ctx
+        record.tokens_assembled = record.tokens_original if same else assembly.assembled.prompt_tokens()
+        record.budget = _budget(gw, model, assembly)
+
+    _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
+    raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model)
     if record.stream:
-        return await _stream(gw, model, outgoing, body, api_key, record, headers, started)
-    return await _complete(gw, model, outgoing, api_key, record, headers, started)
+        return await _stream(gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens)
+    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens)
 
 
 async def _complete(
@@ -165,10 +175,12 @@ async def _complete(
     record: RequestRecord,
     headers: dict[str, str],
     started: float,
+    raw_out: bytes | None = None,
+    count_tokens: Callable[[], None] = lambda: None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
     try:
-        data = await gw.upstream.complete(model, outgoing, api_key)
+        data = await while_waiting(gw.upstream.complete(model, outgoing, api_key, raw=raw_out), count_tokens)
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
@@ -200,12 +212,16 @@ async def _stream(
     record: RequestRecord,
     headers: dict[str, str],
     started: float,
+    raw_out: bytes | None = None,
+    count_tokens: Callable[[], None] = lambda: None,
 ) -> Response:
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
+    upstream_raw = with_usage_requested(raw_out, body) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
     try:
-        stream = await gw.upstream.open_stream(model, upstream_body, api_key)
+        opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+        stream = await while_waiting(opening, count_tokens)
     except UpstreamError as exc:
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
@@ -251,7 +267,9 @@ def _budget(gw: Gateway, model: ModelConfig, assembly: Assembly) -> dict[str, An
     return {**report.to_dict(), "calibration": gw.calibration.stats(model.name).to_dict()}
 
 
-def _reject_if_strict_lint(gw: Gateway, record: RequestRecord, assembly: Assembly, started: float) -> None:
+def _reject_if_strict_lint(
+    gw: Gateway, record: RequestRecord, assembly: Assembly, started: float, count_tokens: Callable[[], None]
+) -> None:
     """In ``lint.mode: strict``, answer 400 naming the first violated check instead of forwarding."""
     lint = gw.settings.policy.lint
     found = violations(assembly.decisions) if lint.enabled and lint.mode == "strict" else []
@@ -263,6 +281,7 @@ def _reject_if_strict_lint(gw: Gateway, record: RequestRecord, assembly: Assembl
         + (f" (and {len(found) - 1} more finding(s))" if len(found) > 1 else ""),
         param=check,
     )
+    count_tokens()
     _finish(gw, record, started, status=400, error=error.message)
     raise error
 

@@ -32,5 +32,12 @@ class Gateway:
             found = self._infos[model.name] = model_info(model.litellm_model, model.context_window)
         return found
 
+    def load_tokenizers(self) -> None:
+        """Load every configured model's tokenizer now: the first load reads the BPE file and
+        builds its tables (~0.3-1 s of CPU), which must not happen on the event loop under the
+        first request. Called at start-up, before the server accepts connections."""
+        for model in self.settings.models:
+            self.counter(model).text("warm")
+
     def counter(self, model: ModelConfig) -> TokenCounter:
         return counter_for(model.tokenizer or encoding_for_model(model.litellm_model))

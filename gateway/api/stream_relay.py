@@ -15,6 +15,9 @@ from gateway.errors import UpstreamUnavailable
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import Usage, normalise_usage
 
+#: How a chunk ends when the provider sends ``"usage": null`` last, as OpenAI and the simulator do.
+_NULL_USAGE = b',"usage":null}'
+
 
 class StreamRelay:
     def __init__(self, *, model_name: str, forward_usage: bool) -> None:
@@ -49,6 +52,8 @@ class StreamRelay:
                 chunk = {**chunk, "usage": block}
             return b"data: " + orjson.dumps(chunk) + b"\n\n"
         if "usage" in chunk and not self.forward_usage:
+            if payload.endswith(_NULL_USAGE):  # the usual place: cut the bytes, skip a re-encode
+                return b"data: " + payload[: -len(_NULL_USAGE)] + b"}\n\n"
             chunk = {k: v for k, v in chunk.items() if k != "usage"}
             return b"data: " + orjson.dumps(chunk) + b"\n\n"
         return b"data: " + payload + b"\n\n"

@@ -13,6 +13,8 @@ from typing import Any
 from gateway.errors import RequestError
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+#: dict first: parsed JSON is always dicts, and an ABC isinstance check costs ~10x more.
+_MAP = (dict, Mapping)
 _CONTENT_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal", "input_text"})
 
 
@@ -21,7 +23,7 @@ def _fail(message: str, param: str) -> RequestError:
 
 
 def validate_chat_request(body: Any, *, max_messages: int) -> None:
-    if not isinstance(body, Mapping):
+    if not isinstance(body, _MAP):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -55,9 +57,19 @@ def validate_chat_request(body: Any, *, max_messages: int) -> None:
         raise _fail("'temperature' must be a number between 0 and 2", "temperature")
 
 
+_TEXT_ROLES = frozenset({"system", "developer", "user", "assistant"})
+
+
 def _validate_message(message: Any, i: int) -> None:
+    if message.__class__ is dict and message.get("content").__class__ is str and "tool_calls" not in message:
+        # The common shape, text content and no calls, passes every check below: return
+        # before building the field name, which halves validation of a long history.
+        role = message.get("role")
+        plain = role.__class__ is str and message.get("name", "").__class__ is str
+        if plain and (role in _TEXT_ROLES or (role == "tool" and message.get("tool_call_id").__class__ is str)):
+            return
     where = f"messages[{i}]"
-    if not isinstance(message, Mapping):
+    if not isinstance(message, _MAP):
         raise _fail(f"{where} must be an object", where)
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:
@@ -68,7 +80,7 @@ def _validate_message(message: Any, i: int) -> None:
             raise _fail(f"{where}.content is required for role {role!r}", f"{where}.content")
     elif isinstance(content, list):
         for j, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, Mapping) else None
+            kind = part.get("type") if isinstance(part, _MAP) else None
             if not isinstance(kind, str) or kind not in _CONTENT_PART_TYPES:
                 raise _fail(
                     f"{where}.content[{j}] must be an object with a 'type' in {sorted(_CONTENT_PART_TYPES)}",
@@ -88,8 +100,8 @@ def _validate_message(message: Any, i: int) -> None:
         if role != "assistant" or not isinstance(calls, list):
             raise _fail(f"{where}.tool_calls must be an array on an assistant message", f"{where}.tool_calls")
         for j, call in enumerate(calls):
-            fn = call.get("function") if isinstance(call, Mapping) else None
-            if not isinstance(call, Mapping) or not isinstance(call.get("id"), str) or not isinstance(fn, Mapping):
+            fn = call.get("function") if isinstance(call, _MAP) else None
+            if not isinstance(call, _MAP) or not isinstance(call.get("id"), str) or not isinstance(fn, _MAP):
                 raise _fail(
                     f"{where}.tool_calls[{j}] must have a string 'id' and a 'function' object",
                     f"{where}.tool_calls[{j}]",
@@ -129,8 +141,8 @@ def _validate_tools(tools: Any) -> None:
     if not isinstance(tools, list):
         raise _fail("'tools' must be an array", "tools")
     for i, tool in enumerate(tools):
-        fn = tool.get("function") if isinstance(tool, Mapping) else None
-        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function" or not isinstance(fn, Mapping):
+        fn = tool.get("function") if isinstance(tool, _MAP) else None
+        if not isinstance(tool, _MAP) or tool.get("type", "function") != "function" or not isinstance(fn, _MAP):
             raise _fail(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}", f"tools[{i}]")
         if not isinstance(fn.get("name"), str) or not fn["name"]:
             raise _fail(f"tools[{i}].function.name must be a non-empty string", f"tools[{i}].function.name")
@@ -148,10 +160,10 @@ def _validate_choice(body: Mapping[str, Any]) -> None:
     choice = body.get("tool_choice")
     if choice is None or choice in ("none", "auto", "required"):
         return
-    if isinstance(choice, Mapping):
+    if isinstance(choice, _MAP):
         if choice.get("type") == "allowed_tools":
             return
-        name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), Mapping) else None
+        name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), _MAP) else None
         if isinstance(name, str):
             offered = {t["function"]["name"] for t in body.get("tools") or ()}
             if name not in offered:

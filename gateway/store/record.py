@@ -6,6 +6,7 @@ Never holds an Authorization header or any key: ``caller`` is a short hash of th
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,11 +61,16 @@ class Recorder(Protocol):
         ...
 
 
-class MemoryRecorder:
-    """Keeps records in a list: for tests of the API layer and for runs without a store."""
+#: Records a MemoryRecorder keeps: a served gateway without a store must not grow forever
+#: (each record holds the parsed request, ~10x its JSON size for an agent's history).
+DEFAULT_MEMORY_RECORDS = 256
 
-    def __init__(self) -> None:
-        self.records: list[RequestRecord] = []
+
+class MemoryRecorder:
+    """Keeps the latest records in memory: for tests of the API layer and for runs without a store."""
+
+    def __init__(self, *, max_records: int = DEFAULT_MEMORY_RECORDS) -> None:
+        self.records: deque[RequestRecord] = deque(maxlen=max_records)
 
     def record(self, record: RequestRecord) -> None:
         self.records.append(record)

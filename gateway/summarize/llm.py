@@ -79,7 +79,7 @@ class LLMSummarizer:
         except httpx.HTTPError as exc:
             raise error_for_exception(exc) from exc
         if response.status_code >= 400:
-            raise error_for_status(response)
+            raise error_for_status(response.status_code, response.headers, response.content, response.reason_phrase)
         try:
             data = orjson.loads(response.content)
             return data["choices"][0]["message"]["content"]

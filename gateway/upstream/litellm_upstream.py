@@ -68,7 +68,9 @@ class LiteLLMUpstream:
             kwargs["api_key"] = key
         return kwargs
 
-    async def complete(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> dict[str, Any]:
+    async def complete(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> dict[str, Any]:
         import litellm
 
         try:
@@ -78,7 +80,9 @@ class LiteLLMUpstream:
         data: dict[str, Any] = response.model_dump()
         return data
 
-    async def open_stream(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> _LiteLLMStream:
+    async def open_stream(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> _LiteLLMStream:
         import litellm
 
         try:

@@ -28,15 +28,19 @@ class UpstreamRouter:
             return client_key
         return os.environ.get(model.api_key_env) if model.api_key_env else None
 
-    async def complete(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> dict[str, Any]:
+    async def complete(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> dict[str, Any]:
         try:
-            return await self._pick(model).complete(model, body, api_key)
+            return await self._pick(model).complete(model, body, api_key, raw=raw)
         except UpstreamError as exc:
             raise scrub_key(exc, api_key) from exc.__cause__
 
-    async def open_stream(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> UpstreamStream:
+    async def open_stream(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> UpstreamStream:
         try:
-            stream = await self._pick(model).open_stream(model, body, api_key)
+            stream = await self._pick(model).open_stream(model, body, api_key, raw=raw)
         except UpstreamError as exc:
             raise scrub_key(exc, api_key) from exc.__cause__
         return _ScrubbedStream(stream, api_key) if api_key else stream

@@ -21,8 +21,15 @@ class UpstreamStream(Protocol):
 
 
 class Upstream(Protocol):
-    async def complete(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> dict[str, Any]: ...
+    """Forwards a chat body. ``raw``, when given, is ``body`` already encoded with the provider's
+    model id (the client's own bytes): an upstream that sends JSON may send it as it is."""
 
-    async def open_stream(self, model: ModelConfig, body: dict[str, Any], api_key: str | None) -> UpstreamStream: ...
+    async def complete(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> dict[str, Any]: ...
+
+    async def open_stream(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
+    ) -> UpstreamStream: ...
 
     async def close(self) -> None: ...

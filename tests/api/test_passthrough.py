@@ -53,7 +53,7 @@ def test_provider_key_reaches_the_provider_and_no_record_or_log_line(
     # The provider quoted the exact key it received (so it was forwarded); the client sees it redacted.
     for info in (plain, streamed):
         assert REDACTED in info.value.message and PROVIDER_KEY not in info.value.response.text
-    records = recorder.records[before:]
+    records = list(recorder.records)[before:]
     assert [r.status for r in records] == [200, 200, 401, 401]
     assert all(REDACTED in (r.error or "") for r in records[2:])
     stored = b"".join(orjson.dumps(record_to_dict(r)) for r in records)

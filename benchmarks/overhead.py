@@ -1,0 +1,198 @@
+"""What the gateway adds to a request, measured against direct-to-provider and LiteLLM proxy in one run.
+
+    python -m benchmarks.overhead [--rounds N] [--quick]
+
+Starts the provider simulator with cache accounting off (``--no-cache``: pure overhead), a
+Ventana gateway of this checkout with the default policy (every assembly pass on) and
+LiteLLM proxy from its own venv (``benchmarks/litellm_proxy.py``). For each profile
+(``benchmarks/profiles.py``) it measures the three targets in interleaved rounds
+(direct, Ventana, LiteLLM, direct, Ventana, LiteLLM, ...) so drift of a shared machine
+hits all three alike:
+
+- c=1: ``--requests`` back-to-back requests on one keep-alive connection per target and
+  round; added p50 = median over rounds of (target p50 - direct p50) in the same round;
+  p99 from the pooled samples. Streamed: time to the first SSE event and to the end.
+- c=32: 32 connections sending back to back for ``--seconds`` per target and round;
+  throughput and the Ventana/LiteLLM ratio are medians over rounds.
+
+Absolute numbers are this machine's; the ratios are the result. JSON goes to
+``benchmarks/out/overhead-<time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+from tqdm import tqdm
+
+import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
+from benchmarks.litellm_proxy import MASTER_KEY, run_litellm
+from benchmarks.loadclient import Target, Timing, saturate, sequential
+from benchmarks.profiles import MODEL, Profile, build_profiles
+from tests.procs import run_gateway, run_simulator
+
+OUT = Path(__file__).resolve().parent / "out"
+#: (added p50 ms at c=1, minimum throughput ratio vs LiteLLM at c=32), from issue 11.
+TARGETS = {"tiny": (1.0, 8.0), "agent14k": (1.5, 8.0), "agent105k": (4.0, 5.0), "stream": (1.0, 8.0)}
+REQUESTS = {"tiny": 40, "agent14k": 30, "agent105k": 12, "stream": 40}
+
+
+@contextmanager
+def servers(tmp: Path, *, litellm: bool) -> Iterator[dict[str, Target]]:
+    """Start the simulator, the gateway and (optionally) LiteLLM; yield them by name."""
+    with ExitStack() as stack:
+        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
+        models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
+        gw = stack.enter_context(run_gateway(tmp, {"models": models}))
+        targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
+        if litellm:
+            url, startup = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
+            print(f"LiteLLM proxy answered after {startup:.1f} s")
+            targets["litellm"] = Target("litellm", url, api_key=MASTER_KEY)
+        yield targets
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _ms(timings: list[Timing], attr: str) -> list[float]:
+    return [getattr(t, attr) * 1000 for t in timings]
+
+
+async def latency(targets: dict[str, Target], profile: Profile, rounds: int, n: int, bar: tqdm[Any]) -> dict[str, Any]:
+    """c=1: per target, per round median; added = median over rounds of (target - direct)."""
+    attrs = ("first", "end") if profile.stream else ("end",)
+    samples: dict[str, dict[str, list[float]]] = {t: {a: [] for a in attrs} for t in targets}
+    per_round: dict[str, dict[str, list[float]]] = {t: {a: [] for a in attrs} for t in targets}
+    for _ in range(rounds):
+        for name, target in targets.items():
+            timings = await sequential(target, profile.body, n)
+            bad = [t.status for t in timings if t.status != 200]
+            if bad:
+                raise RuntimeError(f"{name} answered {bad[0]} on profile {profile.name}")
+            for a in attrs:
+                values = _ms(timings, a)
+                samples[name][a] += values
+                per_round[name][a].append(statistics.median(values))
+            bar.update(1)
+    out: dict[str, Any] = {}
+    for name in targets:
+        for a in attrs:
+            added = [x - d for x, d in zip(per_round[name][a], per_round["direct"][a], strict=True)]
+            out[f"{name}.{a}.p50"] = statistics.median(per_round[name][a])
+            out[f"{name}.{a}.added_p50"] = statistics.median(added)
+            out[f"{name}.{a}.added_p99"] = _p(samples[name][a], 0.99) - _p(samples["direct"][a], 0.99)
+    return out
+
+
+async def throughput(
+    targets: dict[str, Target], profile: Profile, rounds: int, seconds: float, bar: tqdm[Any]
+) -> dict[str, Any]:
+    """c=32: requests per second per target, and Ventana/LiteLLM per round."""
+    rates: dict[str, list[float]] = {t: [] for t in targets}
+    for _ in range(rounds):
+        for name, target in targets.items():
+            rate, errors = await saturate(target, profile.body, 32, seconds)
+            if errors:
+                raise RuntimeError(f"{name}: {errors} failed requests at c=32 on profile {profile.name}")
+            rates[name].append(rate)
+            bar.update(1)
+    out: dict[str, Any] = {f"{t}.rps": statistics.median(r) for t, r in rates.items()}
+    if "litellm" in rates:
+        ratios = [v / max(lite, 1e-9) for v, lite in zip(rates["ventana"], rates["litellm"], strict=True)]
+        out["ventana_over_litellm"] = statistics.median(ratios)
+    return out
+
+
+async def warm_up(targets: dict[str, Target], profiles: list[Profile]) -> None:
+    for profile in profiles:
+        for target in targets.values():
+            await sequential(target, profile.body, 3)
+
+
+async def measure(targets: dict[str, Target], profiles: list[Profile], args: argparse.Namespace) -> dict[str, Any]:
+    scale = 0.5 if args.quick else 1.0
+    cells = len(profiles) * args.rounds * len(targets) * 2
+    results: dict[str, Any] = {}
+    with tqdm(total=cells, desc="overhead", unit="cell") as bar:
+        await warm_up(targets, profiles)
+        for profile in profiles:
+            n = max(5, int(REQUESTS[profile.name] * scale))
+            results[profile.name] = await latency(targets, profile, args.rounds, n, bar)
+        for profile in profiles:
+            results[profile.name].update(await throughput(targets, profile, args.rounds, args.seconds * scale, bar))
+    return results
+
+
+def report(results: dict[str, Any], profiles: list[Profile]) -> str:
+    """A markdown table of the run, with each target checked."""
+    lines = [
+        "| profile | msgs | tokens | Ventana added p50 (p99) ms | LiteLLM added p50 (p99) ms "
+        "| c=32 req/s direct / Ventana / LiteLLM | Ventana/LiteLLM | target met |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in profiles:
+        r = results[p.name]
+        p50_max, ratio_min = TARGETS[p.name]
+        attrs = ("first", "end") if p.stream else ("end",)
+        vent = " / ".join(f"{r[f'ventana.{a}.added_p50']:+.2f} ({r[f'ventana.{a}.added_p99']:+.2f})" for a in attrs)
+        lite = " / ".join(
+            f"{r[f'litellm.{a}.added_p50']:+.2f} ({r[f'litellm.{a}.added_p99']:+.2f})"
+            for a in attrs
+            if f"litellm.{a}.added_p50" in r
+        )
+        ratio = r.get("ventana_over_litellm")
+        met_p50 = all(r[f"ventana.{a}.added_p50"] <= p50_max for a in attrs)
+        met_ratio = ratio is None or ratio >= ratio_min
+        rps = " / ".join(f"{r[k]:.0f}" for k in ("direct.rps", "ventana.rps", "litellm.rps") if k in r)
+        lines.append(
+            f"| {p.name}{' (first / end)' if p.stream else ''} | {p.messages} | {p.tokens} | {vent} | {lite or '-'} "
+            f"| {rps} | {f'{ratio:.1f}x' if ratio else '-'} | "
+            f"{'yes' if met_p50 and met_ratio else 'NO'} (<= {p50_max} ms, >= {ratio_min}x) |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per cell (default 5)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, half the requests and time")
+    parser.add_argument("--seconds", type=float, default=1.5, help="seconds per c=32 cell (default 1.5)")
+    parser.add_argument("--profiles", default="tiny,agent14k,agent105k,stream")
+    parser.add_argument("--no-litellm", action="store_true", help="skip LiteLLM (no throughput ratios)")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds = min(args.rounds, 2)
+    profiles = build_profiles(tuple(args.profiles.split(",")))
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    with (
+        tempfile.TemporaryDirectory(prefix="ventana-bench-") as tmp,
+        servers(Path(tmp), litellm=not args.no_litellm) as t,
+    ):
+        results = asyncio.run(measure(t, profiles, args))
+    table = report(results, profiles)
+    print(table)
+    OUT.mkdir(exist_ok=True)
+    out = OUT / f"overhead-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_bytes(orjson.dumps({"args": vars(args), "results": results}, option=orjson.OPT_INDENT_2))
+    print(f"raw numbers: {out}")
+
+
+if __name__ == "__main__":
+    main()

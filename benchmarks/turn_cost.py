@@ -1,0 +1,112 @@
+"""Per-turn cost of assembly across a 300-turn agent session: it should follow what is new, not the history.
+
+    python -m benchmarks.turn_cost [--turns 300]
+
+Replays a growing agent conversation built from the real ToolBench runs: each turn adds
+one assistant tool call and its result (real ones, cycled), and the client resends the
+whole history, as OpenAI clients do. For every turn it does in process what the gateway
+does to a request besides HTTP, on freshly parsed JSON (as a request would arrive):
+parse and validate, name the session, count new text, build the Context, run the
+default pipeline and count the prompt, carrying the session state from turn to turn.
+Printed per turn band: the median time of that work, the new tokens per turn, and the
+same work with a counter that has seen nothing (what a gateway without the per-text
+memo pays every turn). Times are the thread's CPU time (``time.thread_time``): on a
+shared 2-core machine wall time mostly measures when the scheduler ran something else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from tqdm import tqdm
+
+import gateway  # noqa: F401  (offline tiktoken)
+from benchmarks.profiles import MODEL, TOOLBENCH, _renumbered, _runs, _steps, _tools
+from gateway.api.chat import build_context
+from gateway.api.deps import Gateway
+from gateway.api.token_offload import OFFLOAD_BODY_BYTES, _growth
+from gateway.api.validate import validate_chat_request
+from gateway.assembly.context import SessionState
+from gateway.assembly.pipeline import assemble
+from gateway.config import ModelConfig, Settings
+from gateway.sessions.identify import identify_session
+from gateway.sessions.memory import MemorySessionStore
+from gateway.store.record import MemoryRecorder
+from gateway.tokens import TokenCounter
+from gateway.upstream.router import UpstreamRouter
+
+BANDS = ((1, 10), (50, 60), (100, 110), (150, 160), (200, 210), (250, 260), (290, 300))
+
+
+def _gateway() -> tuple[Gateway, ModelConfig]:
+    model = ModelConfig(name=MODEL, litellm_model=f"openai/{MODEL}", api_base="http://127.0.0.1:9/v1")
+    settings = Settings(models=(model,))
+    gw = Gateway(settings, UpstreamRouter(settings.upstream), MemorySessionStore(), MemoryRecorder())
+    return gw, model
+
+
+def one_turn(raw: bytes, gw: Gateway, model: ModelConfig, state: SessionState) -> tuple[float, SessionState, int]:
+    """The gateway's non-HTTP work on one request: (seconds, next state, prompt tokens)."""
+    started = time.thread_time()
+    body = orjson.loads(raw)
+    validate_chat_request(body, max_messages=5_000)
+    identify_session(None, "anonymous", model.name, body["messages"])
+    counter = gw.counter(model)
+    if len(raw) >= OFFLOAD_BODY_BYTES and _growth("turn-cost", len(raw)) >= OFFLOAD_BODY_BYTES:
+        counter.learn(counter.missing(body["messages"], body.get("tools")))  # the gateway's off-loop path
+    ctx = build_context(body, gw, model, state, "anonymous")
+    assembly = assemble(ctx, gw.settings.policy)
+    tokens = assembly.assembled.prompt_tokens()
+    elapsed = time.thread_time() - started
+    return elapsed, replace(assembly.assembled.session, turn=state.turn + 1), tokens
+
+
+def cold_count(raw: bytes) -> float:
+    """Counting the same request with a counter that has seen nothing (no memo)."""
+    started = time.thread_time()
+    body = orjson.loads(raw)
+    TokenCounter("o200k_base").request(body["messages"], body.get("tools"))
+    return time.thread_time() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--cold-every", type=int, default=10, help="measure the no-memo count every N turns")
+    args = parser.parse_args()
+    runs = _runs(TOOLBENCH)
+    tools, steps = _tools(runs), _steps(runs)
+    first = runs[0]["messages"]
+    history: list[dict[str, Any]] = [dict(first[0]), dict(first[1])]
+    gw, model = _gateway()
+    state = SessionState(session_id="turn-cost")
+    rows: list[tuple[int, float, int, int, float | None]] = []
+    previous_tokens = 0
+    for turn in tqdm(range(1, args.turns + 1), desc="turns", unit="turn"):
+        history += _renumbered(steps[(turn - 1) % len(steps)], turn)
+        raw = orjson.dumps({"model": MODEL, "messages": history, "tools": tools})
+        elapsed, state, tokens = one_turn(raw, gw, model, state)
+        cold = cold_count(raw) if turn % args.cold_every == 0 or turn == 1 else None
+        rows.append((turn, elapsed, tokens, tokens - previous_tokens, cold))
+        previous_tokens = tokens
+    print("| turns | messages | prompt tokens | new tokens/turn | gateway work p50 ms (CPU) | no-memo count ms (CPU) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for lo, hi in BANDS:
+        band = [r for r in rows if lo <= r[0] <= hi]
+        if not band:
+            continue
+        colds = [r[4] for r in band if r[4] is not None]
+        print(
+            f"| {lo}-{hi} | {2 + 2 * hi} | {band[-1][2]} | {statistics.median(r[3] for r in band):.0f} "
+            f"| {statistics.median(r[1] for r in band) * 1000:.3f} "
+            f"| {statistics.median(colds) * 1000 if colds else float('nan'):.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Forward the client's own bytes when the provider should receive exactly them.
+
+Re-serialising a 400 KB agent request costs ~0.3 ms of CPU a request (more on a busy
+machine) for nothing when no pass changed it and the model id needs no rewrite, which
+is the common case for OpenAI-compatible upstreams. The bytes are the client's, so the
+"forwarded as it came" promise of a disabled pipeline holds byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_INCLUDE_USAGE = b',"stream_options":{"include_usage":true}}'
+
+
+def untouched_bytes(
+    raw: bytes, body: Mapping[str, Any], outgoing: Mapping[str, Any], upstream_model: str
+) -> bytes | None:
+    """``raw`` when ``outgoing`` is the client's own parsed body and its model id is the provider's."""
+    if outgoing is not body or body.get("model") != upstream_model:
+        return None
+    return raw
+
+
+def with_usage_requested(raw: bytes, body: Mapping[str, Any]) -> bytes | None:
+    """``raw`` asking the provider for the usage chunk, or None when only a re-encode can say it.
+
+    ``body`` is ``raw`` parsed. A body without ``stream_options`` gets the key appended
+    before its closing brace (``raw`` is a JSON object, so it ends with ``}``); one that
+    already asks for usage is returned as it is.
+    """
+    if "stream_options" not in body:
+        end = raw.rstrip()
+        return end[:-1] + _INCLUDE_USAGE if end.endswith(b"}") else None
+    options = body["stream_options"]
+    if isinstance(options, Mapping) and options.get("include_usage") is True:
+        return raw
+    return None

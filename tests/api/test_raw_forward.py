@@ -1,0 +1,64 @@
+"""The client's bytes go to the provider when nothing changed them, and only then."""
+
+from __future__ import annotations
+
+import httpx
+import orjson
+import pytest
+
+from gateway.api.raw_forward import untouched_bytes, with_usage_requested
+from tests.procs import GatewayHandle, SimHandle
+
+BODIES = [
+    b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stream": true}',
+    b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"}"}],"stream":true}\n  ',
+    b'{"model":"m","messages":[],"stream_options":{"include_usage":true}}',
+]
+
+
+@pytest.mark.parametrize("raw", BODIES)
+def test_usage_request_equals_the_re_encoded_body(raw: bytes) -> None:
+    body = orjson.loads(raw)
+    expected = {**body, "stream_options": {**(body.get("stream_options") or {}), "include_usage": True}}
+    spliced = with_usage_requested(raw, body)
+    assert spliced is not None
+    assert orjson.loads(spliced) == expected
+
+
+def test_stream_options_without_usage_needs_a_re_encode() -> None:
+    raw = b'{"model":"m","messages":[],"stream_options":{"include_usage":false}}'
+    assert with_usage_requested(raw, orjson.loads(raw)) is None
+
+
+def test_bytes_are_forwarded_only_for_the_clients_own_body_and_model() -> None:
+    raw = b'{"model":"gpt-4o-mini","messages":[]}'
+    body = orjson.loads(raw)
+    assert untouched_bytes(raw, body, body, "gpt-4o-mini") is raw
+    assert untouched_bytes(raw, body, dict(body), "gpt-4o-mini") is None
+    assert untouched_bytes(raw, body, body, "gpt-4o") is None
+
+
+def test_passthrough_gateway_forwards_the_clients_exact_bytes(
+    passthrough_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    raw = b'{ "messages" : [{"role":"user","content":"keep   my spacing"}],  "model":"gpt-4o-mini", "x_extra": 1 }'
+    sim.reset()
+    response = httpx.post(
+        passthrough_gateway.base_url + "/chat/completions",
+        content=raw,
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 200
+    assert sim.record_path.read_bytes().rstrip(b"\n") == raw
+
+
+def test_null_usage_is_cut_from_relayed_chunks_without_changing_them() -> None:
+    from gateway.api.stream_relay import StreamRelay
+
+    chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": "hé"}, "finish_reason": None}], "usage": None}
+    relay = StreamRelay(model_name="m", forward_usage=False)
+    out = relay.feed(orjson.dumps(chunk))
+    assert out is not None and out.startswith(b"data: ") and out.endswith(b"\n\n")
+    assert orjson.loads(out[6:-2]) == {k: v for k, v in chunk.items() if k != "usage"}
+    assert relay.text == ["hé"]
