@@ -1,7 +1,8 @@
 """Nothing lost: every forwarded request reaches the Recorder exactly once, whatever the provider did.
 
-Checked against the ``Recorder`` seam, parametrised over its implementations, so the
-same checks hold the SQL store to it once ``SqlRecorder`` lands (add it to ``RECORDERS``).
+Checked against the ``Recorder`` seam, parametrised over its implementations: the
+in-memory and JSONL recorders and the production ``SqlRecorder`` (its queue, batched
+writer and spool) on SQLite, read back through the store's own queries.
 Requests refused before forwarding (401, 429, invalid bodies) are not recorded: they
 carry no context worth keeping and recording them would let anyone fill the store.
 """
@@ -19,8 +20,12 @@ import pytest
 
 from gateway.api.app import create_app
 from gateway.config import parse_settings
+from gateway.store.engine import make_engine
 from gateway.store.jsonl_recorder import JsonlRecorder, read_records, record_to_dict
+from gateway.store.migrate import upgrade
+from gateway.store.queries import get_request, list_requests
 from gateway.store.record import MemoryRecorder, Recorder, RequestRecord
+from gateway.store.sql_recorder import SqlRecorder
 from tests.inproc import serve_in_thread
 from tests.procs import SimHandle, run_simulator, sim_models
 
@@ -37,7 +42,19 @@ def _jsonl(tmp: Path) -> tuple[Recorder, Records]:
     return JsonlRecorder(path), lambda: read_records(path)
 
 
-RECORDERS = {"memory": _memory, "jsonl": _jsonl}
+def _sql(tmp: Path) -> tuple[Recorder, Records]:
+    url = f"sqlite:///{tmp / 'store.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+
+    def records() -> list[dict[str, Any]]:
+        found = (get_request(engine, s.request_id) for s in list_requests(engine, limit=10_000))
+        return [stored.to_dict() for stored in found if stored is not None]
+
+    return SqlRecorder(database_url=url, spool_path=str(tmp / "spool.jsonl"), retry_s=0.2), records
+
+
+RECORDERS = {"memory": _memory, "jsonl": _jsonl, "sql": _sql}
 
 # (faults queued before the request, stream, status the client and the record must show)
 SCENARIOS: list[tuple[str, list[dict[str, Any]], bool, int]] = [
