@@ -17,8 +17,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from prometheus_client import REGISTRY
 
 from gateway.api.app import create_app
+from gateway.api.auth import hash_key
 from gateway.config import parse_settings
 from gateway.store.engine import make_engine
 from gateway.store.jsonl_recorder import JsonlRecorder, read_records, record_to_dict
@@ -194,3 +196,45 @@ def test_a_recorder_that_raises_does_not_fail_the_answered_request(
     assert f"recorder refused request {request_id}" in caplog.text
     lost = next(line for line in exposition if line.startswith("ventana_records_lost_total "))
     assert float(lost.split()[1]) >= 2
+
+
+def _rejected_total() -> float:
+    """Every ``ventana_rejected_requests_total`` sample, summed over its ``code`` labels."""
+    return sum(
+        sample.value
+        for metric in REGISTRY.collect()
+        if metric.name == "ventana_rejected_requests"
+        for sample in metric.samples
+        if sample.name == "ventana_rejected_requests_total"
+    )
+
+
+def test_requests_refused_before_forwarding_are_counted_not_recorded(cut_sim: SimHandle) -> None:
+    keys = [f"sk-refused-{i}" for i in range(4)]  # one per caller: the rate limit is per key
+    config = {
+        "models": sim_models(cut_sim.base_url),
+        "auth": {"enabled": True, "keys": [hash_key(k) for k in keys]},
+        "limits": {"requests_per_minute": 1, "max_body_bytes": 4096},
+    }
+    recorder = MemoryRecorder()
+    ok = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}]}
+    refused = [
+        (None, ok, 401),
+        (keys[0], {"model": "gpt-4o-mini", "messages": "not a list"}, 400),
+        (keys[1], {**ok, "model": "no-such-model"}, 404),
+        (keys[2], {**ok, "messages": [{"role": "user", "content": "x" * 5000}]}, 413),
+        (keys[3], ok, 200),
+        (keys[3], ok, 429),  # the same key again within the minute
+    ]
+    before = _rejected_total()
+    with serve_in_thread(create_app(parse_settings(config), recorder=recorder)) as url:
+        for key, body, expected in refused:
+            headers = {"authorization": f"Bearer {key}"} if key else {}
+            r = httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+            assert r.status_code == expected, (expected, r.text)
+            assert expected == 200 or r.json()["error"]["message"], "a refusal names the problem"
+        deadline = time.monotonic() + 5
+        while not recorder.records and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert [r.status for r in recorder.records] == [200], "only the forwarded request is recorded"
+    assert _rejected_total() - before == 5, "each refusal is counted in ventana_rejected_requests_total"
