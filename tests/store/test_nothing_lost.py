@@ -2,7 +2,7 @@
 
 Checked against the ``Recorder`` seam, parametrised over its implementations: the
 in-memory and JSONL recorders and the production ``SqlRecorder`` (its queue, batched
-writer and spool) on SQLite, read back through the store's own queries.
+writer and spool) on SQLite and on PostgreSQL, read back through the store's own queries.
 Requests refused before forwarding (401, 429, invalid bodies) are not recorded: they
 carry no context worth keeping and recording them would let anyone fill the store.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +31,25 @@ from gateway.store.record import MemoryRecorder, Recorder, RequestRecord
 from gateway.store.sql_recorder import SqlRecorder
 from tests.inproc import serve_in_thread
 from tests.procs import SimHandle, run_simulator, sim_models
+from tests.store.databases import postgres_database
 
 Records = Callable[[], list[dict[str, Any]]]
 
 
-def _memory(tmp: Path) -> tuple[Recorder, Records]:
+def _memory(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
     recorder = MemoryRecorder()
     return recorder, lambda: [record_to_dict(r) for r in list(recorder.records)]
 
 
-def _jsonl(tmp: Path) -> tuple[Recorder, Records]:
+def _jsonl(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
     path = tmp / "records.jsonl"
     return JsonlRecorder(path), lambda: read_records(path)
 
 
-def _sql(tmp: Path) -> tuple[Recorder, Records]:
-    url = f"sqlite:///{tmp / 'store.db'}"
+def _sql_on(url: str, tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
     upgrade(url)
     engine = make_engine(url)
+    stack.callback(engine.dispose)
 
     def records() -> list[dict[str, Any]]:
         found = (get_request(engine, s.request_id) for s in list_requests(engine, limit=10_000))
@@ -56,7 +58,22 @@ def _sql(tmp: Path) -> tuple[Recorder, Records]:
     return SqlRecorder(database_url=url, spool_path=str(tmp / "spool.jsonl"), retry_s=0.2), records
 
 
-RECORDERS = {"memory": _memory, "jsonl": _jsonl, "sql": _sql}
+def _sqlite(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
+    return _sql_on(f"sqlite:///{tmp / 'store.db'}", tmp, stack)
+
+
+def _postgres(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
+    return _sql_on(stack.enter_context(postgres_database()), tmp, stack)
+
+
+RecorderFactory = Callable[[Path, ExitStack], tuple[Recorder, Records]]
+RECORDERS: dict[str, RecorderFactory] = {
+    "memory": _memory,
+    "jsonl": _jsonl,
+    "sql-sqlite": _sqlite,
+    "sql-postgresql": _postgres,
+}
+PARAMS = [pytest.param(name, marks=[pytest.mark.postgres] if "postgres" in name else []) for name in RECORDERS]
 
 # (faults queued before the request, stream, status the client and the record must show)
 SCENARIOS: list[tuple[str, list[dict[str, Any]], bool, int]] = [
@@ -80,17 +97,18 @@ def cut_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
         yield handle
 
 
-@pytest.fixture(scope="module", params=sorted(RECORDERS))
+@pytest.fixture(scope="module", params=PARAMS)
 def gateway(
     request: pytest.FixtureRequest, cut_sim: SimHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Records]]:
-    recorder, records = RECORDERS[request.param](tmp_path_factory.mktemp(f"rec-{request.param}"))
     config = {
         "models": sim_models(cut_sim.cut_base_url),
         "upstream": {"timeout_s": 2.0, "max_retries": 1, "retry_backoff_s": 0.01},
     }
-    with serve_in_thread(create_app(parse_settings(config), recorder=recorder)) as url:
-        yield url + "/v1", records
+    with ExitStack() as stack:
+        recorder, records = RECORDERS[request.param](tmp_path_factory.mktemp(f"rec-{request.param}"), stack)
+        with serve_in_thread(create_app(parse_settings(config), recorder=recorder)) as url:
+            yield url + "/v1", records
 
 
 def _send(url: str, stream: bool, text: str) -> tuple[str, int, str]:
