@@ -174,7 +174,10 @@ class StoreTally:
     outage: Outage | None
 
 
-def _run(tmp: Path, store: StoreUnderTest, outage: Outage | None, sim_latency_ms: float, **load: Any) -> Any:
+def _run(
+    tmp: Path, store: StoreUnderTest, outage: Outage | None, sim_latency_ms: float, **load: Any
+) -> tuple[list[Outcome], Counter[str], float, StoreTally, bool]:
+    """Start the simulator and the gateway on ``store``, run the load, count what reached the store."""
     from tests.procs import run_simulator
 
     with run_simulator(tmp, record=False, latency_ms=sim_latency_ms, cut=True) as sim:
