@@ -1,7 +1,8 @@
 """Load test with provider faults injected: nothing lost, every failure clear.
 
 Starts the provider simulator (with its connection-cutting front) and one gateway worker
-whose Recorder appends JSONL (``benchmarks.serve_recorded``), then sends requests on
+(``ventana serve``, recording through the production ``SqlRecorder`` into a fresh SQLite
+file or a PostgreSQL database of its own), then sends requests on
 loopback at a steady open-loop rate (each request leaves at its scheduled time whether or
 not earlier ones were answered), a share of them streamed, while a share of the schedule
 slots also queue a provider fault (429 with and without retry-after, 500, 503, a hang past
@@ -14,9 +15,13 @@ Each request ends in exactly one of:
 - clear error: an error status, or an error event in a stream, in the OpenAI error shape;
 - unclear: anything else (a dropped connection to the gateway, a body that is not the shape).
 
-Then the records are counted by request id: ``recorded`` must equal ``sent``.
+With ``--db-outage-at T --db-outage-s D`` (PostgreSQL only) the gateway reaches its
+database through a TCP proxy that is cut T seconds into the run and restored D seconds
+later: the recorder spools meanwhile and replays the spool when the database is back.
 
-    python -m benchmarks.load_faults --rate 20 --duration 30
+Then the rows in the store are counted by request id: ``recorded`` must equal ``sent``.
+
+    python -m benchmarks.load_faults --rate 20 --duration 30 --store postgres --db-outage-at 10 --db-outage-s 8
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ import httpx
 import orjson
 from tqdm import tqdm
 
-from gateway.store.jsonl_recorder import read_records
+from benchmarks.load_store import (
+    Outage,
+    StoreKind,
+    StoreUnderTest,
+    count_recorded,
+    start_gateway,
+    store_status,
+    store_under_test,
+)
 
 FAULTS: tuple[dict[str, Any], ...] = (
     {"kind": "status", "status": 429, "retry_after": "0.1"},
@@ -48,7 +61,6 @@ FAULTS: tuple[dict[str, Any], ...] = (
     {"kind": "drop_stream"},
     {"kind": "malformed"},
 )
-GATEWAY_UPSTREAM = {"timeout_s": 1.0, "max_retries": 2, "retry_backoff_s": 0.05}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +121,17 @@ async def one_request(client: httpx.AsyncClient, i: int, stream: bool) -> Outcom
 
 
 async def run_load(
-    gateway_url: str, sim_url: str, *, rate: float, requests: int, fault_share: float, stream_share: float, seed: int
+    gateway_url: str,
+    sim_url: str,
+    *,
+    rate: float,
+    requests: int,
+    fault_share: float,
+    stream_share: float,
+    seed: int,
+    outage: Outage | None = None,
 ) -> tuple[list[Outcome], Counter[str], float]:
-    """Send ``requests`` at ``rate``/s, queueing a fault in ``fault_share`` of the slots."""
+    """Send ``requests`` at ``rate``/s, queueing a fault in ``fault_share`` of the slots (and cut the DB)."""
     rng = random.Random(seed)
     faults: Counter[str] = Counter()
     limits = httpx.Limits(max_connections=500, max_keepalive_connections=100)
@@ -122,6 +142,7 @@ async def run_load(
         tasks: list[asyncio.Task[Outcome]] = []
         bar = tqdm(total=requests, desc="answered", unit="req")
         start = time.perf_counter()
+        drill = asyncio.create_task(outage.run(start)) if outage is not None else None
         for i in range(requests):
             delay = start + i / rate - time.perf_counter()
             if delay > 0:
@@ -135,43 +156,43 @@ async def run_load(
             tasks.append(task)
         outcomes = list(await asyncio.gather(*tasks))
         elapsed = time.perf_counter() - start
+        if drill is not None:
+            await drill
         bar.close()
     return outcomes, faults, elapsed
 
 
-def count_recorded(records_path: Path, outcomes: list[Outcome], wait_s: float = 15.0) -> tuple[int, int]:
-    """How many sent requests the recorder holds, and how many of those disagree with the client's status."""
-    ids = {o.request_id for o in outcomes if o.request_id}
-    deadline = time.monotonic() + wait_s
-    while True:
-        records = {r["request_id"]: r for r in read_records(records_path)}
-        if ids <= set(records) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    recorded = sum(1 for o in outcomes if o.request_id in records)
-    mismatched = sum(
-        1
-        for o in outcomes
-        if o.request_id in records and (records[o.request_id]["status"] >= 400) != (o.result == "clear_error")
-    )
-    return recorded, mismatched
+@dataclass(frozen=True, slots=True)
+class StoreTally:
+    """What reached the store, counted in the database itself, and the recorder's own account."""
+
+    kind: str
+    recorded: int
+    mismatched: int  # rows whose status disagrees with what the client saw
+    unknown: int  # rows for requests nobody sent
+    status: dict[str, Any]  # the recorder's written / spooled / dropped counters
+    outage: Outage | None
 
 
-def _start_gateway(tmp: Path, sim_cut_url: str, records: Path) -> tuple[Any, str]:
-    import subprocess
+def _run(
+    tmp: Path, store: StoreUnderTest, outage: Outage | None, sim_latency_ms: float, **load: Any
+) -> tuple[list[Outcome], Counter[str], float, StoreTally, bool]:
+    """Start the simulator and the gateway on ``store``, run the load, count what reached the store."""
+    from tests.procs import run_simulator
 
-    import yaml
-
-    from tests.procs import _env, free_port, sim_models, wait_http
-
-    port = free_port()
-    config = tmp / "gateway.yaml"
-    config.write_text(yaml.safe_dump({"models": sim_models(sim_cut_url), "upstream": GATEWAY_UPSTREAM}))
-    cmd = [sys.executable, "-m", "benchmarks.serve_recorded", "--config", str(config), "--port", str(port)]
-    log = (tmp / "gateway.log").open("wb")
-    proc = subprocess.Popen([*cmd, "--records", str(records)], env=_env(), stdout=log, stderr=subprocess.STDOUT)
-    wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
-    return proc, f"http://127.0.0.1:{port}/v1"
+    with run_simulator(tmp, record=False, latency_ms=sim_latency_ms, cut=True) as sim:
+        assert sim.cut_base_url is not None
+        proc, gateway_url = start_gateway(tmp, sim.cut_base_url, store)
+        try:
+            outcomes, faults, elapsed = asyncio.run(run_load(gateway_url, sim.url, outage=outage, **load))
+            failed = {o.request_id: o.result != "answered" for o in outcomes if o.request_id}
+            recorded, mismatched, unknown = count_recorded(store.real_url, failed)
+            alive = proc.poll() is None and httpx.get(gateway_url[:-3] + "/healthz").status_code == 200
+            tally = StoreTally(store.kind, recorded, mismatched, unknown, store_status(gateway_url), outage)
+        finally:
+            proc.terminate()
+            proc.wait(15)
+    return outcomes, faults, elapsed, tally, alive
 
 
 @click.command()
@@ -182,6 +203,16 @@ def _start_gateway(tmp: Path, sim_cut_url: str, records: Path) -> tuple[Any, str
 @click.option("--stream-share", default=0.5, show_default=True, help="Share of requests that stream.")
 @click.option("--sim-latency-ms", default=20.0, show_default=True, help="Simulated provider latency.")
 @click.option("--seed", default=7, show_default=True)
+@click.option(
+    "--store",
+    "store_kind",
+    type=click.Choice(["sqlite", "postgres"]),
+    default="sqlite",
+    show_default=True,
+    help="The SQL store the gateway records into (a fresh SQLite file, or a PostgreSQL database made for the run).",
+)
+@click.option("--db-outage-at", type=float, default=None, help="Cut the database this many seconds in (postgres).")
+@click.option("--db-outage-s", type=float, default=5.0, show_default=True, help="How long the database stays away.")
 def main(
     rate: float,
     duration: float,
@@ -190,42 +221,31 @@ def main(
     stream_share: float,
     sim_latency_ms: float,
     seed: int,
+    store_kind: StoreKind,
+    db_outage_at: float | None,
+    db_outage_s: float,
 ) -> None:
     """Hold a steady rate against a gateway while the provider misbehaves; report sent/answered/failed/recorded."""
-    from tests.procs import run_simulator
-
     requests = max(1, min(max_requests, int(rate * duration)))
+    load = {"rate": rate, "requests": requests, "fault_share": fault_share, "stream_share": stream_share, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="ventana-load-") as tmp_name:
         tmp = Path(tmp_name)
-        records = tmp / "records.jsonl"
-        with run_simulator(tmp, record=False, latency_ms=sim_latency_ms, cut=True) as sim:
-            assert sim.cut_base_url is not None
-            proc, gateway_url = _start_gateway(tmp, sim.cut_base_url, records)
-            try:
-                outcomes, faults, elapsed = asyncio.run(
-                    run_load(
-                        gateway_url,
-                        sim.url,
-                        rate=rate,
-                        requests=requests,
-                        fault_share=fault_share,
-                        stream_share=stream_share,
-                        seed=seed,
-                    )
-                )
-                recorded, mismatched = count_recorded(records, outcomes)
-                alive = proc.poll() is None and httpx.get(gateway_url[:-3] + "/healthz").status_code == 200
-            finally:
-                proc.terminate()
-                proc.wait(15)
-    _report(outcomes, faults, elapsed, recorded, mismatched, alive)
-    if recorded != len(outcomes) or any(o.result == "unclear" for o in outcomes) or mismatched or not alive:
+        try:
+            store_cm = store_under_test(store_kind, tmp, outage=db_outage_at is not None)
+            with store_cm as store:
+                outage = None
+                if store.outage is not None and db_outage_at is not None:
+                    outage = Outage(store.outage, db_outage_at, db_outage_s)
+                outcomes, faults, elapsed, tally, alive = _run(tmp, store, outage, sim_latency_ms, **load)
+        except (ValueError, RuntimeError) as exc:
+            raise click.UsageError(str(exc)) from exc
+    _report(outcomes, faults, elapsed, tally, alive)
+    unclear = any(o.result == "unclear" for o in outcomes)
+    if tally.recorded != len(outcomes) or unclear or tally.mismatched or tally.unknown or not alive:
         sys.exit(1)
 
 
-def _report(
-    outcomes: list[Outcome], faults: Counter[str], elapsed: float, recorded: int, mismatched: int, alive: bool
-) -> None:
+def _report(outcomes: list[Outcome], faults: Counter[str], elapsed: float, tally: StoreTally, alive: bool) -> None:
     results = Counter(o.result for o in outcomes)
     statuses = Counter(o.status for o in outcomes)
     print(f"sent                 {len(outcomes)} in {elapsed:.1f}s ({len(outcomes) / elapsed:.1f} req/s achieved)")
@@ -234,7 +254,15 @@ def _report(
     print(f"answered correctly   {results['answered']}")
     print(f"failed, clear error  {results['clear_error']}  statuses {dict(sorted(statuses.items()))}")
     print(f"unclear              {results['unclear']}")
-    print(f"recorded             {recorded}  (status disagreeing with the client: {mismatched})")
+    if tally.outage is not None:
+        o = tally.outage
+        print(f"database outage      cut at {o.cut_at or 0:.1f}s, restored at {o.restored_at or 0:.1f}s")
+    status = {k: tally.status[k] for k in ("written", "spooled", "dropped", "spool_pending")}
+    print(f"recorder             {tally.kind}: {status}")
+    print(
+        f"recorded             {tally.recorded}  (rows in the {tally.kind} store; status disagreeing with the "
+        f"client: {tally.mismatched}; rows nobody sent: {tally.unknown})"
+    )
     print(f"gateway alive        {alive}")
 
 

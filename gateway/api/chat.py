@@ -144,7 +144,10 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         caller=caller,
         original=body,
         assembled=outgoing,
-        decisions=[d.to_dict() for d in (*assembly.decisions, *([prepared] if prepared else []))],
+        decisions=[
+            d.to_dict()
+            for d in (*assembly.decisions, *([prepared] if prepared else []), *compaction.reports(session_id))
+        ],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
         predicted_cached_tokens=prefix.predicted_cached_tokens,

@@ -9,6 +9,11 @@ session state. At most one preparation runs per session.
 
 A finished preparation is also kept in memory until the session's next turn adopts it,
 so a turn that loaded its state while the summary was being written still finds it.
+
+A summariser that fails or times out in the background cannot fail a request (the
+extractive summary is prepared instead, by ``summarize_range``), but it must not go
+unseen either: the ``summarizer_failed`` decision is owed to the session's next request
+(``reports``), which records it beside its own decisions.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
 
 log = logging.getLogger("ventana.compaction")
+
+#: Sessions whose background summariser failure is waiting for their next request; past this
+#: many, the oldest are forgotten (the failure is still logged and the summary still prepared).
+MAX_OWED_REPORTS = 10_000
 
 
 def build_summarizer(settings: Settings) -> Summarizer | None:
@@ -47,6 +56,7 @@ class CompactionRuntime:
         self._sessions = sessions
         self._running: dict[str, asyncio.Task[None]] = {}
         self._ready: dict[str, Checkpoint] = {}
+        self._owed: dict[str, Decision] = {}
 
     @property
     def needs_thread(self) -> bool:
@@ -59,6 +69,11 @@ class CompactionRuntime:
         if cp is None or any(c.range_hash == cp.range_hash for c in state.checkpoints):
             return state
         return replace(state, checkpoints=(*state.checkpoints, cp)[-self.policy.max_checkpoints :])
+
+    def reports(self, session_id: str) -> list[Decision]:
+        """Decisions from this session's background preparation, owed to its next recorded request."""
+        owed = self._owed.pop(session_id, None)
+        return [owed] if owed is not None else []
 
     def prepare(self, original: Context, assembled: Context) -> Decision | None:
         """Start preparing the next checkpoint if this session passed ``prepare_at``; say so as a Decision."""
@@ -100,11 +115,37 @@ class CompactionRuntime:
             log.exception("preparing a summary for session %s failed", session_id)
             return
         cp = result.checkpoint
+        if result.failures:
+            self._owe_failure(session_id, cp, result.failures)
         self._ready[session_id] = cp
         state = await self._sessions.load(session_id)
         if not any(c.range_hash == cp.range_hash for c in state.checkpoints):
             checkpoints = (*state.checkpoints, cp)[-self.policy.max_checkpoints :]
             await self._sessions.save(replace(state, checkpoints=checkpoints))
+
+    def _owe_failure(self, session_id: str, cp: Checkpoint, failures: tuple[str, ...]) -> None:
+        log.warning(
+            "summariser %s failed preparing session %s (%s); the extractive summary was prepared instead",
+            getattr(self.summarizer, "name", "?"),
+            session_id,
+            failures[0],
+        )
+        self._owed.pop(session_id, None)
+        while len(self._owed) >= MAX_OWED_REPORTS:
+            self._owed.pop(next(iter(self._owed)))
+        self._owed[session_id] = Decision(
+            "compact_history",
+            "summarizer_failed",
+            reason="the configured summariser failed while preparing a summary ahead; the extractive one was prepared",
+            detail={
+                "failures": list(failures),
+                "threshold": self.policy.threshold,
+                "start": cp.start,
+                "end": cp.end,
+                "summarizer": cp.summarizer,
+                "prepared_ahead": True,
+            },
+        )
 
     async def drain(self) -> None:
         """Wait for every preparation in flight (shutdown, tests, benchmarks)."""

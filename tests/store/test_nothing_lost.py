@@ -1,7 +1,8 @@
 """Nothing lost: every forwarded request reaches the Recorder exactly once, whatever the provider did.
 
-Checked against the ``Recorder`` seam, parametrised over its implementations, so the
-same checks hold the SQL store to it once ``SqlRecorder`` lands (add it to ``RECORDERS``).
+Checked against the ``Recorder`` seam, parametrised over its implementations: the
+in-memory and JSONL recorders and the production ``SqlRecorder`` (its queue, batched
+writer and spool) on SQLite and on PostgreSQL, read back through the store's own queries.
 Requests refused before forwarding (401, 429, invalid bodies) are not recorded: they
 carry no context worth keeping and recording them would let anyone fill the store.
 """
@@ -10,34 +11,69 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from prometheus_client import REGISTRY
 
 from gateway.api.app import create_app
+from gateway.api.auth import hash_key
 from gateway.config import parse_settings
+from gateway.store.engine import make_engine
 from gateway.store.jsonl_recorder import JsonlRecorder, read_records, record_to_dict
+from gateway.store.migrate import upgrade
+from gateway.store.queries import get_request, list_requests
 from gateway.store.record import MemoryRecorder, Recorder, RequestRecord
+from gateway.store.sql_recorder import SqlRecorder
 from tests.inproc import serve_in_thread
 from tests.procs import SimHandle, run_simulator, sim_models
+from tests.store.databases import postgres_database
 
 Records = Callable[[], list[dict[str, Any]]]
 
 
-def _memory(tmp: Path) -> tuple[Recorder, Records]:
+def _memory(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
     recorder = MemoryRecorder()
     return recorder, lambda: [record_to_dict(r) for r in list(recorder.records)]
 
 
-def _jsonl(tmp: Path) -> tuple[Recorder, Records]:
+def _jsonl(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
     path = tmp / "records.jsonl"
     return JsonlRecorder(path), lambda: read_records(path)
 
 
-RECORDERS = {"memory": _memory, "jsonl": _jsonl}
+def _sql_on(url: str, tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
+    upgrade(url)
+    engine = make_engine(url)
+    stack.callback(engine.dispose)
+
+    def records() -> list[dict[str, Any]]:
+        found = (get_request(engine, s.request_id) for s in list_requests(engine, limit=10_000))
+        return [stored.to_dict() for stored in found if stored is not None]
+
+    return SqlRecorder(database_url=url, spool_path=str(tmp / "spool.jsonl"), retry_s=0.2), records
+
+
+def _sqlite(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
+    return _sql_on(f"sqlite:///{tmp / 'store.db'}", tmp, stack)
+
+
+def _postgres(tmp: Path, stack: ExitStack) -> tuple[Recorder, Records]:
+    return _sql_on(stack.enter_context(postgres_database()), tmp, stack)
+
+
+RecorderFactory = Callable[[Path, ExitStack], tuple[Recorder, Records]]
+RECORDERS: dict[str, RecorderFactory] = {
+    "memory": _memory,
+    "jsonl": _jsonl,
+    "sql-sqlite": _sqlite,
+    "sql-postgresql": _postgres,
+}
+PARAMS = [pytest.param(name, marks=[pytest.mark.postgres] if "postgres" in name else []) for name in RECORDERS]
 
 # (faults queued before the request, stream, status the client and the record must show)
 SCENARIOS: list[tuple[str, list[dict[str, Any]], bool, int]] = [
@@ -61,17 +97,18 @@ def cut_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
         yield handle
 
 
-@pytest.fixture(scope="module", params=sorted(RECORDERS))
+@pytest.fixture(scope="module", params=PARAMS)
 def gateway(
     request: pytest.FixtureRequest, cut_sim: SimHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Records]]:
-    recorder, records = RECORDERS[request.param](tmp_path_factory.mktemp(f"rec-{request.param}"))
     config = {
         "models": sim_models(cut_sim.cut_base_url),
         "upstream": {"timeout_s": 2.0, "max_retries": 1, "retry_backoff_s": 0.01},
     }
-    with serve_in_thread(create_app(parse_settings(config), recorder=recorder)) as url:
-        yield url + "/v1", records
+    with ExitStack() as stack:
+        recorder, records = RECORDERS[request.param](tmp_path_factory.mktemp(f"rec-{request.param}"), stack)
+        with serve_in_thread(create_app(parse_settings(config), recorder=recorder)) as url:
+            yield url + "/v1", records
 
 
 def _send(url: str, stream: bool, text: str) -> tuple[str, int, str]:
@@ -177,3 +214,45 @@ def test_a_recorder_that_raises_does_not_fail_the_answered_request(
     assert f"recorder refused request {request_id}" in caplog.text
     lost = next(line for line in exposition if line.startswith("ventana_records_lost_total "))
     assert float(lost.split()[1]) >= 2
+
+
+def _rejected_total() -> float:
+    """Every ``ventana_rejected_requests_total`` sample, summed over its ``code`` labels."""
+    return sum(
+        sample.value
+        for metric in REGISTRY.collect()
+        if metric.name == "ventana_rejected_requests"
+        for sample in metric.samples
+        if sample.name == "ventana_rejected_requests_total"
+    )
+
+
+def test_requests_refused_before_forwarding_are_counted_not_recorded(cut_sim: SimHandle) -> None:
+    keys = [f"sk-refused-{i}" for i in range(4)]  # one per caller: the rate limit is per key
+    config = {
+        "models": sim_models(cut_sim.base_url),
+        "auth": {"enabled": True, "keys": [hash_key(k) for k in keys]},
+        "limits": {"requests_per_minute": 1, "max_body_bytes": 4096},
+    }
+    recorder = MemoryRecorder()
+    ok = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}]}
+    refused = [
+        (None, ok, 401),
+        (keys[0], {"model": "gpt-4o-mini", "messages": "not a list"}, 400),
+        (keys[1], {**ok, "model": "no-such-model"}, 404),
+        (keys[2], {**ok, "messages": [{"role": "user", "content": "x" * 5000}]}, 413),
+        (keys[3], ok, 200),
+        (keys[3], ok, 429),  # the same key again within the minute
+    ]
+    before = _rejected_total()
+    with serve_in_thread(create_app(parse_settings(config), recorder=recorder)) as url:
+        for key, body, expected in refused:
+            headers = {"authorization": f"Bearer {key}"} if key else {}
+            r = httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+            assert r.status_code == expected, (expected, r.text)
+            assert expected == 200 or r.json()["error"]["message"], "a refusal names the problem"
+        deadline = time.monotonic() + 5
+        while not recorder.records and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert [r.status for r in recorder.records] == [200], "only the forwarded request is recorded"
+    assert _rejected_total() - before == 5, "each refusal is counted in ventana_rejected_requests_total"
