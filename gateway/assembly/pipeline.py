@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.policy import Policy
+from gateway.assembly.prune_tools import prune_tools
 from gateway.assembly.verify_assembly import verify_assembly
 
 
@@ -36,7 +37,7 @@ class PassSpec:
 # 8. render_reminder         renders every reminder line as the last message; nothing may append after it
 # 9. place_cache_breakpoints marks the stable prefix once the layout is final
 # 10. lint_context           checks the final layout against the validation gate
-PASSES: tuple[PassSpec, ...] = ()
+PASSES: tuple[PassSpec, ...] = (PassSpec("prune_tools", prune_tools, lambda p: p.tools),)
 
 
 @dataclass(frozen=True, slots=True)

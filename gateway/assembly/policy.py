@@ -18,8 +18,14 @@ class PassPolicy(BaseModel):
     enabled: bool = True
 
 
+# Each pass's policy sits beside the pass; imported here, after PassPolicy, which they subclass.
+from gateway.assembly.prune_tools import ToolPolicy  # noqa: E402
+
+
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tools: ToolPolicy = ToolPolicy()
 
     def all_disabled(self) -> Policy:
         """A copy with every pass switched off (for byte-for-byte forwarding and baselines)."""
