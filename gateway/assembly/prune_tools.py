@@ -11,8 +11,9 @@ Selection, on the first turn or when stickiness is off:
    every tool called in the history, the configured ``pinned`` tools, non-function tools;
 2. then by descending relevance (``tool_scoring``) until ``max_tools`` tools or
    ``budget_tokens`` tool tokens; never fewer than ``min_tools``.
-Later turns keep the previous set and append what step 1 requires and the ``grow_top``
-best-scored tools of this turn when missing. Below ``min_offered`` tools nothing is pruned.
+Later turns keep the previous set and append what step 1 requires and, when missing,
+those of this turn's ``grow_top`` best tools that score at least ``grow_ratio`` of the best
+(so a weak match does not churn the set). Below ``min_offered`` tools nothing is pruned.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ from gateway.assembly.tool_scoring import get_scorer, query_text, tool_document,
 from gateway.tokens import TokenCounter
 
 PASS = "prune_tools"
-DEFAULT_MAX_TOOLS = 16
+DEFAULT_MAX_TOOLS = 18
 DEFAULT_BUDGET_TOKENS = 4_000
 DEFAULT_MIN_TOOLS = 4
 DEFAULT_MIN_OFFERED = 8
 DEFAULT_GROW_TOP = 3
+DEFAULT_GROW_RATIO = 0.5
 
 
 class ToolPolicy(PassPolicy):
@@ -55,6 +57,7 @@ class ToolPolicy(PassPolicy):
     scorer: Literal["bm25", "embedding"] = "bm25"
     sticky: bool = True
     grow_top: int = Field(default=DEFAULT_GROW_TOP, ge=0)
+    grow_ratio: float = Field(default=DEFAULT_GROW_RATIO, ge=0, le=1)
     mode: ToolMode = "prune"
     modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
 
@@ -89,7 +92,9 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     scores = get_scorer(policy.scorer)(query, documents) if query else [0.0] * len(names)
     ranked = sorted(range(len(names)), key=lambda i: (-scores[i], i))
     if previous:
-        selected = _grow(previous, required, [names[i] for i in ranked if scores[i] > 0][: policy.grow_top])
+        floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9) if ranked else 1e-9
+        best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor]
+        selected = _grow(previous, required, best)
     else:
         selected = _select(names, ranked, required, policy, _costs(counter, tools, names))
     return _emit(ctx, state, policy, selected, before)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
+import orjson
 import pytest
 
+from gateway.assembly.context import SessionState
 from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import ToolPolicy, prune_tools
 from gateway.assembly.tool_scoring import tool_name
@@ -143,3 +146,30 @@ def test_both_scorers_find_the_obvious_tool(scorer: str) -> None:
     if scorer == "embedding":
         assert "get_weather" in names(out)
     assert len(out.tools) == 3
+
+
+CASES = sorted((Path(__file__).parent / "cases" / "prune_tools").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_case(path: Path) -> None:
+    """Case files: title, request, state, policy, expected (same format as the other passes' cases)."""
+    case = orjson.loads(path.read_bytes())
+    request = case["request"]
+    state = SessionState.from_dict({"session_id": "s-case", **case.get("state", {})})
+    params = {k: v for k, v in request.items() if k not in ("messages", "tools")}
+    ctx = make_ctx(request["messages"], request.get("tools"), state=state, **params)
+    out, decisions = prune_tools(ctx, state, ToolPolicy(**case.get("policy", {})))
+    expected = case["expected"]
+    if expected.get("same_context"):
+        assert out is ctx
+    if expected.get("unchanged"):
+        assert out.messages == ctx.messages and out.tools == ctx.tools
+    for key, value in expected.get("session", {}).items():
+        assert out.session.to_dict()[key] == value
+    got = [d.to_dict() for d in decisions]
+    assert [d["action"] for d in got] == [d["action"] for d in expected["decisions"]], got
+    for want, have in zip(expected["decisions"], got, strict=True):
+        assert want.get("reason_contains", "") in have["reason"]
+        assert all(have["detail"][k] == v for k, v in want.get("detail", {}).items()), have
+    assert [dict(m) for m in ctx.messages] == request["messages"], "the pass mutated its input"
