@@ -38,7 +38,7 @@ from gateway.assembly.tool_scoring import get_scorer, query_text, tool_document,
 from gateway.tokens import TokenCounter
 
 PASS = "prune_tools"
-DEFAULT_MAX_TOOLS = 18
+DEFAULT_MAX_TOOLS = 16
 DEFAULT_BUDGET_TOKENS = 4_000
 DEFAULT_MIN_TOOLS = 4
 DEFAULT_MIN_OFFERED = 8
