@@ -82,7 +82,8 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     names = _unique_names(tools)
     required = _required_names(ctx, policy, tools, names)
     query = query_text(ctx.messages)
-    previous = [n for n in state.tool_set if n in set(names)] if policy.sticky else []
+    offered = set(names)
+    previous = [n for n in state.tool_set if n in offered] if policy.sticky else []
     if not query and not previous:
         return ctx, [Decision(PASS, "kept_all", before, before, "no user text to score the tools against")]
     first_of = {}
@@ -95,6 +96,9 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
         floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9) if ranked else 1e-9
         best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor]
         selected = _grow(previous, required, best)
+        selected += [n for n in (names[i] for i in ranked) if n not in selected][
+            : max(0, _floor(policy) - len(selected))
+        ]
     else:
         selected = _select(names, ranked, required, policy, _costs(counter, tools, names))
     return _emit(ctx, state, policy, selected, before)
@@ -156,10 +160,15 @@ def _select(
         chosen.add(name)
         spent += costs[name]
     for i in ranked:
-        if len(chosen) >= policy.min_tools:
+        if len(chosen) >= _floor(policy):
             break
         chosen.add(names[i])
     return [n for n in names if n in chosen]  # the client's order: deterministic, and as the client meant it
+
+
+def _floor(policy: ToolPolicy) -> int:
+    """Fewest tools ever kept: ``min_tools``, and at least one so ``tool_choice: required`` stays valid."""
+    return max(policy.min_tools, 1)
 
 
 def _grow(previous: Sequence[str], required: set[str], best: Sequence[str]) -> list[str]:

@@ -173,3 +173,16 @@ def test_case(path: Path) -> None:
         assert want.get("reason_contains", "") in have["reason"]
         assert all(have["detail"][k] == v for k, v in want.get("detail", {}).items()), have
     assert [dict(m) for m in ctx.messages] == request["messages"], "the pass mutated its input"
+
+
+def test_at_least_one_tool_survives_a_zero_budget_so_required_stays_valid() -> None:
+    ctx = make_ctx([user("weather in Paris")], catalogue(), tool_choice="required")
+    out, _ = run(ctx, ToolPolicy(budget_tokens=1, min_tools=0))
+    assert names(out) == ["get_weather"]
+
+
+def test_a_sticky_set_shrunk_by_the_client_is_topped_up_to_min_tools() -> None:
+    state = SessionState("s", tool_set=("gone_a", "gone_b", "get_weather"))
+    ctx = make_ctx([user("weather in Paris")], catalogue(), state=state)
+    out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=3))
+    assert names(out)[0] == "get_weather" and len(out.tools) == 3
