@@ -59,10 +59,12 @@ def toolbench_cases() -> list[ToolCase]:
     cases = []
     for row in _rows("toolbench.jsonl"):
         messages = row["messages"]
+        offered = {t["function"]["name"] for t in row["tools"]}
         for i, m in enumerate(messages):
             called = {c["function"]["name"] for c in m.get("tool_calls") or ()} if m["role"] == "assistant" else set()
-            if called:
-                cases.append(ToolCase(f"{row['id']}#{i}", row["tools"], messages[:i], frozenset(called)))
+            needed = called & offered  # the recorded model once called a tool it was never offered
+            if needed:
+                cases.append(ToolCase(f"{row['id']}#{i}", row["tools"], messages[:i], frozenset(needed)))
     return cases
 
 

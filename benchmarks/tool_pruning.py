@@ -177,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--max-tools", type=int, default=None, help="override ToolPolicy.max_tools")
     parser.add_argument("--grow-top", type=int, default=None, help="override ToolPolicy.grow_top")
+    parser.add_argument("--sets", default="bfcl,metatool 47,metatool 199,toolbench", help="selection sets to run")
+    parser.add_argument("--replays", default="metatool,toolbench", help="session replays to run")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: selection,latency,replay")
     args = parser.parse_args(argv)
     overrides = {k: v for k, v in (("max_tools", args.max_tools), ("grow_top", args.grow_top)) if v is not None}
@@ -188,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "metatool 199": [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 199][::step],
         "toolbench": toolbench_cases(),
     }
+    sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
     scorers = [s for s in args.scorers.split(",") if s]
     policies = {s: Policy(tools=ToolPolicy(scorer=s, **overrides)) for s in scorers}  # type: ignore[arg-type]
     print(f"tool policy: {ToolPolicy(**overrides)!r}\n")
@@ -197,16 +200,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             print("\n".join(selection_table(policy, sets, scorer)))
     if "latency" not in skip:
         print("\n| scorer | median ms with pass | median ms all passes off | added ms |\n| --- | --- | --- | --- |")
-        sample = sets["metatool 47"][:: max(1, len(sets["metatool 47"]) // 60)]
+        pool = [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47]
+        sample = pool[:: max(1, len(pool) // 60)]
         for scorer, policy in policies.items():
             on, off = latency_ms(policy, sample, 3 if args.quick else 10)
             print(f"| {scorer} (metatool 47, {len(sample)} requests) | {on:.3f} | {off:.3f} | {on - off:.3f} |")
     if "replay" not in skip:
         print(REPLAY_HEADER)
-        sessions = metatool_sessions(args.sessions // (3 if args.quick else 1), args.turns)
+        replays = {
+            "metatool": lambda: metatool_sessions(args.sessions // (3 if args.quick else 1), args.turns),
+            "toolbench": toolbench_runs,
+        }
         for scorer, policy in policies.items():
-            print("\n".join(replay_table(sessions, policy.tools, f"metatool sessions, {scorer}")))
-            print("\n".join(replay_table(toolbench_runs(), policy.tools, f"toolbench runs, {scorer}")))
+            for name in args.replays.split(","):
+                print("\n".join(replay_table(replays[name](), policy.tools, f"{name} sessions, {scorer}")))
 
 
 if __name__ == "__main__":
