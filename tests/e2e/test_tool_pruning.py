@@ -78,3 +78,29 @@ def test_without_pruning_the_request_passes_unchanged(passthrough_gateway: Gatew
     assert received["tools"] == TOOLS
     assert received["messages"] == messages
     assert received["tool_choice"] == "auto"
+
+
+@pytest.fixture(scope="module")
+def allowed_tools_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
+    policy = {"tools": {"max_tools": 4, "min_tools": 2, "modes": {"openai": "allowed_tools"}}}
+    with run_gateway(
+        tmp_path_factory.mktemp("gw-allowed"), {"models": sim_models(sim.base_url), "policy": policy}
+    ) as gw:
+        yield gw
+
+
+def test_allowed_tools_mode_forwards_every_tool_and_restricts_the_choice(
+    allowed_tools_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    got = client(allowed_tools_gateway, "tools-allowed").chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "What's the weather forecast in Paris tomorrow?"}],
+        tools=TOOLS,
+    )
+    assert got.choices[0].message is not None
+    received = sim.received()[-1]
+    assert received["tools"] == TOOLS
+    choice = received["tool_choice"]
+    allowed = [t["function"]["name"] for t in choice["allowed_tools"]["tools"]]
+    assert choice["type"] == "allowed_tools" and choice["allowed_tools"]["mode"] == "auto"
+    assert "get_weather" in allowed and len(allowed) <= 4
