@@ -12,8 +12,9 @@ Selection, on the first turn or when stickiness is off:
 2. then by descending relevance (``tool_scoring``) until ``max_tools`` tools or
    ``budget_tokens`` tool tokens; never fewer than ``min_tools``.
 Later turns keep the previous set and append what step 1 requires and, when missing,
-those of this turn's ``grow_top`` best tools that score at least ``grow_ratio`` of the best
-(so a weak match does not churn the set). Below ``min_offered`` tools nothing is pruned.
+those of this turn's ``grow_top`` best tools that a fresh selection would keep and that
+score at least ``grow_ratio`` of the best (so a weak match does not churn the set).
+Below ``min_offered`` tools nothing is pruned.
 """
 
 from __future__ import annotations
@@ -92,15 +93,14 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     documents = [tool_document(first_of[n]) for n in names]
     scores = get_scorer(policy.scorer)(query, documents) if query else [0.0] * len(names)
     ranked = sorted(range(len(names)), key=lambda i: (-scores[i], i))
-    if previous:
-        floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9) if ranked else 1e-9
-        best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor]
-        selected = _grow(previous, required, best)
-        selected += [n for n in (names[i] for i in ranked) if n not in selected][
-            : max(0, _floor(policy) - len(selected))
-        ]
-    else:
-        selected = _select(names, ranked, required, policy, _costs(counter, tools, names))
+    fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
+    if not previous:
+        return _emit(ctx, state, policy, fresh, before)
+    floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9)
+    best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor and names[i] in fresh]
+    selected = _grow(previous, required, best)
+    missing = max(0, _floor(policy) - len(selected))
+    selected += [n for n in (names[i] for i in ranked) if n not in selected][:missing]
     return _emit(ctx, state, policy, selected, before)
 
 
