@@ -87,12 +87,7 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     previous = [n for n in state.tool_set if n in offered] if policy.sticky else []
     if not query and not previous:
         return ctx, [Decision(PASS, "kept_all", before, before, "no user text to score the tools against")]
-    first_of = {}
-    for tool in tools:
-        first_of.setdefault(tool_name(tool), tool)
-    documents = [tool_document(first_of[n]) for n in names]
-    scores = get_scorer(policy.scorer)(query, documents) if query else [0.0] * len(names)
-    ranked = sorted(range(len(names)), key=lambda i: (-scores[i], i))
+    scores, ranked = _rank(query, tools, names, policy.scorer)
     fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
     if not previous:
         return _emit(ctx, state, policy, fresh, before)
@@ -102,6 +97,16 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     missing = max(0, _floor(policy) - len(selected))
     selected += [n for n in (names[i] for i in ranked) if n not in selected][:missing]
     return _emit(ctx, state, policy, selected, before)
+
+
+def _rank(query: str, tools: Sequence[Tool], names: Sequence[str], scorer: str) -> tuple[list[float], list[int]]:
+    """Score each named tool against the turn; indexes by descending score (ties: client order)."""
+    first_of: dict[str, Tool] = {}
+    for tool in tools:
+        first_of.setdefault(tool_name(tool), tool)
+    documents = [tool_document(first_of[n]) for n in names]
+    scores = get_scorer(scorer)(query, documents) if query else [0.0] * len(names)
+    return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i))
 
 
 def _unique_names(tools: Sequence[Tool]) -> list[str]:
