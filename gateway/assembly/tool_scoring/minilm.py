@@ -20,6 +20,7 @@ a gateway serving concurrent requests on few cores OpenBLAS's thread pool made o
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Sequence
@@ -83,7 +84,7 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarr
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
 class MiniLM:
@@ -131,7 +132,8 @@ class MiniLM:
         q = heads(self._dense(x, p + "attention.self.query"))
         k = heads(self._dense(x, p + "attention.self.key"))
         v = heads(self._dense(x, p + "attention.self.value"))
-        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd) + mask_bias
+        # math.sqrt: a Python float keeps float32 (NEP 50); np.sqrt's float64 would double every cost after it
+        scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hd) + mask_bias
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         attn = scores / scores.sum(-1, keepdims=True)
         context = (attn @ v).transpose(0, 2, 1, 3).reshape(b, n, d)
