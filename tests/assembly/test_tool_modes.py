@@ -60,3 +60,20 @@ def test_unsupported_mode_falls_back_to_pruning() -> None:
     out, decisions = prune_tools(ctx, ctx.session, ALLOWED)
     assert len(out.tools) == 3 and "tool_choice" not in out.params
     assert "mode_fallback" in next(d for d in decisions if d.action == "pruned").detail
+
+
+def test_litellm_turns_deferred_tools_into_anthropic_tool_search() -> None:
+    """What Anthropic receives: litellm's own request translation, run offline on our output."""
+    from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+    ctx = make_ctx([user("What's the weather in Paris?")], catalogue(), provider="anthropic")
+    out, _ = prune_tools(ctx, ctx.session, DEFER)
+    config = AnthropicConfig()
+    model = "claude-sonnet-4-5"
+    params = config.map_openai_params({"tools": list(out.tools)}, {}, model, drop_params=False)
+    sent = config.transform_request(model, [{"role": "user", "content": "hi"}], params, {}, {})["tools"]
+    loaded = [t["name"] for t in sent if "input_schema" in t and not t.get("defer_loading")]
+    deferred = [t["name"] for t in sent if t.get("defer_loading") is True]
+    assert loaded == list(out.session.tool_set)
+    assert sorted(loaded + deferred) == sorted(tool_name(t) for t in ctx.tools)
+    assert sent[-1] == {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
