@@ -177,13 +177,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--max-tools", type=int, default=None, help="override ToolPolicy.max_tools")
     parser.add_argument("--grow-top", type=int, default=None, help="override ToolPolicy.grow_top")
+    parser.add_argument("--grow-ratio", type=float, default=None, help="override ToolPolicy.grow_ratio")
     parser.add_argument("--pinned", default="", help="comma list of tools always kept (ToolPolicy.pinned)")
     parser.add_argument("--sets", default="bfcl,metatool 47,metatool 199,toolbench", help="selection sets to run")
     parser.add_argument("--replays", default="metatool,toolbench", help="session replays to run")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: selection,latency,replay")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {
-        k: v for k, v in (("max_tools", args.max_tools), ("grow_top", args.grow_top)) if v is not None
+        k: v
+        for k, v in (("max_tools", args.max_tools), ("grow_top", args.grow_top), ("grow_ratio", args.grow_ratio))
+        if v is not None
     }
     if args.pinned:
         overrides["pinned"] = tuple(args.pinned.split(","))

@@ -13,7 +13,8 @@ Selection, on the first turn or when stickiness is off:
    ``budget_tokens`` tool tokens; never fewer than ``min_tools``.
 Later turns keep the previous set and append what step 1 requires and, when missing,
 those of this turn's ``grow_top`` best tools that a fresh selection would keep and that
-score at least ``grow_ratio`` of the best (so a weak match does not churn the set).
+score at least ``grow_ratio`` of the best (so a weak match does not churn the set). A set
+grown past ``max_set_tools`` is replaced by this turn's fresh selection.
 Below ``min_offered`` tools nothing is pruned.
 """
 
@@ -44,8 +45,9 @@ DEFAULT_MAX_TOOLS = 16
 DEFAULT_BUDGET_TOKENS = 4_000
 DEFAULT_MIN_TOOLS = 4
 DEFAULT_MIN_OFFERED = 8
-DEFAULT_GROW_TOP = 3
-DEFAULT_GROW_RATIO = 0.5
+DEFAULT_GROW_TOP = 16
+DEFAULT_GROW_RATIO = 0.15
+DEFAULT_MAX_SET_TOOLS = 32
 
 
 class ToolPolicy(PassPolicy):
@@ -60,6 +62,7 @@ class ToolPolicy(PassPolicy):
     sticky: bool = True
     grow_top: int = Field(default=DEFAULT_GROW_TOP, ge=0)
     grow_ratio: float = Field(default=DEFAULT_GROW_RATIO, ge=0, le=1)
+    max_set_tools: int = Field(default=DEFAULT_MAX_SET_TOOLS, gt=0)
     mode: ToolMode = "prune"
     modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
 
@@ -106,6 +109,8 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9)
     best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor and names[i] in fresh]
     selected = _grow(previous, required, best)
+    if len(selected) > policy.max_set_tools:
+        selected = fresh  # the set outgrew its cap: start again from this turn (one cache break)
     missing = max(0, _floor(policy) - len(selected))
     selected += [n for n in (names[i] for i in ranked) if n not in selected][:missing]
     return _emit(ctx, state, policy, selected, before)

@@ -82,3 +82,15 @@ def test_running_twice_changes_nothing() -> None:
     assert twice.tools == once.tools
     assert twice.session == once.session
     assert [d.action for d in decisions] in (["pruned"], ["kept_all"])
+
+
+def test_a_set_grown_past_max_set_tools_starts_again_from_this_turn() -> None:
+    policy = POLICY.model_copy(update={"max_set_tools": 4})
+    state = SessionState("s", tool_set=("send_email", "book_hotel", "play_music", "set_timer"), tool_set_changes=5)
+    out, decisions = turn([user("What's the weather forecast in Paris?")], state, policy)
+    fresh, _ = turn([user("What's the weather forecast in Paris?")], SessionState("new"), policy)
+    assert out.session.tool_set == fresh.session.tool_set
+    assert "get_weather" in out.session.tool_set
+    assert out.session.tool_set_changes == 6
+    change = next(d for d in decisions if d.action == "tool_set_changed")
+    assert change.detail["removed"] and not change.detail["first"]
