@@ -47,7 +47,7 @@ DEFAULT_MIN_TOOLS = 4
 DEFAULT_MIN_OFFERED = 8
 DEFAULT_GROW_TOP = 16
 DEFAULT_GROW_RATIO = 0.15
-DEFAULT_MAX_SET_TOOLS = 32
+DEFAULT_MAX_SET_TOOLS = 48  # 3 x max_tools: room to grow over a long session before one reset
 
 
 class ToolPolicy(PassPolicy):
