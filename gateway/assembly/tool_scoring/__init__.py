@@ -40,8 +40,6 @@ class ToolScorer(Protocol):
     Must be deterministic and must not raise for empty inputs (an empty query scores 0).
     """
 
-    name: str
-
     def __call__(self, query: str, documents: Sequence[str]) -> list[float]: ...
 
 

@@ -67,7 +67,7 @@ _STOPWORDS = frozenset(
 )
 
 
-class _LuceneBM25(BM25Okapi):
+class _LuceneBM25(BM25Okapi):  # type: ignore[misc]  # rank-bm25 ships no type hints
     """BM25Okapi with Lucene's always-positive idf, ``log(1 + (N - n + 0.5) / (n + 0.5))``.
 
     The classic idf is zero or negative for a word in half the documents or more, which on
@@ -91,6 +91,3 @@ def score_bm25(query: str, documents: Sequence[str]) -> list[float]:
         return [0.0] * len(documents)
     corpus = [list(bm25_terms(d)) or ["\x00"] for d in documents]
     return [float(s) for s in _LuceneBM25(corpus).get_scores(list(terms))]
-
-
-score_bm25.name = "bm25"  # type: ignore[attr-defined]

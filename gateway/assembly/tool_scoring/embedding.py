@@ -26,8 +26,8 @@ def _document_vectors(documents: Sequence[str]) -> np.ndarray:
             if len(_vectors) + len(missing) > _CACHE_LIMIT:
                 _vectors.clear()
             _vectors.update(zip(missing, encoded, strict=True))
-        found = dict(zip(missing, encoded, strict=True))
-        return np.stack([_vectors.get(d, found.get(d)) for d in documents])
+        found = dict(zip(missing, encoded, strict=True))  # in case another thread cleared the cache
+        return np.stack([found[d] if d in found else _vectors[d] for d in documents])
     return np.stack([_vectors[d] for d in documents])
 
 
@@ -37,6 +37,3 @@ def score_embedding(query: str, documents: Sequence[str]) -> list[float]:
         return [0.0] * len(documents)
     query_vector = load_minilm().encode([query])[0]
     return [float(s) for s in _document_vectors(documents) @ query_vector]
-
-
-score_embedding.name = "embedding"  # type: ignore[attr-defined]

