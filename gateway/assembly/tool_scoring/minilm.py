@@ -67,12 +67,8 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if name == "__metadata__":
             continue
         start, end = spec["data_offsets"]
-        array = np.frombuffer(
-            raw,
-            dtype=_DTYPES[spec["dtype"]],
-            count=(end - start) // 4 if spec["dtype"] == "F32" else (end - start) // 8,
-            offset=base + start,
-        )
+        dtype = np.dtype(_DTYPES[spec["dtype"]])
+        array = np.frombuffer(raw, dtype=dtype, count=(end - start) // dtype.itemsize, offset=base + start)
         tensors[name] = array.reshape(spec["shape"])
     return tensors
 
