@@ -135,7 +135,9 @@ def test_two_workers_report_one_aggregate(sim: SimHandle, tmp_path: Path) -> Non
     multiproc.mkdir()
     config = {"models": sim_models(sim.base_url)}
     with run_gateway(tmp_path, config, workers=2, env={"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}) as gw:
-        client = openai.OpenAI(base_url=gw.base_url, api_key="sk-test", max_retries=0)
+        # No keep-alive: every request opens a connection, so the kernel spreads them over both workers.
+        fresh = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+        client = openai.OpenAI(base_url=gw.base_url, api_key="sk-test", max_retries=0, http_client=fresh)
 
         def ask(i: int) -> int:
             reply = client.chat.completions.create(

@@ -100,7 +100,11 @@ def build_context(
 def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
     """The body the provider receives; the client's own object when nothing changed it."""
     original, assembled = assembly.original, assembly.assembled
-    same = assembled.messages is original.messages and assembled.tools is original.tools
+    same = (
+        assembled.messages is original.messages
+        and assembled.tools is original.tools
+        and assembled.params is original.params
+    )
     if same and not original.extensions:
         return body  # only session state changed (e.g. the system prompt remembered): send the bytes as sent
     return assembly.assembled.body()

@@ -21,6 +21,7 @@ from gateway.assembly.lint_context import LintPolicy, lint_context
 from gateway.assembly.move_volatile import move_volatile
 from gateway.assembly.place_cache_breakpoints import place_cache_breakpoints
 from gateway.assembly.policy import Policy
+from gateway.assembly.prune_tools import prune_tools
 from gateway.assembly.render_reminder import render_reminder
 from gateway.assembly.restate_rules import restate_rules
 from gateway.assembly.shrink_oversize import shrink_oversize
@@ -73,6 +74,7 @@ def _lint_policy(policy: Policy) -> LintPolicy:
 PASSES: tuple[PassSpec, ...] = (
     PassSpec("move_volatile", move_volatile, lambda p: p.volatile),
     PassSpec("attach_documents", attach_documents, lambda p: p.attach_documents),
+    PassSpec("prune_tools", prune_tools, lambda p: p.tools),
     PassSpec("clear_tool_results", clear_tool_results, lambda p: p.compaction),
     PassSpec("compact_history", compact_history, lambda p: p.compaction),
     PassSpec("shrink_oversize", shrink_oversize, lambda p: p.shrink_oversize),

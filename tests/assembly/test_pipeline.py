@@ -19,6 +19,7 @@ def test_passes_sit_at_their_numbered_slots() -> None:
     assert [p.name for p in PASSES] == [
         "move_volatile",
         "attach_documents",
+        "prune_tools",
         "clear_tool_results",
         "compact_history",
         "shrink_oversize",

