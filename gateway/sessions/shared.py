@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -101,6 +101,29 @@ class SharedSessionStore:
     def claim(self, key: str) -> bool:
         """Return True for exactly one caller per key, across every replica (blocking; call off-loop)."""
         return self._claim(key)
+
+    def finish(self, key: str, result: str) -> None:
+        """Store the winner's result on its claim; only a claim still in flight is written (append-only)."""
+        stmt = (
+            update(session_claims)
+            .where(session_claims.c.claim_key == key, session_claims.c.result.is_(None))
+            .values(result=result)
+        )
+        with self._engine.begin() as conn:
+            conn.execute(stmt)
+
+    def result(self, key: str) -> str | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(session_claims.c.result).where(session_claims.c.claim_key == key)).first()
+        return None if row is None else row[0]
+
+    def claimed(self, prefix: str) -> dict[str, str | None]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = select(session_claims.c.claim_key, session_claims.c.result).where(
+            session_claims.c.claim_key.like(escaped + "%", escape="\\")
+        )
+        with self._engine.connect() as conn:
+            return {key: result for key, result in conn.execute(stmt)}
 
     def forget_before(self, cutoff: float) -> int:
         with self._engine.begin() as conn:
