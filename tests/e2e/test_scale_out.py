@@ -1,8 +1,9 @@
 """Three replicas behind round-robin behave as one gateway, turn by turn.
 
 One 60-turn ToolBench agent conversation (the system prompt carries a per-turn clock)
-is replayed against the small-window model with the LLM summariser routed through the
-provider simulator: once to a single gateway with the default in-process state, then to
+is replayed against a small-window model with the LLM summariser on a second, slow
+simulator (so a summary prepared in the background is still being written when the next
+turn reaches another replica): once to a single gateway with the default in-process state, then to
 three gateway processes sharing one PostgreSQL database (``session_state: database``),
 the client rotating base URLs every turn, then to one ``--workers 2`` gateway. The
 simulator records every body it received, so the tests compare exactly what the
@@ -36,7 +37,9 @@ TURNS = 60
 REPLICAS = 3
 #: A small window for this agent: its 53 ToolBench tools alone are ~7,000 tokens, so 8,000 cannot hold a turn.
 WINDOW = 16000
-COMPACTION = {"summarizer_model": "gpt-4o-mini", "summary_max_tokens": 400, "keep_recent_turns": 2}
+#: The summariser's simulator answers this late: the next turns arrive while a summary is in flight.
+SUMMARIZER_LATENCY_MS = 400
+COMPACTION = {"summarizer_model": "summarizer", "summary_max_tokens": 400, "keep_recent_turns": 2}
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +49,21 @@ def requests_60(shared_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def own_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
-    with run_simulator(tmp_path_factory.mktemp("sim-scale-out")) as handle:
-        yield handle
+def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimHandle, SimHandle]]:
+    """The chat provider, and the slow provider of the summariser model."""
+    with (
+        run_simulator(tmp_path_factory.mktemp("sim-scale-out")) as chat,
+        run_simulator(tmp_path_factory.mktemp("sim-summarizer"), latency_ms=SUMMARIZER_LATENCY_MS) as summarizer,
+    ):
+        yield chat, summarizer
 
 
-def _config(sim: SimHandle, **extra: Any) -> dict[str, Any]:
+def _config(sims: tuple[SimHandle, SimHandle], **extra: Any) -> dict[str, Any]:
+    chat, summarizer = sims
+    small = sim_models(chat.base_url)[1]
     models = [
-        *sim_models(sim.base_url),
-        {**sim_models(sim.base_url)[1], "name": "agent-window", "context_window": WINDOW},
+        {**small, "name": "agent-window", "context_window": WINDOW},
+        {**sim_models(summarizer.base_url)[0], "name": "summarizer"},
     ]
     return {"models": models, "policy": {"compaction": COMPACTION}, **extra}
 
@@ -75,34 +84,41 @@ def _replay(base_urls: list[str], requests: list[dict[str, Any]]) -> list[int]:
     return cached
 
 
-def _run(sim: SimHandle, base_urls: list[str], requests: list[dict[str, Any]]) -> dict[str, Any]:
-    sim.reset()
+def _run(sims: tuple[SimHandle, SimHandle], base_urls: list[str], requests: list[dict[str, Any]]) -> dict[str, Any]:
+    chat, summarizer = sims
+    chat.reset()
+    summarizer.reset()
     cached = _replay(base_urls, requests)
-    received = sim.received()
+    received = summarizer.received()
+    assert all(_is_summary_request(b) for b in received)
     return {
         "cached": cached,
-        "chats": [b for b in received if not _is_summary_request(b)],
-        "summaries": [orjson.dumps(b, option=orjson.OPT_SORT_KEYS) for b in received if _is_summary_request(b)],
+        "chats": chat.received(),
+        "summaries": [orjson.dumps(b, option=orjson.OPT_SORT_KEYS) for b in received],
     }
 
 
 @pytest.fixture(scope="module")
-def single(own_sim: SimHandle, requests_60: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Any:
+def single(
+    sims: tuple[SimHandle, SimHandle], requests_60: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> Any:
     """The reference: one gateway, in-process session state, its own SQLite store."""
-    with run_gateway(tmp_path_factory.mktemp("gw-single"), _config(own_sim)) as gw:
-        return _run(own_sim, [gw.base_url], requests_60)
+    with run_gateway(tmp_path_factory.mktemp("gw-single"), _config(sims)) as gw:
+        return _run(sims, [gw.base_url], requests_60)
 
 
 @pytest.fixture(scope="module")
-def fleet(own_sim: SimHandle, requests_60: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Any:
+def fleet(
+    sims: tuple[SimHandle, SimHandle], requests_60: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> Any:
     """Three replicas on one fresh PostgreSQL database; yields the run and the database URL."""
     with postgres_database() as url, ExitStack() as stack:
         upgrade(url)
-        config = _config(own_sim, database_url=url, session_state="database")
+        config = _config(sims, database_url=url, session_state="database")
         gws: list[GatewayHandle] = [
             stack.enter_context(run_gateway(tmp_path_factory.mktemp(f"gw-replica{i}"), config)) for i in range(REPLICAS)
         ]
-        run = _run(own_sim, [gw.base_url for gw in gws], requests_60)
+        run = _run(sims, [gw.base_url for gw in gws], requests_60)
         stack.close()  # stop the replicas: their recorders flush on shutdown
         yield {**run, "url": url}
 
@@ -149,13 +165,16 @@ def test_every_request_is_in_the_shared_store(fleet: Any) -> None:
 
 
 def test_serve_workers_2_shares_state_like_one_gateway(
-    own_sim: SimHandle, single: Any, requests_60: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+    sims: tuple[SimHandle, SimHandle],
+    single: Any,
+    requests_60: list[dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     with postgres_database() as url:
         upgrade(url)
-        config = _config(own_sim, database_url=url)  # --workers > 1 switches to the database itself
+        config = _config(sims, database_url=url)  # --workers > 1 switches to the database itself
         with run_gateway(tmp_path_factory.mktemp("gw-workers"), config, workers=2) as gw:
-            run = _run(own_sim, [gw.base_url], requests_60)
+            run = _run(sims, [gw.base_url], requests_60)
             log = gw.log()
     assert "session state is shared through the database" in log
     assert _bodies(run) == _bodies(single)
