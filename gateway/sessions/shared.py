@@ -16,6 +16,8 @@ run the summariser twice for the same checkpoint.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from typing import Any
 
@@ -65,7 +67,7 @@ class SharedSessionStore:
             import redis
 
             self._redis = redis.Redis.from_url(redis_url)
-        self.owner = owner or f"pid-{id(self)}"
+        self.owner = (owner or f"{socket.gethostname()}:{os.getpid()}")[:64]  # who claimed what, for debugging
 
     def _load(self, session_id: str) -> SessionState:
         if self._redis is not None:
