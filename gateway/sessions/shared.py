@@ -22,13 +22,14 @@ import time
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from gateway.assembly.context import SessionState
 from gateway.store.engine import make_engine
 from gateway.store.models import SessionClaim, SessionStateRow
+from gateway.store.session_retention import forget_sessions
 
 session_states = SessionStateRow.__table__
 session_claims = SessionClaim.__table__
@@ -128,10 +129,7 @@ class SharedSessionStore:
             return {key: result for key, result in conn.execute(stmt)}
 
     def forget_before(self, cutoff: float) -> int:
-        with self._engine.begin() as conn:
-            conn.execute(delete(session_claims).where(session_claims.c.created_at < cutoff))
-            result = conn.execute(delete(session_states).where(session_states.c.updated_at < cutoff))
-        return int(result.rowcount or 0)
+        return forget_sessions(self._engine, cutoff)
 
     async def close(self) -> None:
         if self._redis is not None:

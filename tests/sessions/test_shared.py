@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -68,3 +69,14 @@ def test_a_claims_result_is_written_once_and_listed_by_prefix(database_url: str)
     # '_' and '%' in a session id are literal, not LIKE wildcards
     assert b.claimed("cp:s_1:") == {"cp:s_1:h1": "first", "cp:s_1:h2": None}
     assert b.claimed("cp:s%1:") == {"cp:s%1:h3": None}
+
+
+async def test_retention_forgets_idle_sessions_and_old_claims(database_url: str) -> None:
+    store = SharedSessionStore(database_url, owner="a")
+    await store.save(SessionState(session_id="idle", turn=1))
+    assert store.claim("cp:idle:h1")
+    cutoff = time.time() + 1  # everything so far is older than this
+    assert store.forget_before(cutoff) == 1
+    assert await store.load("idle") == SessionState(session_id="idle")
+    assert store.claimed("cp:idle:") == {} and store.claim("cp:idle:h1")
+    await store.close()
