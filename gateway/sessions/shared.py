@@ -19,10 +19,10 @@ import asyncio
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from sqlalchemy import select, update
+from sqlalchemy import Table, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -31,8 +31,8 @@ from gateway.store.engine import make_engine
 from gateway.store.models import SessionClaim, SessionStateRow
 from gateway.store.session_retention import forget_sessions
 
-session_states = SessionStateRow.__table__
-session_claims = SessionClaim.__table__
+session_states = cast(Table, SessionStateRow.__table__)
+session_claims = cast(Table, SessionClaim.__table__)
 
 REDIS_TTL_S = 24 * 3600
 _REDIS_PREFIX = "ventana:session:"
@@ -50,10 +50,13 @@ def _upsert(engine: Engine, session_id: str, payload: str) -> None:
     else:
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-        stmt = sqlite_insert(session_states).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id"], set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at}
+        lite = sqlite_insert(session_states).values(**values)
+        lite = lite.on_conflict_do_update(
+            index_elements=["session_id"], set_={"state": lite.excluded.state, "updated_at": lite.excluded.updated_at}
         )
+        with engine.begin() as conn:
+            conn.execute(lite)
+        return
     with engine.begin() as conn:
         conn.execute(stmt)
 

@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete
+from typing import cast
+
+from sqlalchemy import Table, delete
 from sqlalchemy.engine import Engine
 
 from gateway.store.models import SessionClaim, SessionStateRow
 
-session_states = SessionStateRow.__table__
-session_claims = SessionClaim.__table__
+session_states = cast(Table, SessionStateRow.__table__)
+session_claims = cast(Table, SessionClaim.__table__)
 
 
 def forget_sessions(engine: Engine, cutoff: float) -> int:
