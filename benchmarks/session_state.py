@@ -59,7 +59,7 @@ def _state(session_id: str) -> SessionState:
 async def _turn(store: Any, session_id: str) -> float:
     started = time.perf_counter()
     state = await store.load(session_id)
-    await asyncio.to_thread(published_checkpoints, store, session_id, 1.0)
+    await published_checkpoints(store, session_id, 1.0)
     await store.save(replace(state, turn=state.turn + 1))
     return (time.perf_counter() - started) * 1e6
 

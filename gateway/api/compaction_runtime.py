@@ -81,7 +81,7 @@ class CompactionRuntime:
         """
         if not (self.policy.enabled and self.policy.reuse_checkpoints):
             return state
-        found = await asyncio.to_thread(published_checkpoints, self._sessions, state.session_id, self.wait_s)
+        found = await published_checkpoints(self._sessions, state.session_id, self.wait_s)
         have = {c.range_hash for c in state.checkpoints}
         new = [c for c in found if c.range_hash not in have]
         if not new:

@@ -10,15 +10,18 @@ failed holds ``{"error": ...}``, so nobody waits for it again.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable
 
 import orjson
 
 from gateway.assembly.context import Checkpoint
-from gateway.sessions.claimed_summary import wait_for_result
+from gateway.sessions.claimed_summary import POLL_S
 from gateway.sessions.protocol import SessionStore
 
 CHECKPOINT_PREFIX = "cp:"
+_ABANDONED = orjson.dumps({"error": "the preparing replica did not finish"}).decode()
 
 
 def checkpoint_key(session_id: str, range_hash: str) -> str:
@@ -39,19 +42,22 @@ def _parse(result: str | None) -> Checkpoint | None:
     return Checkpoint(**found) if isinstance(found, dict) else None
 
 
-def published_checkpoints(sessions: SessionStore, session_id: str, wait_s: float) -> list[Checkpoint]:
-    """The session's finished checkpoints; one still in flight is waited for up to ``wait_s``."""
-    claims = sessions.claimed(f"{CHECKPOINT_PREFIX}{session_id}:")
-    out: list[Checkpoint] = []
-    for key, result in claims.items():
-        if result is None:
-            result = wait_for_result(sessions, key, wait_s)
-            if result is None:  # its preparer vanished: mark it so later turns do not wait again
-                sessions.finish(key, orjson.dumps({"error": "the preparing replica did not finish"}).decode())
-        cp = _parse(result)
-        if cp is not None:
-            out.append(cp)
-    return out
+async def published_checkpoints(sessions: SessionStore, session_id: str, wait_s: float) -> list[Checkpoint]:
+    """The session's finished checkpoints; those still in flight are waited for up to ``wait_s``.
+
+    The wait is asynchronous (one store read per poll, in a worker thread): a turn that
+    waits must not hold one of the threads the preparation it waits for needs to run.
+    """
+    prefix = f"{CHECKPOINT_PREFIX}{session_id}:"
+    deadline = time.monotonic() + wait_s
+    claims = await asyncio.to_thread(sessions.claimed, prefix)
+    while any(r is None for r in claims.values()) and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_S)
+        claims = await asyncio.to_thread(sessions.claimed, prefix)
+    for key in [k for k, r in claims.items() if r is None]:  # its preparer vanished: nobody waits again
+        await asyncio.to_thread(sessions.finish, key, _ABANDONED)
+        claims[key] = await asyncio.to_thread(sessions.result, key)
+    return [cp for cp in map(_parse, claims.values()) if cp is not None]
 
 
 def publish_checkpoints(sessions: SessionStore, session_id: str, checkpoints: Iterable[Checkpoint]) -> None:
