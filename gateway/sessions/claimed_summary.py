@@ -23,6 +23,7 @@ import time
 
 import orjson
 
+from gateway import metrics
 from gateway.assembly.context import Message, Summarizer
 from gateway.sessions.protocol import SessionStore
 
@@ -63,6 +64,7 @@ class ClaimedSummarizer:
     def __call__(self, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
         key = summary_key(self.name, messages, previous, max_tokens)
         if self._sessions.claim(key):
+            metrics.SUMMARY_CLAIMS.labels("called").inc()
             return self._summarise(key, messages, previous, max_tokens)
         found = wait_for_result(self._sessions, key, self._wait_s)
         if found is None:
@@ -70,7 +72,9 @@ class ClaimedSummarizer:
             found = self._sessions.result(key)
         outcome = orjson.loads(found or "{}")
         if "text" not in outcome:
+            metrics.SUMMARY_CLAIMS.labels("failed").inc()
             raise SummaryUnavailable(f"summary made by another replica failed: {outcome.get('error')}")
+        metrics.SUMMARY_CLAIMS.labels("reused").inc()
         return str(outcome["text"])
 
     def _summarise(self, key: str, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:

@@ -23,6 +23,7 @@ import httpx
 import openai
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from gateway.store.engine import make_engine
@@ -119,6 +120,12 @@ def fleet(
             stack.enter_context(run_gateway(tmp_path_factory.mktemp(f"gw-replica{i}"), config)) for i in range(REPLICAS)
         ]
         run = _run(sims, [gw.base_url for gw in gws], requests_60)
+        run["claims"] = Counter[str]()
+        for gw in gws:  # each replica is its own scrape target; the fleet is their sum
+            for family in text_string_to_metric_families(httpx.get(gw.url + "/metrics").text):
+                for sample in family.samples:
+                    if sample.name == "ventana_summary_claims_total":
+                        run["claims"][sample.labels["outcome"]] += int(sample.value)
         stack.close()  # stop the replicas: their recorders flush on shutdown
         yield {**run, "url": url}
 
@@ -150,6 +157,8 @@ def test_each_summariser_request_is_made_once_across_replicas(single: Any, fleet
     checkpoints = [k for k in claims if k.startswith("cp:")]
     assert checkpoints and all(claims[k] and "checkpoint" in claims[k] for k in checkpoints)
     assert len([k for k in claims if k.startswith("sum:")]) == len(fleet["summaries"])
+    assert fleet["claims"]["called"] == len(fleet["summaries"]), "summed over replicas: what the model was asked"
+    assert fleet["claims"]["failed"] == 0
 
 
 def test_every_request_is_in_the_shared_store(fleet: Any) -> None:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import REGISTRY
 
 from gateway.assembly.context import Message
 from gateway.sessions.claimed_summary import ClaimedSummarizer, SummaryUnavailable, summary_key
@@ -34,6 +35,10 @@ class CountingSummarizer:
         if self.fail:
             raise RuntimeError("provider said 503")
         return f"{self.calls} call(s): flight IB3170, 2 seats, previous={previous}"
+
+
+def _claims(outcome: str) -> float:
+    return REGISTRY.get_sample_value("ventana_summary_claims_total", {"outcome": outcome}) or 0.0
 
 
 @pytest.fixture
@@ -65,8 +70,10 @@ def _race(wrappers: list[ClaimedSummarizer], previous: str | None = None) -> lis
 
 def test_concurrent_replicas_make_one_call_and_return_the_same_text(stores: list[SharedSessionStore]) -> None:
     inner = CountingSummarizer()
+    before = {o: _claims(o) for o in ("called", "reused")}
     results = _race([ClaimedSummarizer(inner, s, wait_s=10) for s in stores for _ in range(2)])
     assert inner.calls == 1
+    assert {o: _claims(o) - before[o] for o in before} == {"called": 1, "reused": 5}
     assert results == ["1 call(s): flight IB3170, 2 seats, previous=None"] * 6
     assert _race([ClaimedSummarizer(inner, stores[0], wait_s=10)], previous="earlier") == [
         "2 call(s): flight IB3170, 2 seats, previous=earlier"
