@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,22 @@ def test_serve_workers_2_shares_state_like_one_gateway(
     assert _bodies(run) == _bodies(single)
     assert run["cached"] == single["cached"]
     assert [k for k, n in Counter(run["summaries"]).items() if n > 1] == []
+
+
+def test_concurrent_turns_on_two_replicas_summarise_once(
+    sims: tuple[SimHandle, SimHandle], requests_60: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The same over-threshold turn reaches two replicas at once (a client retry): one summary, same bytes."""
+    body = requests_60[45]  # far over the threshold with no checkpoint yet: compacted in-pass
+    with postgres_database() as url, ExitStack() as stack:
+        upgrade(url)
+        config = _config(sims, database_url=url, session_state="database")
+        gws = [stack.enter_context(run_gateway(tmp_path_factory.mktemp(f"gw-race{i}"), config)) for i in range(2)]
+        sims[0].reset()
+        sims[1].reset()
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda gw: _replay([gw.base_url], [body]), gws))
+    chats, summaries = sims[0].received(), [orjson.dumps(b) for b in sims[1].received()]
+    assert len(chats) == 2 and chats[0] == chats[1]
+    assert "<summary" in str(chats[0]["messages"])
+    assert summaries and len(set(summaries)) == len(summaries), "no summariser request was made twice"
