@@ -98,6 +98,11 @@ COMPACTIONS = Counter("ventana_compactions_total", "History compactions (a range
 SUMMARIZER_CALLS = Counter(
     "ventana_summarizer_calls_total", "Summariser calls made for compaction, by outcome", ["model", "outcome"]
 )
+SUMMARY_CLAIMS = Counter(
+    "ventana_summary_claims_total",
+    "Summariser calls claimed across replicas: called (this process asked the model), reused (another's text), failed",
+    ["outcome"],
+)
 TOOL_SET_CHANGES = Counter(
     "ventana_tool_set_changes_total", "Turns whose pruned tool set differs from the session's previous one", ["model"]
 )

@@ -70,15 +70,16 @@ def prometheus_binary() -> str | None:
 
 
 @contextmanager
-def run_prometheus(tmp: Path, target: str, *, scrape_interval: str = "1s") -> Iterator[PromHandle]:
-    """Start Prometheus scraping ``target`` (host:port, path /metrics) and wait until it is ready."""
+def run_prometheus(tmp: Path, target: str | list[str], *, scrape_interval: str = "1s") -> Iterator[PromHandle]:
+    """Start Prometheus scraping ``target`` (host:port, path /metrics; a list: one target per replica)."""
+    targets = [target] if isinstance(target, str) else list(target)
     binary = prometheus_binary()
     if binary is None:
         raise PrometheusError("the prometheus binary is not installed (tests/run.sh installs Debian's package)")
     port = free_port()
     config = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
-        "scrape_configs": [{"job_name": "ventana", "static_configs": [{"targets": [target]}]}],
+        "scrape_configs": [{"job_name": "ventana", "static_configs": [{"targets": targets}]}],
     }
     config_path = tmp / "prometheus.yml"
     config_path.write_text(yaml.safe_dump(config))

@@ -128,7 +128,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
     compaction = compaction_runtime(gw)
-    state = compaction.adopt(await gw.sessions.load(session_id))
+    state = await compaction.adopt(await gw.sessions.load(session_id))
     await count_off_loop(gw.counter(model), body, len(raw), session_id)
     ctx = build_context(body, gw, model, state, caller, compaction.summarizer)
     if compaction.needs_thread:  # the summariser may do I/O: keep the event loop free
@@ -137,7 +137,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         assembly = assemble(ctx, gw.settings.policy)
     prefix = track_prefix(assembly.assembled)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
-    prepared = compaction.prepare(ctx, assembly.assembled)
+    await compaction.publish(state, assembly.assembled.session)
+    prepared = await compaction.prepare(ctx, assembly.assembled)
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
         request_id=request_id,

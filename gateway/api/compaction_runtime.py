@@ -5,10 +5,13 @@ the configured summariser once (``policy.compaction.summarizer_model``), says wh
 assembly must run in a worker thread (it may call that summariser), and prepares the
 next checkpoint in the background once a session passes the lower watermark: a pure
 plan (``plan_compaction``), the summariser in a thread, the checkpoint saved into the
-session state. At most one preparation runs per session.
+session's append-only checkpoint claims. At most one preparation runs per session and
+checkpoint across every process sharing the session store (``claim``), and the
+summariser itself makes each distinct call once (``ClaimedSummarizer``).
 
-A finished preparation is also kept in memory until the session's next turn adopts it,
-so a turn that loaded its state while the summary was being written still finds it.
+Finished checkpoints are never written into the last-writer-wins session state from the
+background: each turn ``adopt``s the ones its state lacks (waiting, bounded, for one still
+being prepared), so a turn sees the same checkpoints whichever replica receives it.
 
 A summariser that fails or times out in the background cannot fail a request (the
 extractive summary is prepared instead, by ``summarize_range``), but it must not go
@@ -27,11 +30,20 @@ from gateway.assembly.context import Checkpoint, Context, Decision, SessionState
 from gateway.assembly.plan_compaction import CompactionPlan, plan_compaction
 from gateway.assembly.summarize_range import summarize_range
 from gateway.config import Settings
+from gateway.sessions.checkpoints import (
+    checkpoint_key,
+    checkpoint_result,
+    failed_result,
+    publish_checkpoints,
+    published_checkpoints,
+)
+from gateway.sessions.claimed_summary import ClaimedSummarizer
 from gateway.sessions.protocol import SessionStore
 from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
 
 log = logging.getLogger("ventana.compaction")
+WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to store its result
 
 #: Sessions whose background summariser failure is waiting for their next request; past this
 #: many, the oldest are forgotten (the failure is still logged and the summary still prepared).
@@ -52,36 +64,67 @@ def build_summarizer(settings: Settings) -> Summarizer | None:
 class CompactionRuntime:
     def __init__(self, settings: Settings, sessions: SessionStore) -> None:
         self.policy = settings.policy.compaction
-        self.summarizer = build_summarizer(settings)
+        inner = build_summarizer(settings)
+        self._inner = inner
+        self.summarizer: Summarizer | None = None
+        if inner is not None:
+            self.summarizer = ClaimedSummarizer(inner, sessions, wait_s=self.wait_s)
         self._sessions = sessions
         self._running: dict[str, asyncio.Task[None]] = {}
-        self._ready: dict[str, Checkpoint] = {}
         self._owed: dict[str, Decision] = {}
+
+    @property
+    def wait_s(self) -> float:
+        """How long a turn waits for a summary or checkpoint another process is making."""
+        return self.policy.summarizer_timeout_s + WAIT_MARGIN_S
 
     @property
     def needs_thread(self) -> bool:
         """Whether assembly may call a summariser that does I/O (then it must leave the event loop)."""
         return self.summarizer is not None and self.policy.enabled
 
-    def adopt(self, state: SessionState) -> SessionState:
-        """Add a checkpoint prepared for this session that its stored state may not carry yet."""
-        cp = self._ready.pop(state.session_id, None)
-        if cp is None or any(c.range_hash == cp.range_hash for c in state.checkpoints):
+    async def adopt(self, state: SessionState) -> SessionState:
+        """Add the checkpoints finished for this session (by any process) that its state lacks.
+
+        A checkpoint still being prepared is waited for (bounded), so the turn after a
+        preparation assembles the same request whichever replica receives it.
+        """
+        if not (self.policy.enabled and self.policy.reuse_checkpoints):
             return state
-        return replace(state, checkpoints=(*state.checkpoints, cp)[-self.policy.max_checkpoints :])
+        found = await published_checkpoints(self._sessions, state.session_id, self.wait_s)
+        have = {c.range_hash for c in state.checkpoints}
+        new = [c for c in found if c.range_hash not in have]
+        if not new:
+            return state
+        # Nearest end last, as the pass keeps them; the oldest beyond max_checkpoints drop out.
+        merged = sorted((*state.checkpoints, *new), key=lambda c: (c.end, c.range_hash))
+        kept = tuple(merged[-self.policy.max_checkpoints :])
+        return state if {c.range_hash for c in kept} == have else replace(state, checkpoints=kept)
+
+    async def publish(self, before: SessionState, after: SessionState) -> None:
+        """Store checkpoints this turn made in-pass append-only, so no concurrent save can lose them."""
+        have = {c.range_hash for c in before.checkpoints}
+        new = [c for c in after.checkpoints if c.range_hash not in have]
+        if new:
+            await asyncio.to_thread(publish_checkpoints, self._sessions, after.session_id, new)
 
     def reports(self, session_id: str) -> list[Decision]:
         """Decisions from this session's background preparation, owed to its next recorded request."""
         owed = self._owed.pop(session_id, None)
         return [owed] if owed is not None else []
 
-    def prepare(self, original: Context, assembled: Context) -> Decision | None:
-        """Start preparing the next checkpoint if this session passed ``prepare_at``; say so as a Decision."""
+    async def prepare(self, original: Context, assembled: Context) -> Decision | None:
+        """Start preparing the next checkpoint if this session passed ``prepare_at``; say so as a Decision.
+
+        Only the process that wins the checkpoint's claim prepares it; the others return None.
+        """
         session_id = assembled.session.session_id
         if session_id in self._running:
             return None
         plan = plan_compaction(original, assembled, self.policy)
         if plan is None:
+            return None
+        if not await asyncio.to_thread(self._sessions.claim, checkpoint_key(session_id, plan.key)):
             return None
         task = asyncio.get_running_loop().create_task(self._prepare(session_id, plan, assembled))
         self._running[session_id] = task
@@ -100,6 +143,7 @@ class CompactionRuntime:
         )
 
     async def _prepare(self, session_id: str, plan: CompactionPlan, ctx: Context) -> None:
+        key = checkpoint_key(session_id, plan.key)
         try:
             result = await asyncio.to_thread(
                 summarize_range,
@@ -111,17 +155,14 @@ class CompactionRuntime:
                 self.policy,
                 ctx.env.counter,
             )
-        except Exception:  # a failed preparation only means the crossing turn summarises itself
+        except Exception as exc:  # a failed preparation only means the crossing turn summarises itself
             log.exception("preparing a summary for session %s failed", session_id)
+            await asyncio.to_thread(self._sessions.finish, key, failed_result(exc))
             return
         cp = result.checkpoint
         if result.failures:
             self._owe_failure(session_id, cp, result.failures)
-        self._ready[session_id] = cp
-        state = await self._sessions.load(session_id)
-        if not any(c.range_hash == cp.range_hash for c in state.checkpoints):
-            checkpoints = (*state.checkpoints, cp)[-self.policy.max_checkpoints :]
-            await self._sessions.save(replace(state, checkpoints=checkpoints))
+        await asyncio.to_thread(self._sessions.finish, key, checkpoint_result(cp))
 
     def _owe_failure(self, session_id: str, cp: Checkpoint, failures: tuple[str, ...]) -> None:
         log.warning(
@@ -153,8 +194,8 @@ class CompactionRuntime:
             await asyncio.gather(*list(self._running.values()), return_exceptions=True)
 
     def close(self) -> None:
-        if isinstance(self.summarizer, LLMSummarizer):
-            self.summarizer.close()
+        if isinstance(self._inner, LLMSummarizer):
+            self._inner.close()
 
 
 def compaction_runtime(gw: Any) -> CompactionRuntime:

@@ -20,7 +20,6 @@ from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.lint_context import LintPolicy
 from gateway.assembly.move_volatile import VolatilePolicy
 from gateway.assembly.place_cache_breakpoints import CachePolicy
-
 from gateway.assembly.prune_tools import ToolPolicy
 from gateway.assembly.render_reminder import ReminderPolicy
 from gateway.assembly.restate_rules import RulesPolicy

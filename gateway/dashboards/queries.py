@@ -2,8 +2,8 @@
 
 The dashboards in ``grafana/dashboards`` are the product; tests and the preview renderer
 read them rather than keeping a second list of queries that could drift. Grafana fills in
-a few variables before it sends a query (``$model``, ``$__rate_interval``, ``$__range``);
-``to_promql`` does the same, so the exact text of every panel can be sent to Prometheus.
+a few variables before it sends a query (``$model``, ``$instance``, ``$__rate_interval``,
+``$__range``); ``to_promql`` does the same, so the exact text of every panel can be sent to Prometheus.
 """
 
 from __future__ import annotations
@@ -70,8 +70,10 @@ def dashboard_queries(directory: Path = DASHBOARDS_DIR) -> list[PanelQuery]:
     return found
 
 
-def to_promql(expr: str, *, rate_interval: str = "1m", range_: str = "1h", model: str = ".*") -> str:
-    """Replace Grafana's variables the way Grafana would for an "All models" view.
+def to_promql(
+    expr: str, *, rate_interval: str = "1m", range_: str = "1h", model: str = ".*", instance: str = ".*"
+) -> str:
+    """Replace Grafana's variables the way Grafana would for an "All models, every replica" view.
 
     >>> to_promql('rate(x{model=~"$model"}[$__rate_interval])', rate_interval="30s")
     'rate(x{model=~".*"}[30s])'
@@ -82,4 +84,6 @@ def to_promql(expr: str, *, rate_interval: str = "1m", range_: str = "1h", model
         .replace("$__interval", rate_interval)
         .replace("${model}", model)
         .replace("$model", model)
+        .replace("${instance}", instance)
+        .replace("$instance", instance)
     )

@@ -1,4 +1,9 @@
-"""In-process session state: a bounded LRU map, for a single gateway process."""
+"""In-process session state: a bounded LRU map, for a single gateway process.
+
+Claims are a dict in the same process (one process: a dict is enough), grouped by the
+key's namespace (everything up to its last ``:``) so ``claimed`` of one session's
+checkpoints is one lookup, not a scan. Both maps are bounded; the oldest go first.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,20 @@ from collections import OrderedDict
 from gateway.assembly.context import SessionState
 
 DEFAULT_MAX_SESSIONS = 50_000
+DEFAULT_MAX_CLAIMS = 200_000
+
+
+def _group(key: str) -> str:
+    return key.rpartition(":")[0] + ":"
 
 
 class MemorySessionStore:
-    def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+    def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS, max_claims: int = DEFAULT_MAX_CLAIMS) -> None:
         self._states: OrderedDict[str, SessionState] = OrderedDict()
         self._max = max_sessions
-        self._claims: set[str] = set()
+        self._claims: OrderedDict[str, dict[str, str | None]] = OrderedDict()  # group -> key -> result
+        self._claim_count = 0
+        self._max_claims = max_claims
 
     async def load(self, session_id: str) -> SessionState:
         state = self._states.get(session_id)
@@ -29,11 +41,29 @@ class MemorySessionStore:
             self._states.popitem(last=False)
 
     def claim(self, key: str) -> bool:
-        """Return True for the first caller per key (one process: a set is enough)."""
-        if key in self._claims:
+        """Return True for the first caller per key."""
+        group = self._claims.setdefault(_group(key), {})
+        if key in group:
             return False
-        self._claims.add(key)
+        group[key] = None
+        self._claim_count += 1
+        while self._claim_count > self._max_claims and len(self._claims) > 1:
+            _, dropped = self._claims.popitem(last=False)
+            self._claim_count -= len(dropped)
         return True
+
+    def finish(self, key: str, result: str) -> None:
+        group = self._claims.get(_group(key), {})
+        if key in group and group[key] is None:
+            group[key] = result
+
+    def result(self, key: str) -> str | None:
+        return self._claims.get(_group(key), {}).get(key)
+
+    def claimed(self, prefix: str) -> dict[str, str | None]:
+        if prefix.endswith(":"):
+            return dict(self._claims.get(prefix, {}))
+        return {k: v for g in self._claims.values() for k, v in g.items() if k.startswith(prefix)}
 
     async def close(self) -> None:
         self._states.clear()

@@ -10,8 +10,13 @@ from gateway.assembly.context import SessionState
 class SessionStore(Protocol):
     """Backends: in-process (one gateway) or shared (replicas behind a load balancer).
 
-    ``save`` is last-writer-wins on the whole state; concurrent turns of one session
-    are rare and each carries a complete, valid state.
+    ``save`` is last-writer-wins on the whole state: concurrent turns of one session may
+    overwrite each other's state. Work that must never be lost that way (a finished
+    checkpoint) is stored append-only through ``claim``/``finish`` instead, and read back
+    with ``finished``.
+
+    ``claim``, ``finish``, ``result`` and ``finished`` block (a database round trip in the
+    shared backend): call them off the event loop.
     """
 
     async def load(self, session_id: str) -> SessionState: ...
@@ -20,6 +25,18 @@ class SessionStore(Protocol):
 
     def claim(self, key: str) -> bool:
         """True for exactly one caller per key across every process sharing this store."""
+        ...
+
+    def finish(self, key: str, result: str) -> None:
+        """Attach the winner's finished work to its claim (written once; later calls are ignored)."""
+        ...
+
+    def result(self, key: str) -> str | None:
+        """The finished work of a claim; None while it is in flight or was never claimed."""
+        ...
+
+    def claimed(self, prefix: str) -> dict[str, str | None]:
+        """Every claim whose key starts with ``prefix``, with its result (None while in flight)."""
         ...
 
     async def close(self) -> None: ...

@@ -16,20 +16,23 @@ run the summariser twice for the same checkpoint.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from sqlalchemy import delete, select
+from sqlalchemy import Table, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from gateway.assembly.context import SessionState
 from gateway.store.engine import make_engine
 from gateway.store.models import SessionClaim, SessionStateRow
+from gateway.store.session_retention import forget_sessions
 
-session_states = SessionStateRow.__table__
-session_claims = SessionClaim.__table__
+session_states = cast(Table, SessionStateRow.__table__)
+session_claims = cast(Table, SessionClaim.__table__)
 
 REDIS_TTL_S = 24 * 3600
 _REDIS_PREFIX = "ventana:session:"
@@ -47,10 +50,13 @@ def _upsert(engine: Engine, session_id: str, payload: str) -> None:
     else:
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-        stmt = sqlite_insert(session_states).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id"], set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at}
+        lite = sqlite_insert(session_states).values(**values)
+        lite = lite.on_conflict_do_update(
+            index_elements=["session_id"], set_={"state": lite.excluded.state, "updated_at": lite.excluded.updated_at}
         )
+        with engine.begin() as conn:
+            conn.execute(lite)
+        return
     with engine.begin() as conn:
         conn.execute(stmt)
 
@@ -65,7 +71,7 @@ class SharedSessionStore:
             import redis
 
             self._redis = redis.Redis.from_url(redis_url)
-        self.owner = owner or f"pid-{id(self)}"
+        self.owner = (owner or f"{socket.gethostname()}:{os.getpid()}")[:64]  # who claimed what, for debugging
 
     def _load(self, session_id: str) -> SessionState:
         if self._redis is not None:
@@ -102,11 +108,31 @@ class SharedSessionStore:
         """Return True for exactly one caller per key, across every replica (blocking; call off-loop)."""
         return self._claim(key)
 
-    def forget_before(self, cutoff: float) -> int:
+    def finish(self, key: str, result: str) -> None:
+        """Store the winner's result on its claim; only a claim still in flight is written (append-only)."""
+        stmt = (
+            update(session_claims)
+            .where(session_claims.c.claim_key == key, session_claims.c.result.is_(None))
+            .values(result=result)
+        )
         with self._engine.begin() as conn:
-            conn.execute(delete(session_claims).where(session_claims.c.created_at < cutoff))
-            result = conn.execute(delete(session_states).where(session_states.c.updated_at < cutoff))
-        return int(result.rowcount or 0)
+            conn.execute(stmt)
+
+    def result(self, key: str) -> str | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(session_claims.c.result).where(session_claims.c.claim_key == key)).first()
+        return None if row is None else row[0]
+
+    def claimed(self, prefix: str) -> dict[str, str | None]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = select(session_claims.c.claim_key, session_claims.c.result).where(
+            session_claims.c.claim_key.like(escaped + "%", escape="\\")
+        )
+        with self._engine.connect() as conn:
+            return {key: result for key, result in conn.execute(stmt)}
+
+    def forget_before(self, cutoff: float) -> int:
+        return forget_sessions(self._engine, cutoff)
 
     async def close(self) -> None:
         if self._redis is not None:

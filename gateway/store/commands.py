@@ -6,6 +6,7 @@ Each function takes the resolved settings and a rich Console and raises StoreErr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,6 +22,7 @@ from gateway.store.logs_table import parse_since, print_logs
 from gateway.store.migrate import current_revision, head_revision, upgrade
 from gateway.store.queries import get_request, list_requests
 from gateway.store.retention import prune
+from gateway.store.session_retention import forget_sessions
 
 
 def run_migrate(settings: Settings, console: Console, *, revision: str = "head") -> None:
@@ -99,7 +101,8 @@ def run_prune(settings: Settings, console: Console, *, days: int | None) -> None
         raise StoreError("no retention set: pass --days N or set store.retention_days in the config")
     with reading(settings) as engine:
         pruned = prune(engine, retention_days=retention)
+        sessions = forget_sessions(engine, time.time() - retention * 86400)
     console.print(
         f"pruned requests older than {retention} days: {pruned.requests} requests, "
-        f"{pruned.nodes} message nodes, {pruned.blobs} blobs"
+        f"{pruned.nodes} message nodes, {pruned.blobs} blobs, {sessions} idle session states"
     )

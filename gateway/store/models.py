@@ -116,3 +116,4 @@ class SessionClaim(Base):
     claim_key: Mapped[str] = mapped_column(String(256), primary_key=True)
     owner: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float, index=True)
+    result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the winner's finished work, append-only

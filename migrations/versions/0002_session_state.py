@@ -29,6 +29,9 @@ def upgrade() -> None:
         sa.Column("claim_key", sa.String(256), primary_key=True),
         sa.Column("owner", sa.String(64), nullable=False),
         sa.Column("created_at", sa.Float(), nullable=False),
+        # What the winner produced (e.g. a finished checkpoint as JSON); NULL while in flight.
+        # Finished work is stored append-only here, not in the last-writer-wins session state.
+        sa.Column("result", sa.Text(), nullable=True),
     )
     op.create_index("ix_session_claims_created_at", "session_claims", ["created_at"])
 

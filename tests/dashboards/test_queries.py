@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import re
 
 import yaml
 
@@ -29,7 +30,7 @@ def test_three_dashboards_with_unique_uids_and_panel_ids() -> None:
     for d in dashboards.values():
         ids = [p["id"] for p in d["panels"]]
         assert len(ids) == len(set(ids)), d["uid"]
-        assert {v["name"] for v in d["templating"]["list"]} == {"datasource", "model"}
+        assert {v["name"] for v in d["templating"]["list"]} == {"datasource", "model", "instance"}
 
 
 def test_every_query_reads_exported_metrics_and_follows_the_model_picker() -> None:
@@ -53,3 +54,11 @@ def test_provisioning_files_point_at_the_dashboards() -> None:
     assert provider["providers"][0]["type"] == "file"
     datasource = yaml.safe_load((REPO_ROOT / "grafana/provisioning/datasources/ventana.yaml").read_text())
     assert datasource["datasources"][0]["type"] == "prometheus"
+
+
+def test_every_query_follows_the_replica_picker() -> None:
+    """Each replica is its own scrape target: every series a panel reads is filtered by ``$instance``."""
+    for q in dashboard_queries():
+        selectors = re.findall(r"(ventana_[a-z0-9_]+)(\{[^}]*\})?", q.expr)
+        for metric, labels in selectors:
+            assert 'instance=~"$instance"' in labels, f"{q.panel}: {metric} ignores the replica picker"

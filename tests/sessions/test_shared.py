@@ -3,39 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from gateway.assembly.context import Checkpoint, SessionState
 from gateway.sessions.shared import SharedSessionStore
-from gateway.store.migrate import upgrade
-
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'state.db'}"
-        upgrade(url)
-        yield url
-        return
-    name = "ventana_sessions_" + uuid.uuid4().hex[:8]
-    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = PG_ADMIN.rsplit("/", 1)[0] + "/" + name
-    upgrade(url)
-    try:
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 async def test_state_saved_by_one_replica_is_loaded_by_another(database_url: str) -> None:
@@ -83,3 +57,26 @@ async def test_redis_cache_serves_the_latest_state(database_url: str) -> None:
     assert (await b.load(sid)).turn == 7
     await a.close()
     await b.close()
+
+
+def test_a_claims_result_is_written_once_and_listed_by_prefix(database_url: str) -> None:
+    a, b = SharedSessionStore(database_url, owner="a"), SharedSessionStore(database_url, owner="b")
+    assert a.claim("cp:s_1:h1") and a.claim("cp:s_1:h2") and a.claim("cp:s%1:h3")
+    assert b.result("cp:s_1:h1") is None and b.result("never-claimed") is None
+    a.finish("cp:s_1:h1", "first")
+    b.finish("cp:s_1:h1", "second")  # append-only: a finished claim keeps its result
+    assert b.result("cp:s_1:h1") == "first"
+    # '_' and '%' in a session id are literal, not LIKE wildcards
+    assert b.claimed("cp:s_1:") == {"cp:s_1:h1": "first", "cp:s_1:h2": None}
+    assert b.claimed("cp:s%1:") == {"cp:s%1:h3": None}
+
+
+async def test_retention_forgets_idle_sessions_and_old_claims(database_url: str) -> None:
+    store = SharedSessionStore(database_url, owner="a")
+    await store.save(SessionState(session_id="idle", turn=1))
+    assert store.claim("cp:idle:h1")
+    cutoff = time.time() + 1  # everything so far is older than this
+    assert store.forget_before(cutoff) == 1
+    assert await store.load("idle") == SessionState(session_id="idle")
+    assert store.claimed("cp:idle:") == {} and store.claim("cp:idle:h1")
+    await store.close()

@@ -1,0 +1,87 @@
+"""One summariser call per input across every replica: claim it, or wait for who did.
+
+Replicas that assemble consecutive (or concurrent) turns of one conversation can reach
+the same range at the same time: the background preparation on one, the crossing turn
+on another. ``ClaimedSummarizer`` wraps the configured summariser so that each distinct
+call (the span, the summary it continues, the token limit, the summariser's name) is
+made once: the caller whose ``claim`` wins calls the model and stores the text on the
+claim (append-only, in ``session_claims.result``); every other caller polls for that
+text and returns it, so every replica builds byte-identical summaries.
+
+A loser never calls the model. If the winner fails, it stores the failure and the
+losers raise too (the compaction pass then falls back to the extractive summary, as the
+winner did). If the winner vanishes (a crashed replica), the first loser to run out of
+patience stores a failure, so later turns do not wait again.
+
+Runs in a worker thread (the summariser does blocking I/O already); the store calls block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import orjson
+
+from gateway import metrics
+from gateway.assembly.context import Message, Summarizer
+from gateway.sessions.protocol import SessionStore
+
+CLAIM_PREFIX = "sum:"
+POLL_S = 0.05
+
+
+class SummaryUnavailable(RuntimeError):
+    """Another replica owns this summary and it failed or never arrived; fall back to extractive."""
+
+
+def summary_key(name: str, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+    """The claim key of one summariser call: a hash of everything the call's answer depends on."""
+    h = hashlib.sha256()
+    h.update(orjson.dumps([name, previous, max_tokens, list(messages)], option=orjson.OPT_SORT_KEYS))
+    return CLAIM_PREFIX + h.hexdigest()
+
+
+def wait_for_result(sessions: SessionStore, key: str, wait_s: float) -> str | None:
+    """Poll a claim's result for up to ``wait_s`` seconds; None if it never arrived."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = sessions.result(key)
+        if found is not None or time.monotonic() >= deadline:
+            return found
+        time.sleep(POLL_S)
+
+
+class ClaimedSummarizer:
+    """A ``Summarizer`` that makes each distinct call once across all processes sharing ``sessions``."""
+
+    def __init__(self, inner: Summarizer, sessions: SessionStore, *, wait_s: float) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._sessions = sessions
+        self._wait_s = wait_s
+
+    def __call__(self, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+        key = summary_key(self.name, messages, previous, max_tokens)
+        if self._sessions.claim(key):
+            metrics.SUMMARY_CLAIMS.labels("called").inc()
+            return self._summarise(key, messages, previous, max_tokens)
+        found = wait_for_result(self._sessions, key, self._wait_s)
+        if found is None:
+            self._sessions.finish(key, orjson.dumps({"error": "the claiming replica did not finish"}).decode())
+            found = self._sessions.result(key)
+        outcome = orjson.loads(found or "{}")
+        if "text" not in outcome:
+            metrics.SUMMARY_CLAIMS.labels("failed").inc()
+            raise SummaryUnavailable(f"summary made by another replica failed: {outcome.get('error')}")
+        metrics.SUMMARY_CLAIMS.labels("reused").inc()
+        return str(outcome["text"])
+
+    def _summarise(self, key: str, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+        try:
+            text = self.inner(messages, previous, max_tokens)
+        except Exception as exc:
+            self._sessions.finish(key, orjson.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}).decode())
+            raise
+        self._sessions.finish(key, orjson.dumps({"text": text}).decode())
+        return text
