@@ -22,6 +22,7 @@ from starlette.responses import Response, StreamingResponse
 from gateway import metrics
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
+from gateway.api.memory_runtime import memory_runtime
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
@@ -134,6 +135,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     compaction = compaction_runtime(gw)
     state = compaction.adopt(await gw.sessions.load(session_id))
     ctx = build_context(body, gw, model, state, caller, compaction.summarizer)
+    memory = memory_runtime(gw)
+    ctx = await memory.before(ctx, body, caller)
     if compaction.needs_thread:  # the summariser may do I/O: keep the event loop free
         assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy)
     else:
@@ -141,6 +144,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     prefix = track_prefix(assembly.assembled)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     prepared = compaction.prepare(ctx, assembly.assembled)
+    memory.after(ctx, assembly.decisions, body, caller)
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
         request_id=request_id,

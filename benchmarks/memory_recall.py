@@ -1,0 +1,170 @@
+"""Benchmark episodic recall: are the answers to BFCL memory questions in what the provider received?
+
+    python -m benchmarks.memory_recall            # 5 conversations, 155 questions, recall off and on
+    python -m benchmarks.memory_recall --quick    # 2 conversations, 10 questions each
+
+Each conversation of ``shared/data/bfcl_memory.jsonl`` is replayed through a real gateway
+process (real HTTP, the official openai SDK) to the provider simulator, one user message a
+turn, the client keeping a fixed short reply as the assistant turn. The model's window is
+set per conversation to a quarter of the conversation's tokens, so compaction (extractive
+summaries) must replace most of the history. Then every question of the conversation is
+asked at the end of the full history, in the same session, and the simulator's record
+says what the provider received: an answer counts as present when one of its accepted
+strings appears (case-insensitive) in the received messages other than the question itself.
+Recall off (``memory.enabled: false``) and on (``memory.enabled: true``, long-term facts
+off so only episodic recall is measured) run on separate gateway processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+from tqdm import tqdm
+
+import gateway  # noqa: F401  (offline tiktoken)
+from benchmarks.compaction import _memory_data
+from gateway.tokens import counter_for
+from tests.procs import SimHandle, run_gateway, run_simulator
+
+COUNTER = counter_for("o200k_base")
+REPLY = "Noted."
+WINDOW_SHARE = 4  # window = conversation tokens / WINDOW_SHARE
+MIN_WINDOW = 800
+COMPACTION = {"summary_max_tokens": 200, "summarizer_input_tokens": 4000, "keep_recent_turns": 2, "prepare_at": 0.55}
+MEMORY_ON = {
+    "enabled": True,
+    "long_term": False,
+    "recall_budget_tokens": 600,
+    "max_passages": 3,
+    "passage_tokens": 200,
+    "min_score": 0.2,
+}
+
+
+@dataclass
+class Outcome:
+    present: int = 0
+    answerable: int = 0
+    asked: int = 0
+    recalled: list[int] = field(default_factory=list)  # passages placed per question
+    prompt_tokens: list[int] = field(default_factory=list)
+    compacted: bool = False
+
+
+def _window(case: dict[str, Any]) -> int:
+    return max(MIN_WINDOW, COUNTER.messages(case["messages"]) // WINDOW_SHARE)
+
+
+def _models(cases: list[dict[str, Any]], base_url: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": _model_name(c),
+            "litellm_model": "openai/gpt-4o-mini",
+            "api_base": base_url,
+            "context_window": _window(c),
+        }
+        for c in cases
+    ]
+
+
+def _model_name(case: dict[str, Any]) -> str:
+    return "mem-" + case["id"].rsplit("/", 1)[-1]
+
+
+def _text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages).lower()
+
+
+def _found(answers: list[str], text: str) -> bool:
+    return any(a.lower() in text for a in answers)
+
+
+def replay(client: openai.OpenAI, sim: SimHandle, case: dict[str, Any], session: str, questions: int | None) -> Outcome:
+    """Replay one conversation turn by turn, then ask each question at its end."""
+    out, history = Outcome(), []
+    model, headers = _model_name(case), {"x-session-id": session}
+    full = _text(case["messages"])
+    for message in tqdm(case["messages"], desc=f"{session} turns", leave=False):
+        history.append(message)
+        client.chat.completions.create(model=model, messages=history, extra_headers=headers)
+        history.append({"role": "assistant", "content": REPLY})
+    for q in tqdm(case["questions"][:questions], desc=f"{session} questions", leave=False):
+        sim.reset()
+        question = {"role": "user", "content": q["question"]}
+        got = client.chat.completions.create(model=model, messages=[*history, question], extra_headers=headers)
+        received = sim.received()[-1]["messages"]
+        seen = [m for m in received if m.get("content") != q["question"]]
+        out.asked += 1
+        out.answerable += _found(q["answers"], full)
+        out.present += _found(q["answers"], full) and _found(q["answers"], _text(seen))
+        out.recalled.append(sum(str(m.get("content") or "").count("<passage ") for m in received))
+        out.prompt_tokens.append(got.usage.prompt_tokens if got.usage else 0)
+        out.compacted = out.compacted or any(str(m.get("content") or "").startswith("<summary") for m in received)
+    return out
+
+
+def run(tmp: Path, cases: list[dict[str, Any]], questions: int | None) -> dict[str, dict[str, Outcome]]:
+    results: dict[str, dict[str, Outcome]] = {}
+    (tmp / "sim").mkdir(parents=True, exist_ok=True)
+    with run_simulator(tmp / "sim") as sim:
+        for mode, memory in (("off", {"enabled": False}), ("on", MEMORY_ON)):
+            config = {"models": _models(cases, sim.base_url), "policy": {"compaction": COMPACTION, "memory": memory}}
+            gw_dir = tmp / f"gw-{mode}"
+            gw_dir.mkdir(parents=True, exist_ok=True)
+            with run_gateway(gw_dir, config) as gw:
+                client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
+                for case in tqdm(cases, desc=f"recall {mode}"):
+                    session = f"{mode}-{case['id'].rsplit('/', 1)[-1]}"
+                    results.setdefault(case["id"], {})[mode] = replay(client, sim, case, session, questions)
+    return results
+
+
+def table(cases: list[dict[str, Any]], results: dict[str, dict[str, Outcome]]) -> list[str]:
+    rows = [
+        "| conversation | history tokens | window | questions | answer in history | compacted | "
+        "present, recall off | present, recall on | passages recalled (median) | prompt tokens off / on (median) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    tot = {"asked": 0, "answerable": 0, "off": 0, "on": 0}
+    for case in cases:
+        off, on = results[case["id"]]["off"], results[case["id"]]["on"]
+        tot["asked"] += off.asked
+        tot["answerable"] += off.answerable
+        tot["off"] += off.present
+        tot["on"] += on.present
+        rows.append(
+            f"| {case['id']} | {COUNTER.messages(case['messages'])} | {_window(case)} | {off.asked} | "
+            f"{off.answerable} | {'yes' if off.compacted else 'no'} | {off.present}/{off.answerable} | "
+            f"{on.present}/{on.answerable} | {statistics.median(on.recalled):.0f} | "
+            f"{statistics.median(off.prompt_tokens):.0f} / {statistics.median(on.prompt_tokens):.0f} |"
+        )
+    a = tot["answerable"] or 1
+    rows.append(
+        f"| **all** | | | {tot['asked']} | {tot['answerable']} | | **{tot['off']}/{a} ({tot['off'] / a:.0%})** | "
+        f"**{tot['on']}/{a} ({tot['on'] / a:.0%})** | | |"
+    )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 conversations, 10 questions each")
+    parser.add_argument("--json", dest="json_out", default=None, help="also write per-question outcomes here")
+    args = parser.parse_args()
+    cases = [orjson.loads(line) for line in _memory_data().read_text().splitlines() if line.strip()]
+    if args.quick:
+        cases = [c for c in cases if c["id"].endswith(("notetaker", "healthcare"))]
+    with tempfile.TemporaryDirectory(prefix="ventana-memory-bench-") as tmp:
+        results = run(Path(tmp), cases, 10 if args.quick else None)
+    print("\n".join(table(cases, results)))
+
+
+if __name__ == "__main__":
+    main()
