@@ -37,7 +37,7 @@ from gateway.assembly.memory_blocks import (
     passage_block,
     recalled_message,
 )
-from gateway.assembly.message_text import is_system, text_of
+from gateway.assembly.message_text import is_system
 from gateway.assembly.pass_policy import PassPolicy
 from gateway.assembly.verify_assembly import is_gateway_block
 
@@ -110,7 +110,11 @@ def _profile(ctx: Context, policy: MemoryPolicy) -> tuple[str | None, list[Decis
 
 
 def _visible_text(messages: Sequence[Message]) -> str:
-    return "\n".join(text_of(m.get("content")) for m in messages)
+    """What the model sees, rendered the way passages were archived (``speaker: text`` lines)."""
+    # Imported here: gateway.summarize imports the config, which imports this module's policy.
+    from gateway.summarize.transcript import render_transcript
+
+    return render_transcript(messages)
 
 
 def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Decision]]:
@@ -154,6 +158,8 @@ def recall_memory(ctx: Context, state: SessionState, policy: MemoryPolicy) -> tu
     messages = list(ctx.messages)
     if passages:
         messages.insert(question, recalled_message(passages))
+    if any(str(m.get("content")).startswith("<memory") for m in ctx.messages):
+        profile, decisions = None, []  # the pipeline run on its own output: the block is already in place
     if profile:
         messages.insert(_profile_index(messages), {"role": "system", "content": profile})
     session = ctx.session
