@@ -71,7 +71,7 @@ def test_budget_and_max_passages_bound_the_block() -> None:
     block = out.messages[-2]
     assert ctx.env.counter.message(block) <= 900
     assert 1 <= len(decisions) < 5
-    out2, decisions2 = recall_memory(ctx, ctx.session, ON.model_copy(update={"max_passages": 1}))
+    _, decisions2 = recall_memory(ctx, ctx.session, ON.model_copy(update={"max_passages": 1}))
     assert len(decisions2) == 1 and decisions2[0].detail["start"] == 0
 
 
@@ -123,7 +123,7 @@ def test_memory_block_is_placed_after_the_system_prompt_and_frozen() -> None:
         **{FACTS_KEY: (Fact("prefers", "They prefer Rust."),)},
     )
     later = later.replace(session=replace(out.session, turn=1))
-    out2, decisions2 = recall_memory(later, later.session, ON)
+    _, decisions2 = recall_memory(later, later.session, ON)
     assert out2.messages[1]["content"] == block
     assert decisions2[0].detail["reused"] is True
 
