@@ -56,7 +56,7 @@ class MemoryRuntime:
         self.policy = settings.policy.memory
         self._url = settings.database_url
         self._engine: Engine | None = None
-        self._pending: dict[str, asyncio.Task[None]] = {}
+        self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
         self._archived: dict[str, int] = {}  # session -> end of the furthest range archived
 
     @property
@@ -70,10 +70,11 @@ class MemoryRuntime:
         if not self.policy.enabled:
             return ctx
         session_id = ctx.session.session_id
-        pending = self._pending.get(session_id)
-        if pending is not None:
-            await asyncio.gather(pending, return_exceptions=True)
         owner = owner_of(dict(body), caller)
+        # What this session archived, or this owner stated, on an earlier turn is written first.
+        waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
         values: dict[str, Any] = {}
         try:
             values.update(await asyncio.to_thread(self._lookup, ctx, owner))
@@ -119,10 +120,13 @@ class MemoryRuntime:
         task = asyncio.get_running_loop().create_task(
             asyncio.to_thread(self._write, original, ranges, learn, owner or ANONYMOUS)
         )
-        self._pending[session_id] = task
-        task.add_done_callback(
-            lambda t: self._pending.pop(session_id, None) if self._pending.get(session_id) is t else None
-        )
+        for key in (session_id, *([f"owner:{owner}"] if owner else [])):
+            self._pending[key] = task
+            task.add_done_callback(lambda t, k=key: self._forget_task(k, t))
+
+    def _forget_task(self, key: str, task: asyncio.Future[None]) -> None:
+        if self._pending.get(key) is task:
+            del self._pending[key]
 
     def _write(self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str) -> None:
         session_id = original.session.session_id

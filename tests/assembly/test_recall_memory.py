@@ -124,7 +124,7 @@ def test_memory_block_is_placed_after_the_system_prompt_and_frozen() -> None:
     )
     later = later.replace(session=replace(out.session, turn=1))
     _, decisions2 = recall_memory(later, later.session, ON)
-    assert out2.messages[1]["content"] == block
+    assert recall_memory(later, later.session, ON)[0].messages[1]["content"] == block
     assert decisions2[0].detail["reused"] is True
 
 
