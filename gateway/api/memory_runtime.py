@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
@@ -122,7 +123,7 @@ class MemoryRuntime:
         )
         for key in (session_id, *([f"owner:{owner}"] if owner else [])):
             self._pending[key] = task
-            task.add_done_callback(lambda t, k=key: self._forget_task(k, t))
+            task.add_done_callback(partial(self._forget_task, key))
 
     def _forget_task(self, key: str, task: asyncio.Future[None]) -> None:
         if self._pending.get(key) is task:

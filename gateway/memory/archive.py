@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Table, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -28,7 +28,7 @@ from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.store.models import MemoryPassage
 from gateway.summarize.transcript import render_transcript
 
-passages_table = MemoryPassage.__table__
+passages_table = cast(Table, MemoryPassage.__table__)
 #: At most this many passages of one session (or owner) are ranked per search, newest kept.
 MAX_RANKED = 2000
 

@@ -11,15 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, Table, delete, select, update
 
 from gateway.assembly.memory_blocks import Fact
 from gateway.store.models import MemoryFact, MemoryPassage
 
-facts_table = MemoryFact.__table__
+facts_table = cast(Table, MemoryFact.__table__)
 ANONYMOUS = "anonymous"
+_passages = cast(Table, MemoryPassage.__table__)
 
 
 def owner_of(body: dict[str, Any], caller: str) -> str | None:
@@ -104,6 +105,5 @@ def forget(engine: Engine, owner: str) -> tuple[int, int]:
     """Delete every fact and archived passage of ``owner``; return (facts, passages) deleted."""
     with engine.begin() as conn:
         facts = conn.execute(delete(facts_table).where(facts_table.c.owner == owner)).rowcount
-        passages_table = MemoryPassage.__table__
-        passages = conn.execute(delete(passages_table).where(passages_table.c.owner == owner)).rowcount
+        passages = conn.execute(delete(_passages).where(_passages.c.owner == owner)).rowcount
     return int(facts or 0), int(passages or 0)
