@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gateway.assembly.context import Context, Decision, Message, SessionState
 from gateway.assembly.memory_blocks import (
@@ -61,6 +61,15 @@ class MemoryPolicy(PassPolicy):
     long_term: bool = True
     profile_budget_tokens: int = Field(default=DEFAULT_PROFILE_BUDGET_TOKENS, ge=0)
     max_facts: int = Field(default=50, ge=1)
+
+    @field_validator("mode")
+    @classmethod
+    def _inline_only(cls, mode: str) -> str:
+        if mode != "inline":
+            raise ValueError(
+                f"mode {mode!r} is not available yet: the gateway-served `recall` tool is not built; use 'inline'"
+            )
+        return mode
 
 
 def _memory_state(state: SessionState) -> Mapping[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,10 +76,9 @@ def test_budget_and_max_passages_bound_the_block() -> None:
     assert len(decisions2) == 1 and decisions2[0].detail["start"] == 0
 
 
-def test_recall_in_tool_mode_places_nothing_inline() -> None:
-    ctx = _ctx([*_history(), {"role": "user", "content": "dog?"}], **{CANDIDATES_KEY: (_passage(1, "dog Rex", 0.9),)})
-    out, _ = recall_memory(ctx, ctx.session, ON.model_copy(update={"mode": "tool", "long_term": False}))
-    assert out is ctx
+def test_tool_mode_is_refused_until_it_exists() -> None:
+    with pytest.raises(ValueError, match="not available yet"):
+        MemoryPolicy(enabled=True, mode="tool")
 
 
 def test_block_follows_trailing_tool_results_rules_and_stays_before_the_question() -> None:
