@@ -11,6 +11,9 @@ summaries) must replace most of the history. Then every question of the conversa
 asked at the end of the full history, in the same session, and the simulator's record
 says what the provider received: an answer counts as present when one of its accepted
 strings appears (case-insensitive) in the received messages other than the question itself.
+The stricter "evidence" column asks whether the dataset's evidence sentence itself (the
+longest stretch of ``evidence_excerpt``, whitespace-normalised) was received; 137 of the
+155 excerpts occur verbatim in the conversations (the rest are paraphrased).
 Recall off (``memory.enabled: false``) and on (``memory.enabled: true``, long-term facts
 off so only episodic recall is measured) run on separate gateway processes.
 """
@@ -51,6 +54,7 @@ MEMORY_ON = {
 @dataclass
 class Outcome:
     present: int = 0
+    evidence: int = 0  # the evidence sentence itself, not only the answer string, was received
     answerable: int = 0
     asked: int = 0
     recalled: list[int] = field(default_factory=list)  # passages placed per question
@@ -86,6 +90,12 @@ def _found(answers: list[str], text: str) -> bool:
     return any(a.lower() in text for a in answers)
 
 
+def _evidence(excerpt: str) -> str:
+    """The longest stretch of the dataset's evidence excerpt, whitespace-normalised (the stricter check)."""
+    pieces = [p.strip(" \"'“”") for p in excerpt.replace("…", "...").split("...")]
+    return " ".join(max(pieces, key=len).lower().split())
+
+
 def replay(client: openai.OpenAI, sim: SimHandle, case: dict[str, Any], session: str, questions: int | None) -> Outcome:
     """Replay one conversation turn by turn, then ask each question at its end."""
     out, history = Outcome(), []
@@ -104,6 +114,8 @@ def replay(client: openai.OpenAI, sim: SimHandle, case: dict[str, Any], session:
         out.asked += 1
         out.answerable += _found(q["answers"], full)
         out.present += _found(q["answers"], full) and _found(q["answers"], _text(seen))
+        evidence = _evidence(q.get("evidence_excerpt") or "")
+        out.evidence += bool(evidence) and evidence in " ".join(_text(seen).split())
         out.recalled.append(sum(str(m.get("content") or "").count("<passage ") for m in received))
         out.prompt_tokens.append(got.usage.prompt_tokens if got.usage else 0)
         out.compacted = out.compacted or any(str(m.get("content") or "").startswith("<summary") for m in received)
@@ -129,26 +141,29 @@ def run(tmp: Path, cases: list[dict[str, Any]], questions: int | None) -> dict[s
 def table(cases: list[dict[str, Any]], results: dict[str, dict[str, Outcome]]) -> list[str]:
     rows = [
         "| conversation | history tokens | window | questions | answer in history | compacted | "
-        "present, recall off | present, recall on | passages recalled (median) | prompt tokens off / on (median) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "present, recall off | present, recall on | evidence off / on | passages recalled (median) | "
+        "prompt tokens off / on (median) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    tot = {"asked": 0, "answerable": 0, "off": 0, "on": 0}
+    tot = {"asked": 0, "answerable": 0, "off": 0, "on": 0, "ev_off": 0, "ev_on": 0}
     for case in cases:
         off, on = results[case["id"]]["off"], results[case["id"]]["on"]
         tot["asked"] += off.asked
         tot["answerable"] += off.answerable
         tot["off"] += off.present
         tot["on"] += on.present
+        tot["ev_off"] += off.evidence
+        tot["ev_on"] += on.evidence
         rows.append(
             f"| {case['id']} | {COUNTER.messages(case['messages'])} | {_window(case)} | {off.asked} | "
             f"{off.answerable} | {'yes' if off.compacted else 'no'} | {off.present}/{off.answerable} | "
-            f"{on.present}/{on.answerable} | {statistics.median(on.recalled):.0f} | "
+            f"{on.present}/{on.answerable} | {off.evidence} / {on.evidence} | {statistics.median(on.recalled):.0f} | "
             f"{statistics.median(off.prompt_tokens):.0f} / {statistics.median(on.prompt_tokens):.0f} |"
         )
     a = tot["answerable"] or 1
     rows.append(
         f"| **all** | | | {tot['asked']} | {tot['answerable']} | | **{tot['off']}/{a} ({tot['off'] / a:.0%})** | "
-        f"**{tot['on']}/{a} ({tot['on'] / a:.0%})** | | |"
+        f"**{tot['on']}/{a} ({tot['on'] / a:.0%})** | {tot['ev_off']} / {tot['ev_on']} of {tot['asked']} | | |"
     )
     return rows
 
@@ -156,7 +171,6 @@ def table(cases: list[dict[str, Any]], results: dict[str, dict[str, Outcome]]) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 conversations, 10 questions each")
-    parser.add_argument("--json", dest="json_out", default=None, help="also write per-question outcomes here")
     args = parser.parse_args()
     cases = [orjson.loads(line) for line in _memory_data().read_text().splitlines() if line.strip()]
     if args.quick:
