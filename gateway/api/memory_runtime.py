@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -37,6 +38,7 @@ log = logging.getLogger("ventana.memory")
 #: Ranked candidates handed to the pass per max_passages it may place.
 CANDIDATES_PER_PASSAGE = 4
 _ARCHIVING = ("compacted", "checkpoint_reused")
+MAX_TRACKED_SESSIONS = 50_000
 
 
 def user_texts(messages: Sequence[Message]) -> list[str]:
@@ -58,7 +60,9 @@ class MemoryRuntime:
         self._url = settings.database_url
         self._engine: Engine | None = None
         self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
-        self._archived: dict[str, int] = {}  # session -> end of the furthest range archived
+        # session -> end of the furthest range archived (bounded: a forgotten session only re-offers
+        # rows the unique key then skips)
+        self._archived: OrderedDict[str, int] = OrderedDict()
 
     @property
     def engine(self) -> Engine:
@@ -118,6 +122,9 @@ class MemoryRuntime:
             return
         if ranges:
             self._archived[session_id] = max(e for _, e in ranges)
+            self._archived.move_to_end(session_id)
+            while len(self._archived) > MAX_TRACKED_SESSIONS:
+                self._archived.popitem(last=False)
         task = asyncio.get_running_loop().create_task(
             asyncio.to_thread(self._write, original, ranges, learn, owner or ANONYMOUS)
         )
