@@ -9,9 +9,11 @@ compaction replaced comes back, marked with its turn, just before the question.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -117,3 +119,15 @@ def test_a_compacted_detail_is_recalled_before_the_question(
     assert received[-1] == question
     recalled = str(received[-2]["content"])
     assert recalled.startswith("<recalled") and "Marisol" in recalled and 'turns="2"' in recalled
+
+
+def test_a_broken_memory_store_degrades_memory_not_the_request(sim: SimHandle, tmp_path: Path) -> None:
+    config = {"models": sim_models(sim.base_url), "policy": {"memory": {"enabled": True}}}
+    with run_gateway(tmp_path, config) as gw:
+        client = _client(gw, "sk-erin-1")
+        _ask(client, "erin-1", [SYSTEM, {"role": "user", "content": "I prefer Go."}])
+        with sqlite3.connect(tmp_path / "ventana.db") as db:
+            db.execute("DROP TABLE memory_facts")
+        answer = _ask(client, "erin-2", [SYSTEM, {"role": "user", "content": "Hello."}])
+        assert answer
+        assert "memory lookup failed" in gw.log()
