@@ -16,6 +16,11 @@ longest stretch of ``evidence_excerpt``, whitespace-normalised) was received; 13
 155 excerpts occur verbatim in the conversations (the rest are paraphrased).
 Recall off (``memory.enabled: false``) and on (``memory.enabled: true``, long-term facts
 off so only episodic recall is measured) run on separate gateway processes.
+
+A third gateway measures long-term memory alone (recall off, facts on): each conversation
+is replayed in one session under its own caller key, then every question is asked alone
+as the first message of a new session of that caller; only the ``<memory>`` block the
+rules built can carry the answer there.
 """
 
 from __future__ import annotations
@@ -122,6 +127,47 @@ def replay(client: openai.OpenAI, sim: SimHandle, case: dict[str, Any], session:
     return out
 
 
+def next_session(client: openai.OpenAI, sim: SimHandle, case: dict[str, Any], questions: int | None) -> Outcome:
+    """Long-term memory: replay the conversation in one session, then ask each question alone in a new one."""
+    out, history, name = Outcome(), [], case["id"].rsplit("/", 1)[-1]
+    full = _text(case["messages"])
+    for message in tqdm(case["messages"], desc=f"long-term {name} turns", leave=False):
+        history.append(message)
+        client.chat.completions.create(model="mem-wide", messages=history, extra_headers={"x-session-id": f"lt-{name}"})
+        history.append({"role": "assistant", "content": REPLY})
+    for i, q in enumerate(case["questions"][:questions]):
+        sim.reset()
+        question = {"role": "user", "content": q["question"]}
+        headers = {"x-session-id": f"lt-{name}-q{i}"}
+        client.chat.completions.create(model="mem-wide", messages=[question], extra_headers=headers)
+        seen = [m for m in sim.received()[-1]["messages"] if m.get("content") != q["question"]]
+        out.asked += 1
+        out.answerable += _found(q["answers"], full)
+        out.present += _found(q["answers"], full) and _found(q["answers"], _text(seen))
+        out.recalled.append(sum(str(m.get("content") or "").count("\n- ") for m in seen))  # facts in <memory>
+    return out
+
+
+def long_term(tmp: Path, cases: list[dict[str, Any]], questions: int | None) -> list[str]:
+    rows = [
+        "| conversation | facts placed in the new session | answer present in the new session |",
+        "| --- | --- | --- |",
+    ]
+    (tmp / "sim-lt").mkdir(parents=True, exist_ok=True)
+    with run_simulator(tmp / "sim-lt") as sim:
+        model = {"name": "mem-wide", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url}
+        memory = {"enabled": True, "recall": False, "long_term": True, "profile_budget_tokens": 600}
+        config = {"models": [{**model, "context_window": 128000}], "policy": {"memory": memory}}
+        (tmp / "gw-lt").mkdir(parents=True, exist_ok=True)
+        with run_gateway(tmp / "gw-lt", config) as gw:
+            for case in tqdm(cases, desc="long-term"):
+                key = "sk-" + case["id"].rsplit("/", 1)[-1]  # one caller (owner) per conversation
+                client = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=120)
+                got = next_session(client, sim, case, questions)
+                rows.append(f"| {case['id']} | {max(got.recalled, default=0)} | {got.present}/{got.answerable} |")
+    return rows
+
+
 def run(tmp: Path, cases: list[dict[str, Any]], questions: int | None) -> dict[str, dict[str, Outcome]]:
     results: dict[str, dict[str, Outcome]] = {}
     (tmp / "sim").mkdir(parents=True, exist_ok=True)
@@ -177,7 +223,10 @@ def main() -> None:
         cases = [c for c in cases if c["id"].endswith(("notetaker", "healthcare"))]
     with tempfile.TemporaryDirectory(prefix="ventana-memory-bench-") as tmp:
         results = run(Path(tmp), cases, 10 if args.quick else None)
+        facts = long_term(Path(tmp), cases, 10 if args.quick else None)
     print("\n".join(table(cases, results)))
+    print("\nLong-term facts (rules), each question asked alone in a new session of the same caller:\n")
+    print("\n".join(facts))
 
 
 if __name__ == "__main__":
