@@ -141,10 +141,12 @@ def next_session(client: openai.OpenAI, sim: SimHandle, case: dict[str, Any], qu
         headers = {"x-session-id": f"lt-{name}-q{i}"}
         client.chat.completions.create(model="mem-wide", messages=[question], extra_headers=headers)
         seen = [m for m in sim.received()[-1]["messages"] if m.get("content") != q["question"]]
+        # only the fact lines count: the block's own markup (facts="1") must not match an answer "1"
+        facts = [line for m in seen for line in str(m.get("content") or "").splitlines() if line.startswith("- ")]
         out.asked += 1
         out.answerable += _found(q["answers"], full)
-        out.present += _found(q["answers"], full) and _found(q["answers"], _text(seen))
-        out.recalled.append(sum(str(m.get("content") or "").count("\n- ") for m in seen))  # facts in <memory>
+        out.present += _found(q["answers"], full) and _found(q["answers"], "\n".join(facts).lower())
+        out.recalled.append(len(facts))
     return out
 
 
