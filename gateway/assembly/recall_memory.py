@@ -167,13 +167,15 @@ def recall_memory(ctx: Context, state: SessionState, policy: MemoryPolicy) -> tu
     messages = list(ctx.messages)
     if passages:
         messages.insert(question, recalled_message(passages))
-    if any(str(m.get("content")).startswith("<memory") for m in ctx.messages):
-        profile, decisions = None, []  # the pipeline run on its own output: the block is already in place
+    keep = profile or ""
+    placed = [str(m.get("content")) for m in ctx.messages if str(m.get("content")).startswith("<memory")]
+    if placed:  # the pipeline run on its own output: the block is already in place; freeze that one
+        profile, decisions, keep = None, [], placed[0]
     if profile:
         messages.insert(_profile_index(messages), {"role": "system", "content": profile})
     session = ctx.session
     if froze:
-        memory = {**_memory_state(session), "profile": profile or ""}
+        memory = {**_memory_state(session), "profile": keep}
         session = replace(session, extra={**session.extra, STATE_KEY: memory})
     if not profile and not passages and not froze:
         return ctx, []

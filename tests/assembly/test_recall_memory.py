@@ -163,6 +163,7 @@ def test_the_pipeline_with_memory_passes_the_safety_check_and_is_stable() -> Non
         blocks = [m for m in again.assembled.messages if str(m.get("content")).startswith(marker)]
         assert blocks == [m for m in first.assembled.messages if str(m.get("content")).startswith(marker)]
         assert len(blocks) == 1
+    assert again.assembled.session.extra[STATE_KEY]["profile"] == first.assembled.messages[1]["content"]
 
 
 @settings(max_examples=60, deadline=None)
