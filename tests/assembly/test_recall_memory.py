@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.assembly.context import Context, SessionState
@@ -16,6 +16,7 @@ from gateway.assembly.policy import Policy
 from gateway.assembly.recall_memory import MemoryPolicy, recall_memory
 from gateway.assembly.verify_assembly import verify_assembly
 from tests.assembly.make_context import make_context
+from tests.assembly.strategies import contexts
 
 ON = MemoryPolicy(enabled=True)
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
@@ -184,3 +185,12 @@ def test_recall_never_exceeds_its_bounds(scores: list[float], budget: int, max_p
         assert verify_assembly(ctx, out, decisions) == []
     else:
         assert out is ctx
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contexts(), st.floats(min_value=0, max_value=1))
+def test_the_pipeline_with_memory_on_stays_safe(ctx: Context, score: float) -> None:
+    passage = _passage(1, "user: the deploy key rotates every Tuesday", score)
+    ctx = ctx.annotate(**{CANDIDATES_KEY: (passage,), FACTS_KEY: (Fact("prefers", "They prefer Go."),)})
+    result = assemble(ctx, Policy(memory=ON))
+    assert not result.reverted, [d.reason for d in result.decisions if d.action == "reverted"]
