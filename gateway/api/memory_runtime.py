@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -25,14 +25,16 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.assembly.context import Context, Decision, Message
-from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY
+from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.config import Settings
 from gateway.memory.archive import archive, passages_of, search
 from gateway.memory.extract_facts import extract_facts
+from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
 from gateway.store.engine import make_engine
+from gateway.upstream.router import UpstreamRouter
 
 log = logging.getLogger("ventana.memory")
 #: Ranked candidates handed to the pass per max_passages it may place.
@@ -54,9 +56,20 @@ def compacted_ranges(decisions: Sequence[Decision]) -> list[tuple[int, int]]:
     ]
 
 
+def _fact_extractor(settings: Settings) -> Callable[[Sequence[str]], list[Fact]]:
+    """The rules, or the summariser model over them when ``extract_with: summarizer`` names one."""
+    name = settings.policy.compaction.summarizer_model
+    model = settings.model(name) if name else None
+    if settings.policy.memory.extract_with != "summarizer" or model is None:
+        return extract_facts
+    timeout = settings.policy.compaction.summarizer_timeout_s
+    return LLMFactExtractor(model=model, api_key=UpstreamRouter.provider_key(model), timeout_s=timeout)
+
+
 class MemoryRuntime:
     def __init__(self, settings: Settings) -> None:
         self.policy = settings.policy.memory
+        self.extract: Callable[[Sequence[str]], list[Fact]] = _fact_extractor(settings)
         self._url = settings.database_url
         self._engine: Engine | None = None
         self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
@@ -143,7 +156,7 @@ class MemoryRuntime:
             for start, end in ranges:
                 rows = passages_of(original.messages, start, end, self.policy.passage_tokens, count)
                 archive(self.engine, session_id, owner, rows)
-            facts = extract_facts(learn)
+            facts = self.extract(learn) if learn else []
             if facts and owner != ANONYMOUS:
                 remember(self.engine, owner, session_id, facts)
         except SQLAlchemyError:
@@ -158,6 +171,8 @@ class MemoryRuntime:
     def close(self) -> None:
         if self._engine is not None:
             self._engine.dispose()
+        if isinstance(self.extract, LLMFactExtractor):
+            self.extract.close()
 
 
 def memory_runtime(gw: Any) -> MemoryRuntime:

@@ -61,6 +61,7 @@ class MemoryPolicy(PassPolicy):
     long_term: bool = True
     profile_budget_tokens: int = Field(default=DEFAULT_PROFILE_BUDGET_TOKENS, ge=0)
     max_facts: int = Field(default=50, ge=1)
+    extract_with: Literal["rules", "summarizer"] = "rules"  # summarizer: policy.compaction.summarizer_model
 
     @field_validator("mode")
     @classmethod
