@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.assembly.memory_blocks import Fact
-from gateway.config import ModelConfig
+from gateway.config import ModelConfig, parse_settings
+from gateway.errors import ConfigError
 from gateway.memory.llm_facts import FACT_PROMPT, LLMFactExtractor, parse_fact_lines
 from tests.procs import SimHandle, free_port
 
@@ -45,10 +48,5 @@ def test_an_unreachable_model_falls_back_to_the_rules() -> None:
 
 
 def test_extract_with_summarizer_needs_a_summarizer_model() -> None:
-    import pytest
-
-    from gateway.config import parse_settings
-    from gateway.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="policy.compaction.summarizer_model names no model"):
+    with pytest.raises(ConfigError, match=r"policy\.compaction\.summarizer_model names no model"):
         parse_settings({"policy": {"memory": {"enabled": True, "extract_with": "summarizer"}}})
