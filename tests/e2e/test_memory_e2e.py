@@ -19,6 +19,7 @@ from typing import Any
 import openai
 import pytest
 
+from gateway.memory.llm_facts import FACT_PROMPT
 from tests.procs import GatewayHandle, SimHandle, _env, run_gateway, sim_models
 
 SYSTEM = {"role": "system", "content": "You are a coding assistant."}
@@ -131,3 +132,19 @@ def test_a_broken_memory_store_degrades_memory_not_the_request(sim: SimHandle, t
         answer = _ask(client, "erin-2", [SYSTEM, {"role": "user", "content": "Hello."}])
         assert answer
         assert "memory lookup failed" in gw.log()
+
+
+def test_the_summariser_model_is_asked_for_facts_off_the_request_path(sim: SimHandle, tmp_path: Path) -> None:
+    models = [*sim_models(sim.base_url), {**sim_models(sim.base_url)[0], "name": "summarizer"}]
+    policy = {
+        "memory": {"enabled": True, "extract_with": "summarizer"},
+        "compaction": {"summarizer_model": "summarizer"},
+    }
+    with run_gateway(tmp_path, {"models": models, "policy": policy}) as gw:
+        sim.reset()
+        client = _client(gw, "sk-frank-1")
+        _ask(client, "frank-1", [SYSTEM, {"role": "user", "content": "I prefer Go."}])
+        _ask(client, "frank-2", [SYSTEM, {"role": "user", "content": "Hello."}])  # waits for frank's facts
+        asked = [b for b in sim.received() if b["messages"][0]["content"] == FACT_PROMPT]
+        assert "user: I prefer Go." in asked[0]["messages"][1]["content"]  # then one call for "Hello."
+        assert "They prefer Go." in _memory_blocks(sim.received()[-1])[0]
