@@ -368,5 +368,48 @@ def dashboards_preview(prom_url: str, minutes: float, rate_interval: str, out_di
         click.echo(str(path))
 
 
+@main.group()
+def memory() -> None:
+    """Long-term facts and archived history the gateway keeps per user (policy.memory)."""
+
+
+_owner_options = [
+    click.option("--user", "user", default=None, help="The requests' `user` field."),
+    click.option("--caller", "caller", default=None, help="The caller's key hash (as `ventana logs` shows it)."),
+]
+
+
+@memory.command("list")
+@_config_option
+@_owner_options[0]
+@_owner_options[1]
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def memory_list(config_path: str | None, user: str | None, caller: str | None, as_json: bool) -> None:
+    """List the stored facts (of one user or caller, else everyone's) and the archived passage count."""
+    from gateway.memory.commands import owner_name, run_memory_list
+
+    try:
+        run_memory_list(_settings(config_path), _console(), owner=owner_name(user, caller), as_json=as_json)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@memory.command("forget")
+@_config_option
+@_owner_options[0]
+@_owner_options[1]
+def memory_forget(config_path: str | None, user: str | None, caller: str | None) -> None:
+    """Delete every fact and archived passage of one user (--user) or caller (--caller)."""
+    from gateway.memory.commands import owner_name, run_memory_forget
+
+    try:
+        owner = owner_name(user, caller)
+        if owner is None:
+            raise click.UsageError("name whose memory to forget: --user U or --caller C")
+        run_memory_forget(_settings(config_path), _console(), owner=owner)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 if __name__ == "__main__":
     sys.exit(main())

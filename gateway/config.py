@@ -150,6 +150,15 @@ class Settings(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _fact_extractor_has_a_model(self) -> Settings:
+        memory = self.policy.memory
+        if memory.enabled and memory.extract_with == "summarizer" and self.policy.compaction.summarizer_model is None:
+            raise ValueError(
+                "policy.memory.extract_with is 'summarizer' but policy.compaction.summarizer_model names no model"
+            )
+        return self
+
     def model(self, name: str) -> ModelConfig | None:
         for m in self.models:
             if m.name == name:

@@ -30,7 +30,7 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "prune_tools": ("pruned", "tool_set_changed", "kept_all"),
     "clear_tool_results": ("cleared",),
     "compact_history": ("compacted", "checkpoint_reused", "summarizer_failed", "prepared"),
-    "recall_memory": ("recalled",),
+    "recall_memory": ("recalled", "remembered"),
     "restate_rules": ("restated", "omitted"),
     "render_reminder": ("rendered",),
     "place_cache_breakpoints": ("placed",),

@@ -22,6 +22,7 @@ from starlette.responses import Response, StreamingResponse
 from gateway import metrics
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
+from gateway.api.memory_runtime import memory_runtime
 from gateway.api.overlap import while_waiting
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
@@ -131,6 +132,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     state = await compaction.adopt(await gw.sessions.load(session_id))
     await count_off_loop(gw.counter(model), body, len(raw), session_id)
     ctx = build_context(body, gw, model, state, caller, compaction.summarizer)
+    memory = memory_runtime(gw)
+    ctx = await memory.before(ctx, body, caller)
     if compaction.needs_thread:  # the summariser may do I/O: keep the event loop free
         assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy)
     else:
@@ -139,6 +142,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     await compaction.publish(state, assembly.assembled.session)
     prepared = await compaction.prepare(ctx, assembly.assembled)
+    memory.after(ctx, assembly.decisions, body, caller)
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
         request_id=request_id,

@@ -22,6 +22,7 @@ from gateway.assembly.move_volatile import move_volatile
 from gateway.assembly.place_cache_breakpoints import place_cache_breakpoints
 from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import prune_tools
+from gateway.assembly.recall_memory import recall_memory
 from gateway.assembly.render_reminder import render_reminder
 from gateway.assembly.restate_rules import restate_rules
 from gateway.assembly.shrink_oversize import shrink_oversize
@@ -78,6 +79,7 @@ PASSES: tuple[PassSpec, ...] = (
     PassSpec("clear_tool_results", clear_tool_results, lambda p: p.compaction),
     PassSpec("compact_history", compact_history, lambda p: p.compaction),
     PassSpec("shrink_oversize", shrink_oversize, lambda p: p.shrink_oversize),
+    PassSpec("recall_memory", recall_memory, lambda p: p.memory),
     PassSpec("restate_rules", restate_rules, lambda p: p.rules),
     PassSpec("render_reminder", render_reminder, lambda p: p.reminder),
     PassSpec("place_cache_breakpoints", place_cache_breakpoints, lambda p: p.cache_breakpoints),

@@ -21,6 +21,7 @@ from gateway.assembly.lint_context import LintPolicy
 from gateway.assembly.move_volatile import VolatilePolicy
 from gateway.assembly.place_cache_breakpoints import CachePolicy
 from gateway.assembly.prune_tools import ToolPolicy
+from gateway.assembly.recall_memory import MemoryPolicy
 from gateway.assembly.render_reminder import ReminderPolicy
 from gateway.assembly.restate_rules import RulesPolicy
 from gateway.assembly.shrink_oversize import OversizePolicy
@@ -38,6 +39,7 @@ class Policy(BaseModel):
     attach_documents: DocumentPolicy = DocumentPolicy()
     shrink_oversize: OversizePolicy = OversizePolicy()
     tools: ToolPolicy = ToolPolicy()
+    memory: MemoryPolicy = MemoryPolicy()
 
     def all_disabled(self) -> Policy:
         """A copy with every pass switched off (for byte-for-byte forwarding and baselines)."""

@@ -68,13 +68,17 @@ def terms(text: str) -> list[str]:
 
 def relevance_scores(question: str, passages: Sequence[str]) -> list[float]:
     """Score each passage against the question on a 0-1 scale (see the module docstring)."""
-    query = list(dict.fromkeys(terms(question)))
-    if not passages:
+    return term_scores(terms(question), [terms(p) for p in passages])
+
+
+def term_scores(question_terms: Sequence[str], corpus: Sequence[Sequence[str]]) -> list[float]:
+    """``relevance_scores`` over passages already cut into terms (e.g. an index stored with them)."""
+    query = list(dict.fromkeys(question_terms))
+    if not corpus:
         return []
     if not query:
-        return [0.0] * len(passages)
-    corpus = [terms(p) or ["\x00"] for p in passages]
-    bm25 = _SmoothedBM25(corpus)
+        return [0.0] * len(corpus)
+    bm25 = _SmoothedBM25([list(c) or ["\x00"] for c in corpus])
     absent = max(bm25.idf.values(), default=1.0)
     reference = sum(bm25.idf.get(t, absent) for t in query)
     raw = bm25.get_scores(query)

@@ -100,7 +100,8 @@ def verify_assembly(original: Context, assembled: Context, decisions: Sequence[D
         problems += tool_pairing_problems([m for m in new if not is_gateway_block(m) or m.get("role") == "tool"])
     system_changed = any(d.detail.get("changes_system") for d in decisions)
     if not system_changed:
-        old_sys = [m for m in orig if m.get("role") in ("system", "developer")]
+        # Gateway blocks are left out on both sides (e.g. a ``<memory`` system block a run put there).
+        old_sys = [m for m in orig if m.get("role") in ("system", "developer") and not is_gateway_block(m)]
         new_sys = [m for m in new if m.get("role") in ("system", "developer") and not is_gateway_block(m)]
         if old_sys != new_sys:
             problems.append("system/developer messages changed without a decision saying so")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -117,3 +117,42 @@ class SessionClaim(Base):
     owner: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float, index=True)
     result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the winner's finished work, append-only
+
+
+class MemoryPassage(Base):
+    """A verbatim excerpt of history that compaction replaced, kept for recall (``memory/archive.py``).
+
+    ``start``/``end`` index the client's original messages (end exclusive), ``turn_start``/
+    ``turn_end`` count its user turns (1-based); ``part`` numbers the pieces of a long turn.
+    ``terms`` is the passage's lexical index (its BM25 terms, space-separated).
+    """
+
+    __tablename__ = "memory_passages"
+    __table_args__ = (UniqueConstraint("session_id", "start", "part", name="uq_memory_passages_position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128), index=True)
+    owner: Mapped[str] = mapped_column(String(160), index=True)  # user:<user field> or caller:<key hash>
+    start: Mapped[int] = mapped_column(Integer)
+    end: Mapped[int] = mapped_column(Integer)
+    part: Mapped[int] = mapped_column(Integer, default=0)
+    turn_start: Mapped[int] = mapped_column(Integer)
+    turn_end: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    terms: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class MemoryFact(Base):
+    """A long-term fact a user stated: one row per (owner, slot), updated when contradicted."""
+
+    __tablename__ = "memory_facts"
+    __table_args__ = (UniqueConstraint("owner", "slot", name="uq_memory_facts_owner_slot"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(160), index=True)
+    slot: Mapped[str] = mapped_column(String(128))
+    text: Mapped[str] = mapped_column(Text)
+    source_session: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

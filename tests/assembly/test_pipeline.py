@@ -23,6 +23,7 @@ def test_passes_sit_at_their_numbered_slots() -> None:
         "clear_tool_results",
         "compact_history",
         "shrink_oversize",
+        "recall_memory",
         "restate_rules",
         "render_reminder",
         "place_cache_breakpoints",

@@ -1,0 +1,183 @@
+"""Memory's I/O around the pure recall pass: look up before assembly, archive and learn after.
+
+Before assembly (``before``): for this turn's question, the session's archived passages
+are ranked (only once the session has compacted something, or across the owner's
+sessions with ``scope: owner``), and on a session's first turn the owner's facts are
+read; both go into the Context's annotations for ``recall_memory``. After assembly
+(``after``): the ranges compaction replaced (its ``compacted`` and ``checkpoint_reused``
+decisions) are archived verbatim and the new user message is read for facts, in a
+background task, off the request path. The next turn of the same session waits for that
+task before it searches, so a recall never misses what the previous turn archived.
+
+A database error degrades memory (logged, counted in no decision) and never fails a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.assembly.context import Context, Decision, Message
+from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact
+from gateway.assembly.message_text import text_of
+from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.config import Settings
+from gateway.memory.archive import archive, passages_of, search
+from gateway.memory.extract_facts import extract_facts
+from gateway.memory.llm_facts import LLMFactExtractor
+from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
+from gateway.store.engine import make_engine
+from gateway.upstream.router import UpstreamRouter
+
+log = logging.getLogger("ventana.memory")
+#: Ranked candidates handed to the pass per max_passages it may place.
+CANDIDATES_PER_PASSAGE = 4
+_ARCHIVING = ("compacted", "checkpoint_reused")
+MAX_TRACKED_SESSIONS = 50_000
+
+
+def user_texts(messages: Sequence[Message]) -> list[str]:
+    return [text_of(m.get("content")) for m in messages if m.get("role") == "user" and not is_gateway_block(m)]
+
+
+def compacted_ranges(decisions: Sequence[Decision]) -> list[tuple[int, int]]:
+    """The (start, end) message ranges compaction replaced this turn."""
+    return [
+        (int(d.detail["start"]), int(d.detail["end"]))
+        for d in decisions
+        if d.pass_name == "compact_history" and d.action in _ARCHIVING and "start" in d.detail
+    ]
+
+
+def _fact_extractor(settings: Settings) -> Callable[[Sequence[str]], list[Fact]]:
+    """The rules, or the summariser model over them when ``extract_with: summarizer`` names one."""
+    name = settings.policy.compaction.summarizer_model
+    model = settings.model(name) if name else None
+    if settings.policy.memory.extract_with != "summarizer" or model is None:
+        return extract_facts
+    timeout = settings.policy.compaction.summarizer_timeout_s
+    return LLMFactExtractor(model=model, api_key=UpstreamRouter.provider_key(model), timeout_s=timeout)
+
+
+class MemoryRuntime:
+    def __init__(self, settings: Settings) -> None:
+        self.policy = settings.policy.memory
+        self.extract: Callable[[Sequence[str]], list[Fact]] = _fact_extractor(settings)
+        self._url = settings.database_url
+        self._engine: Engine | None = None
+        self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
+        # session -> end of the furthest range archived (bounded: a forgotten session only re-offers
+        # rows the unique key then skips)
+        self._archived: OrderedDict[str, int] = OrderedDict()
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = make_engine(self._url)
+        return self._engine
+
+    async def before(self, ctx: Context, body: Mapping[str, Any], caller: str) -> Context:
+        """``ctx`` annotated with the candidates and facts ``recall_memory`` may place."""
+        if not self.policy.enabled:
+            return ctx
+        session_id = ctx.session.session_id
+        owner = owner_of(dict(body), caller)
+        # What this session archived, or this owner stated, on an earlier turn is written first.
+        waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+        values: dict[str, Any] = {}
+        try:
+            values.update(await asyncio.to_thread(self._lookup, ctx, owner))
+        except SQLAlchemyError:
+            log.exception("memory lookup failed for session %s; this turn goes without memory", session_id)
+        return ctx.annotate(**values) if values else ctx
+
+    def _lookup(self, ctx: Context, owner: str | None) -> dict[str, Any]:
+        policy, session = self.policy, ctx.session
+        values: dict[str, Any] = {}
+        question = next(reversed(user_texts(ctx.messages)), "")
+        by_owner = policy.scope == "owner" and owner is not None
+        if (
+            policy.recall
+            and policy.mode == "inline"
+            and question
+            and (session.checkpoints or session.session_id in self._archived or by_owner)
+        ):
+            found = search(
+                self.engine,
+                question,
+                session_id=None if by_owner else session.session_id,
+                owner=owner if by_owner else None,
+            )
+            values[CANDIDATES_KEY] = tuple(found[: max(1, policy.max_passages) * CANDIDATES_PER_PASSAGE])
+        if policy.long_term and owner and session.turn == 0 and STATE_KEY not in session.extra:
+            values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, policy.max_facts))
+        return values
+
+    def after(self, original: Context, decisions: Sequence[Decision], body: Mapping[str, Any], caller: str) -> None:
+        """Archive what compaction replaced and learn the user's new facts, in a background task."""
+        if not self.policy.enabled:
+            return
+        session_id = original.session.session_id
+        owner = owner_of(dict(body), caller)
+        ranges = [(s, e) for s, e in compacted_ranges(decisions) if e > self._archived.get(session_id, 0)]
+        texts = user_texts(original.messages)
+        learn = (texts if original.session.turn == 0 else texts[-1:]) if self.policy.long_term and owner else []
+        if not ranges and not learn:
+            return
+        if ranges:
+            self._archived[session_id] = max(e for _, e in ranges)
+            self._archived.move_to_end(session_id)
+            while len(self._archived) > MAX_TRACKED_SESSIONS:
+                self._archived.popitem(last=False)
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self._write, original, ranges, learn, owner or ANONYMOUS)
+        )
+        for key in (session_id, *([f"owner:{owner}"] if owner else [])):
+            self._pending[key] = task
+            task.add_done_callback(partial(self._forget_task, key))
+
+    def _forget_task(self, key: str, task: asyncio.Future[None]) -> None:
+        if self._pending.get(key) is task:
+            del self._pending[key]
+
+    def _write(self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str) -> None:
+        session_id = original.session.session_id
+        count = original.env.counter.text
+        try:
+            for start, end in ranges:
+                rows = passages_of(original.messages, start, end, self.policy.passage_tokens, count)
+                archive(self.engine, session_id, owner, rows)
+            facts = self.extract(learn) if learn else []
+            if facts and owner != ANONYMOUS:
+                remember(self.engine, owner, session_id, facts)
+        except SQLAlchemyError:
+            self._archived.pop(session_id, None)  # try again on the next compacted turn
+            log.exception("memory write failed for session %s", session_id)
+
+    async def drain(self) -> None:
+        """Wait for every archive/learn task in flight (shutdown, tests, benchmarks)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending.values()), return_exceptions=True)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+        if isinstance(self.extract, LLMFactExtractor):
+            self.extract.close()
+
+
+def memory_runtime(gw: Any) -> MemoryRuntime:
+    """The gateway's one memory runtime, built on first use and kept in ``gw.background``."""
+    found = gw.background.get("memory")
+    if found is None:
+        found = gw.background["memory"] = MemoryRuntime(gw.settings)
+    return found  # type: ignore[no-any-return]
