@@ -84,10 +84,15 @@ def bm25_terms(text: str) -> tuple[str, ...]:
     return tuple(w for w in _WORD.findall(split_identifier(text).lower()) if w not in _STOPWORDS)
 
 
+@lru_cache(maxsize=512)
+def _index(documents: tuple[str, ...]) -> _LuceneBM25:
+    """The BM25 index of one tool list: clients resend the same tools every turn, so it is built once."""
+    return _LuceneBM25([list(bm25_terms(d)) or ["\x00"] for d in documents])
+
+
 def score_bm25(query: str, documents: Sequence[str]) -> list[float]:
     """BM25 score of ``query`` against each document, built over this tool list."""
     terms = bm25_terms(query)
     if not documents or not terms:
         return [0.0] * len(documents)
-    corpus = [list(bm25_terms(d)) or ["\x00"] for d in documents]
-    return [float(s) for s in _LuceneBM25(corpus).get_scores(list(terms))]
+    return [float(s) for s in _index(tuple(documents)).get_scores(list(terms))]
