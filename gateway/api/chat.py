@@ -11,9 +11,9 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
@@ -44,6 +44,8 @@ _JSON = "application/json"
 #: Recorded status of a stream the client abandoned (nginx's "client closed request").
 CLIENT_CLOSED = 499
 log = logging.getLogger("ventana")
+
+T = TypeVar("T")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -191,15 +193,8 @@ async def _complete(
     count_tokens: Callable[[], None] = lambda: None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    try:
-        data = await while_waiting(gw.upstream.complete(model, outgoing, api_key, raw=raw_out), count_tokens)
-    except UpstreamError as exc:
-        _finish(gw, record, started, status=exc.status_code, error=exc.message)
-        metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
-        exc.headers.update(headers)  # the client can find the failed request's record by its id
-        raise
-    except Exception as exc:
-        raise _internal(gw, record, started, headers, exc) from exc
+    call = while_waiting(gw.upstream.complete(model, outgoing, api_key, raw=raw_out), count_tokens)
+    data = await _reach_upstream(gw, model, record, started, headers, call)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
     if usage_block is not None:
@@ -213,6 +208,21 @@ async def _complete(
     record.finish_reason = choice.get("finish_reason")
     _finish(gw, record, started, status=200)
     return Response(orjson.dumps(data), media_type=_JSON, headers=headers)
+
+
+async def _reach_upstream(
+    gw: Gateway, model: ModelConfig, record: RequestRecord, started: float, headers: dict[str, str], call: Awaitable[T]
+) -> T:
+    """Await the provider; on failure record the request and raise the error its client gets."""
+    try:
+        return await call
+    except UpstreamError as exc:
+        _finish(gw, record, started, status=exc.status_code, error=exc.message)
+        metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+        exc.headers.update(headers)  # the client can find the failed request's record by its id
+        raise
+    except Exception as exc:
+        raise _internal(gw, record, started, headers, exc) from exc
 
 
 async def _stream(
@@ -231,16 +241,8 @@ async def _stream(
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
     upstream_raw = with_usage_requested(raw_out, body) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    try:
-        opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
-        stream = await while_waiting(opening, count_tokens)
-    except UpstreamError as exc:
-        _finish(gw, record, started, status=exc.status_code, error=exc.message)
-        metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
-        exc.headers.update(headers)
-        raise
-    except Exception as exc:
-        raise _internal(gw, record, started, headers, exc) from exc
+    opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+    stream = await _reach_upstream(gw, model, record, started, headers, while_waiting(opening, count_tokens))
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
 
