@@ -97,6 +97,16 @@ def _buffered(content: aiohttp.StreamReader) -> bytes:
         return b""
 
 
+async def _read(response: aiohttp.ClientResponse) -> bytes:
+    """The whole body, then the connection back to the pool; a failure mid-read is an upstream error."""
+    try:
+        return await response.read()
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise error_for_exception(exc) from exc
+    finally:
+        response.release()
+
+
 class _SSEStream:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
@@ -174,12 +184,7 @@ class OpenAICompatUpstream:
                 raise error_for_exception(exc) from exc
             if response.status < 400:
                 return response
-            try:
-                content = await response.read()
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                raise error_for_exception(exc) from exc
-            finally:
-                response.release()
+            content = await _read(response)
             if attempt < self._config.max_retries and self._retryable(response):
                 attempt += 1
                 await asyncio.sleep(self._delay(response, attempt))
@@ -203,13 +208,7 @@ class OpenAICompatUpstream:
     async def complete(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> dict[str, Any]:
-        response = await self._send(model, body, api_key, raw)
-        try:
-            content = await response.read()
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise error_for_exception(exc) from exc
-        finally:
-            response.release()
+        content = await _read(await self._send(model, body, api_key, raw))
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
