@@ -32,6 +32,9 @@ from gateway.store.writer import KnownContent, write_records
 log = logging.getLogger("ventana.store")
 
 DEFAULT_RETRY_S = 2.0
+#: After the first queued record, wait this long for more before writing: at a low request
+#: rate one transaction then carries several records instead of one commit per request.
+LINGER_S = 0.02
 DEFAULT_PRUNE_EVERY_S = 3600.0
 _STOP = object()
 #: Errors one bad record can cause (a value the database or JSON cannot hold); the rest of its batch is still written.
@@ -140,7 +143,7 @@ class SqlRecorder:
                 await asyncio.to_thread(self._prune)
 
     async def _next_batch(self) -> tuple[list[RequestRecord], bool]:
-        """Wait up to ``retry_s`` for a record, then take what else is queued, up to a batch."""
+        """Wait up to ``retry_s`` for a record, then up to ``LINGER_S`` for more, up to a batch."""
         try:
             first = await asyncio.wait_for(self._queue.get(), timeout=self.retry_s)
         except TimeoutError:
@@ -148,8 +151,18 @@ class SqlRecorder:
         if first is _STOP:
             return [], True
         batch = [first]
-        while len(batch) < self.batch_size and not self._queue.empty():
-            item = self._queue.get_nowait()
+        deadline = time.monotonic() + LINGER_S
+        while len(batch) < self.batch_size:
+            if self._queue.empty():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), timeout=remaining)
+                except TimeoutError:
+                    break
+            else:
+                item = self._queue.get_nowait()
             if item is _STOP:
                 return batch, True
             batch.append(item)
