@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.procs import free_port, wait_http
+from tests.procs import free_port, stop, wait_http
 
 VENV = Path(__file__).resolve().parent / ".litellm-venv"
 MASTER_KEY = "sk-bench"
@@ -92,9 +92,4 @@ def run_litellm(tmp: Path, sim_base_url: str, model: str = "gpt-4o-mini") -> Ite
             wait_http(f"http://127.0.0.1:{port}/health/liveliness", timeout=120, proc=proc)
             yield f"http://127.0.0.1:{port}/v1", time.perf_counter() - started
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop(proc)

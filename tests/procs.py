@@ -23,6 +23,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """Ask a server process to exit, then kill it if it has not within ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -156,12 +166,7 @@ def run_gateway(
             wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
             yield GatewayHandle(f"http://127.0.0.1:{port}", proc, log_path)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop(proc)
 
 
 class GatewayHandle:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.procs import free_port, wait_http
+from tests.procs import free_port, stop, wait_http
 
 
 class PrometheusError(RuntimeError):
@@ -97,9 +97,4 @@ def run_prometheus(tmp: Path, target: str | list[str], *, scrape_interval: str =
             wait_http(f"http://127.0.0.1:{port}/-/ready", timeout=30, proc=proc)
             yield PromHandle(f"http://127.0.0.1:{port}", log_path)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop(proc, grace_s=10)
