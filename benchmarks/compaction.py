@@ -34,6 +34,7 @@ from gateway.assembly.policy import Policy
 from gateway.config import ModelConfig
 from gateway.summarize.llm import LLMSummarizer
 from gateway.tokens import counter_for
+from tests.shared_data import shared_path
 
 WINDOW = 8000
 #: What the client appends as the assistant's reply each turn: the simulator's answer
@@ -44,12 +45,10 @@ COUNTER = counter_for("o200k_base")
 
 
 def _memory_data() -> Path:
-    """``shared/data/bfcl_memory.jsonl`` next to the checkout (main or a worktree under wt/)."""
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "data" / "bfcl_memory.jsonl"
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError("shared/data/bfcl_memory.jsonl not found above the checkout")
+    path = shared_path("data", "bfcl_memory.jsonl")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (set VENTANA_SHARED to the shared folder)")
+    return path
 
 
 @dataclass

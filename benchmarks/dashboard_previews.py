@@ -28,14 +28,11 @@ from gateway.config import REPO_ROOT
 from gateway.dashboards.preview import preview
 from tests.procs import run_gateway, run_simulator, sim_models
 from tests.prometheus import PromHandle, run_prometheus
+from tests.shared_data import data_rows
 
 
 def _data(name: str) -> list[dict[str, Any]]:
-    for parent in REPO_ROOT.parents:
-        path = parent / "shared" / "data" / name
-        if path.exists():
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    raise FileNotFoundError(f"shared/data/{name}")
+    return data_rows(name)
 
 
 def _requests() -> Iterator[tuple[str, str, dict[str, Any]]]:

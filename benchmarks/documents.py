@@ -20,7 +20,6 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from rich.progress import track
@@ -30,12 +29,9 @@ from gateway.assembly.context import Context
 from gateway.assembly.shrink_oversize import OversizePolicy, shrink_oversize
 from tests.assembly.make_context import make_context
 from tests.long_contract import long_contract
+from tests.shared_data import shared_path
 
-#: The team's shared folder sits beside the checkout (``../shared``) or beside the worktrees' parent.
-SEEDS = next(
-    (p / "shared" / "seeds" for p in Path(__file__).resolve().parents if (p / "shared" / "seeds").is_dir()),
-    Path("shared/seeds"),
-)
+SEEDS = shared_path("seeds")
 QUESTION = "¿Qué es la ingeniería de contexto y en qué se diferencia de la ingeniería de prompts?"
 
 

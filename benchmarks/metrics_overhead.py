@@ -16,7 +16,6 @@ Reports medians in microseconds and the ratio of each to the baseline.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Iterator
@@ -28,10 +27,10 @@ from tqdm import tqdm
 from gateway import metrics
 from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.prefix import track_prefix
-from gateway.config import REPO_ROOT
 from gateway.store.record import RequestRecord
 from gateway.tokens import counter_for
 from gateway.upstream.usage import Usage
+from tests.shared_data import data_rows
 
 COUNTER = counter_for("o200k_base")
 DECISIONS = [
@@ -50,11 +49,7 @@ DECISIONS = [
 
 
 def _data(name: str) -> list[dict[str, Any]]:
-    for parent in REPO_ROOT.parents:
-        path = parent / "shared" / "data" / name
-        if path.exists():
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    raise FileNotFoundError(f"shared/data/{name}")
+    return data_rows(name)
 
 
 def _turns() -> Iterator[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None]]:

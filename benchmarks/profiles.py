@@ -17,7 +17,6 @@ are the first 20 distinct tool definitions across the runs. Sizes are checked by
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,20 +25,9 @@ from typing import Any
 import orjson
 
 from gateway.tokens import TokenCounter, counter_for
+from tests.shared_data import shared_path
 
-
-def _find_toolbench() -> Path:
-    """``shared/data/toolbench.jsonl`` beside the checkout (or any ancestor), or ``$VENTANA_SHARED``."""
-    if os.environ.get("VENTANA_SHARED"):
-        return Path(os.environ["VENTANA_SHARED"]) / "data" / "toolbench.jsonl"
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "data" / "toolbench.jsonl"
-        if candidate.is_file():
-            return candidate
-    return Path("shared/data/toolbench.jsonl")
-
-
-TOOLBENCH = _find_toolbench()
+TOOLBENCH = shared_path("data", "toolbench.jsonl")
 MODEL = "gpt-4o-mini"
 TOOL_COUNT = 20
 

@@ -35,15 +35,15 @@ from sqlalchemy import create_engine, text
 from tqdm import tqdm
 
 from gateway.assembly.context import Checkpoint, SessionState
-from gateway.config import REPO_ROOT
 from gateway.sessions.checkpoints import publish_checkpoints, published_checkpoints
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.shared import SharedSessionStore
 from gateway.store.migrate import upgrade
+from tests.shared_data import shared_path
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 REDIS_URL = "redis://127.0.0.1:6379/0"
-DATA = REPO_ROOT.parent.parent / "shared" / "data" / "toolbench.jsonl"
+DATA = shared_path("data", "toolbench.jsonl")
 
 
 def _state(session_id: str) -> SessionState:

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DATA_DIR = Path(__file__).resolve().parent.parent.parent.parent / "shared" / "data"
+from tests.shared_data import shared_path
+
+DATA_DIR = shared_path("data")
 
 
 @dataclass(frozen=True)

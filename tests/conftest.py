@@ -7,12 +7,9 @@ import pytest
 
 import gateway  # noqa: F401  (offline tiktoken and litellm settings)
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
+from tests.shared_data import shared_dir
 
-# ``shared/`` sits beside the checkout (CI) or beside an ancestor of it (a git worktree).
-SHARED = next(
-    (p / "shared" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
-    Path(__file__).resolve().parent.parent.parent / "shared",
-)
+SHARED = shared_dir()
 
 
 @pytest.fixture(scope="session")

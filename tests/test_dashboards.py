@@ -8,7 +8,6 @@ counters Prometheus scraped are compared with what the gateway recorded for the 
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -30,6 +29,7 @@ from gateway.dashboards.preview import preview
 from gateway.store.record import MemoryRecorder, RequestRecord
 from tests.procs import SimHandle, free_port, sim_models
 from tests.prometheus import PromHandle, prometheus_binary, run_prometheus
+from tests.shared_data import data_rows
 
 pytestmark = pytest.mark.skipif(prometheus_binary() is None, reason="Debian's prometheus is not installed")
 
@@ -37,11 +37,7 @@ QUERIES = dashboard_queries()
 
 
 def _data_file(name: str) -> list[dict[str, Any]]:
-    for parent in Path(__file__).resolve().parents:
-        path = parent / "shared" / "data" / name
-        if path.exists():
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    raise FileNotFoundError(f"shared/data/{name} not found above {Path(__file__).parent}")
+    return data_rows(name)
 
 
 class Served:

@@ -9,22 +9,13 @@ gateway serves is kept, with the shared ``components`` its ``$ref``s point into.
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests.shared_data import shared_path
 
-def _find_spec() -> Path:
-    """``shared/specs/`` beside the checkout (``/work/main``) or beside its worktree folder (``/work/wt/x``)."""
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "specs" / "openai-openapi.yaml"
-        if candidate.is_file():
-            return candidate
-    return Path("shared/specs/openai-openapi.yaml")
-
-
-SPEC_PATH = _find_spec()
+SPEC_PATH = shared_path("specs", "openai-openapi.yaml")
 CHAT_PATH = "/chat/completions"
 
 

@@ -6,9 +6,7 @@ project's simulator cache (OpenAI's documented rule), fed the same token sequenc
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,17 +24,17 @@ from gateway.assembly.prefix import (
 )
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
 from gateway.tokens import counter_for
+from tests.shared_data import data_rows
 
 COUNTER = counter_for("o200k_base")
 
 
 def _runs() -> list[dict[str, Any]]:
     """The ToolBench runs, from the nearest ``shared/data`` above this checkout (main or a worktree)."""
-    for parent in Path(__file__).resolve().parents:
-        path = parent / "shared" / "data" / "toolbench.jsonl"
-        if path.exists():
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    pytest.skip("shared/data/toolbench.jsonl not found above this checkout", allow_module_level=True)
+    try:
+        return data_rows("toolbench.jsonl")
+    except FileNotFoundError:
+        pytest.skip("shared/data/toolbench.jsonl not found above this checkout", allow_module_level=True)
 
 
 RUNS = _runs()

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from tests.api.openai_spec import allow_null
 from tests.procs import GatewayHandle, SimHandle
 
 TOOLS = [
@@ -24,31 +25,11 @@ TOOLS = [
 ]
 
 
-def _allow_null(node: Any) -> None:
-    """Rewrite OpenAPI 3.0 ``nullable: true`` into JSON Schema 2020-12 (see specs/README.md)."""
-    if isinstance(node, dict):
-        if node.pop("nullable", False):
-            if "$ref" in node:  # a nullable reference: either the referenced schema or null
-                node["anyOf"] = [{"$ref": node.pop("$ref")}, {"type": "null"}]
-            kind = node.get("type")
-            if isinstance(kind, str):
-                node["type"] = [kind, "null"]
-            elif isinstance(kind, list) and "null" not in kind:
-                kind.append("null")
-            if isinstance(node.get("enum"), list) and None not in node["enum"]:
-                node["enum"].append(None)
-        for value in node.values():
-            _allow_null(value)
-    elif isinstance(node, list):
-        for value in node:
-            _allow_null(value)
-
-
 @pytest.fixture(scope="module")
 def components(shared_dir: Path) -> dict[str, Any]:
+    """The spec's component schemas, nullable rewritten as JSON Schema (see specs/README.md)."""
     spec = yaml.safe_load((shared_dir / "specs" / "openai-openapi.yaml").read_text())
-    _allow_null(spec["components"])
-    return spec["components"]
+    return allow_null(spec["components"])
 
 
 def _validator(components: dict[str, Any], name: str) -> Draft202012Validator:

@@ -5,24 +5,15 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import Usage
+from tests.shared_data import shared_path
 
-
-def _shared_data() -> Path:
-    """``shared/data`` beside the checkout (main checkout or a worktree under wt/)."""
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "shared" / "data").is_dir():
-            return parent / "shared" / "data"
-    raise FileNotFoundError("shared/data not found above " + str(Path(__file__).resolve().parent))
-
-
-DATA = _shared_data()
+DATA = shared_path("data")
 
 TOOLS = [
     {
