@@ -56,3 +56,23 @@ def test_missing_names_each_unseen_text_once_and_learn_counts_them() -> None:
     counter.learn(missing)
     assert counter.missing(messages, tools) == []
     assert counter.request(messages, tools) == TokenCounter("o200k_base").request(messages, tools)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_messages, max_size=6))
+def test_request_counter_counts_what_the_shared_counter_counts(messages: list[dict[str, Any]]) -> None:
+    shared = counter_for("o200k_base")
+    per_request = shared.for_request()
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {}}}]
+    assert per_request.request(messages, tools) == shared.request(messages, tools)
+    assert per_request.request(messages, tools) == shared.request(messages, tools)  # the memoised answer
+    assert per_request.for_request() is per_request
+
+
+def test_request_counter_memo_is_by_object_not_by_equal_value() -> None:
+    """A different object (a pass's rewritten message) is counted afresh, never given another's count."""
+    per_request = counter_for("o200k_base").for_request()
+    first = {"role": "user", "content": "short"}
+    rewritten = {**first, "content": "a much longer content than before, with many more tokens in it"}
+    assert per_request.message(first) < per_request.message(rewritten)
+    assert per_request.message(first) == counter_for("o200k_base").message(first)

@@ -89,7 +89,7 @@ def build_context(
     summarizer: Summarizer | None = None,
 ) -> Context:
     env = Env(
-        counter=gw.counter(model),
+        counter=gw.counter(model).for_request(),
         context_window=gw.info(model).context_window,
         model=model.name,
         provider=model.provider,

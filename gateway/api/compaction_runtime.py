@@ -38,7 +38,7 @@ from gateway.sessions.checkpoints import (
     published_checkpoints,
 )
 from gateway.sessions.claimed_summary import ClaimedSummarizer
-from gateway.sessions.protocol import SessionStore
+from gateway.sessions.protocol import SessionStore, store_call
 from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
 
@@ -106,7 +106,7 @@ class CompactionRuntime:
         have = {c.range_hash for c in before.checkpoints}
         new = [c for c in after.checkpoints if c.range_hash not in have]
         if new:
-            await asyncio.to_thread(publish_checkpoints, self._sessions, after.session_id, new)
+            await store_call(self._sessions, publish_checkpoints, self._sessions, after.session_id, new)
 
     def reports(self, session_id: str) -> list[Decision]:
         """Decisions from this session's background preparation, owed to its next recorded request."""
@@ -124,7 +124,7 @@ class CompactionRuntime:
         plan = plan_compaction(original, assembled, self.policy)
         if plan is None:
             return None
-        if not await asyncio.to_thread(self._sessions.claim, checkpoint_key(session_id, plan.key)):
+        if not await store_call(self._sessions, self._sessions.claim, checkpoint_key(session_id, plan.key)):
             return None
         task = asyncio.get_running_loop().create_task(self._prepare(session_id, plan, assembled))
         self._running[session_id] = task
@@ -157,12 +157,12 @@ class CompactionRuntime:
             )
         except Exception as exc:  # a failed preparation only means the crossing turn summarises itself
             log.exception("preparing a summary for session %s failed", session_id)
-            await asyncio.to_thread(self._sessions.finish, key, failed_result(exc))
+            await store_call(self._sessions, self._sessions.finish, key, failed_result(exc))
             return
         cp = result.checkpoint
         if result.failures:
             self._owe_failure(session_id, cp, result.failures)
-        await asyncio.to_thread(self._sessions.finish, key, checkpoint_result(cp))
+        await store_call(self._sessions, self._sessions.finish, key, checkpoint_result(cp))
 
     def _owe_failure(self, session_id: str, cp: Checkpoint, failures: tuple[str, ...]) -> None:
         log.warning(

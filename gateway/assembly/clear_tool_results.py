@@ -17,6 +17,7 @@ Never touches the head (system/developer messages, first user message) or the re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from gateway.assembly.compaction_layout import (
@@ -54,13 +55,15 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy)
     return out
 
 
-def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str]) -> list[int]:
+def _choose(
+    ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], names: Mapping[str, str]
+) -> list[int]:
     """Sticky results first; then more, oldest first, while over the threshold, down to ``prepare_at``."""
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
     candidates = _candidates(ctx, lay, start, policy)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
-    tokens = request_tokens(ctx, applied, policy) - sum(_saving(ctx, i) for i in chosen)
+    tokens = request_tokens(ctx, applied, policy) - sum(_saving(ctx, i, names) for i in chosen)
     if tokens <= token_limit(ctx, policy.threshold):
         return chosen
     target = token_limit(ctx, policy.prepare_at)
@@ -69,20 +72,21 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
             break
         if i not in chosen:
             chosen.append(i)
-            tokens -= _saving(ctx, i)
+            tokens -= _saving(ctx, i, names)
     if tokens > token_limit(ctx, policy.threshold) and "summarize" in policy.strategies:
         return []  # clearing cannot get under the threshold: the summary replaces these results anyway
     return sorted(chosen)
 
 
-def _saving(ctx: Context, i: int) -> int:
+def _saving(ctx: Context, i: int, names: Mapping[str, str]) -> int:
     """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
     m = ctx.messages[i]
-    return ctx.env.counter.message(m) - ctx.env.counter.message(_cleared(ctx, m))
+    return ctx.env.counter.message(m) - ctx.env.counter.message(_cleared(ctx, m, names))
 
 
-def _cleared(ctx: Context, m: Message) -> Message:
-    tool = call_names(ctx.messages).get(str(m.get("tool_call_id")), "tool")
+def _cleared(ctx: Context, m: Message, names: Mapping[str, str]) -> Message:
+    """The stub of tool result ``m``; ``names`` maps call ids to tool names (built once per pass: O(n))."""
+    tool = names.get(str(m.get("tool_call_id")), "tool")
     return {**m, "content": stub(tool, ctx.env.counter.text(content_text(m.get("content"))[0]))}
 
 
@@ -94,14 +98,15 @@ def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPoli
     if lay is None or not lay.has_middle:
         return ctx, []
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
-    chosen = _choose(ctx, lay, policy, sticky)
+    names = call_names(ctx.messages)
+    chosen = _choose(ctx, lay, policy, sticky, names)
     if not chosen:
         return ctx, []
     messages: list[Message] = list(ctx.messages)
     decisions: list[Decision] = []
     for i in chosen:
         m = ctx.messages[i]
-        messages[i] = _cleared(ctx, m)
+        messages[i] = _cleared(ctx, m, names)
         tool = str(messages[i]["content"])[len("[result of ") :].split(" cleared:")[0]
         decisions.append(
             Decision(

@@ -18,7 +18,7 @@ import orjson
 
 from gateway.assembly.context import Checkpoint
 from gateway.sessions.claimed_summary import POLL_S
-from gateway.sessions.protocol import SessionStore
+from gateway.sessions.protocol import SessionStore, store_call
 
 CHECKPOINT_PREFIX = "cp:"
 _ABANDONED = orjson.dumps({"error": "the preparing replica did not finish"}).decode()
@@ -45,18 +45,18 @@ def _parse(result: str | None) -> Checkpoint | None:
 async def published_checkpoints(sessions: SessionStore, session_id: str, wait_s: float) -> list[Checkpoint]:
     """The session's finished checkpoints; those still in flight are waited for up to ``wait_s``.
 
-    The wait is asynchronous (one store read per poll, in a worker thread): a turn that
+    The wait is asynchronous (one store read per poll, in a worker thread for a shared store): a turn that
     waits must not hold one of the threads the preparation it waits for needs to run.
     """
     prefix = f"{CHECKPOINT_PREFIX}{session_id}:"
     deadline = time.monotonic() + wait_s
-    claims = await asyncio.to_thread(sessions.claimed, prefix)
+    claims = await store_call(sessions, sessions.claimed, prefix)
     while any(r is None for r in claims.values()) and time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)
-        claims = await asyncio.to_thread(sessions.claimed, prefix)
+        claims = await store_call(sessions, sessions.claimed, prefix)
     for key in [k for k, r in claims.items() if r is None]:  # its preparer vanished: nobody waits again
-        await asyncio.to_thread(sessions.finish, key, _ABANDONED)
-        claims[key] = await asyncio.to_thread(sessions.result, key)
+        await store_call(sessions, sessions.finish, key, _ABANDONED)
+        claims[key] = await store_call(sessions, sessions.result, key)
     return [cp for cp in map(_parse, claims.values()) if cp is not None]
 
 

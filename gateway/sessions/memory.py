@@ -20,6 +20,8 @@ def _group(key: str) -> str:
 
 
 class MemorySessionStore:
+    blocking = False  # claims are a dict in this process
+
     def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS, max_claims: int = DEFAULT_MAX_CLAIMS) -> None:
         self._states: OrderedDict[str, SessionState] = OrderedDict()
         self._max = max_sessions

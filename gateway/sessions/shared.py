@@ -62,6 +62,7 @@ def _upsert(engine: Engine, session_id: str, payload: str) -> None:
 
 
 class SharedSessionStore:
+    blocking = True  # claims are database round trips
     """SQL-backed session state (the store's database), with an optional Redis read cache."""
 
     def __init__(self, database_url: str, *, redis_url: str | None = None, owner: str = "") -> None:
