@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
@@ -46,14 +47,38 @@ TARGETS = {"tiny": (1.0, 8.0), "agent14k": (1.5, 8.0), "agent105k": (4.0, 5.0), 
 REQUESTS = {"tiny": 40, "agent14k": 30, "agent105k": 12, "stream": 40}
 
 
+def variant_config(spec: str) -> dict[str, Any]:
+    """``store.writer=thread,policy.tools.enabled=false`` as a nested config (values parsed as YAML)."""
+    config: dict[str, Any] = {}
+    for item in filter(None, spec.split(",")):
+        dotted, _, raw = item.partition("=")
+        *parents, leaf = dotted.strip().split(".")
+        node = config
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = yaml.safe_load(raw)
+    return config
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out.get(key) or {}, value) if isinstance(value, dict) else value
+    return out
+
+
 @contextmanager
-def servers(tmp: Path, *, litellm: bool) -> Iterator[dict[str, Target]]:
-    """Start the simulator, the gateway and (optionally) LiteLLM; yield them by name."""
+def servers(tmp: Path, *, litellm: bool, variant: str = "") -> Iterator[dict[str, Target]]:
+    """Start the simulator, the gateway, a variant gateway (optional) and LiteLLM (optional)."""
     with ExitStack() as stack:
         sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
         models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
         gw = stack.enter_context(run_gateway(tmp, {"models": models}))
         targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
+        if variant:
+            config = _merge({"models": models, "database_url": f"sqlite:///{tmp}/variant.db"}, variant_config(variant))
+            other = stack.enter_context(run_gateway(tmp, config))
+            targets[f"ventana[{variant}]"] = Target("variant", other.base_url)
         if litellm:
             url, startup = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
             print(f"LiteLLM proxy answered after {startup:.1f} s")
@@ -108,7 +133,7 @@ async def throughput(
                 raise RuntimeError(f"{name}: {errors} failed requests at c=32 on profile {profile.name}")
             rates[name].append(rate)
             bar.update(1)
-    out: dict[str, Any] = {f"{t}.rps": statistics.median(r) for t, r in rates.items()}
+    out: dict[str, Any] = {f"{t}.rps": statistics.median(r) for t, r in rates.items()}  # names may hold dots
     if "litellm" in rates:
         ratios = [v / max(lite, 1e-9) for v, lite in zip(rates["ventana"], rates["litellm"], strict=True)]
         out["ventana_over_litellm"] = statistics.median(ratios)
@@ -147,6 +172,10 @@ def report(results: dict[str, Any], profiles: list[Profile]) -> str:
         p50_max, ratio_min = TARGETS[p.name]
         attrs = ("first", "end") if p.stream else ("end",)
         vent = " / ".join(f"{r[f'ventana.{a}.added_p50']:+.2f} ({r[f'ventana.{a}.added_p99']:+.2f})" for a in attrs)
+        suffix = ".end.added_p50"
+        for name in [k[: -len(suffix)] for k in r if k.startswith("ventana[") and k.endswith(suffix)]:
+            other = " / ".join(f"{r[f'{name}.{a}.added_p50']:+.2f}" for a in attrs)
+            vent += f"; {name}: {other}, {r[f'{name}.rps']:.0f} req/s"
         lite = " / ".join(
             f"{r[f'litellm.{a}.added_p50']:+.2f} ({r[f'litellm.{a}.added_p99']:+.2f})"
             for a in attrs
@@ -171,6 +200,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.5, help="seconds per c=32 cell (default 1.5)")
     parser.add_argument("--profiles", default="tiny,agent14k,agent105k,stream")
     parser.add_argument("--no-litellm", action="store_true", help="skip LiteLLM (no throughput ratios)")
+    parser.add_argument(
+        "--variant",
+        default="",
+        help="also measure a second gateway with these config changes, interleaved "
+        "(e.g. store.writer=thread or policy.tools.enabled=false)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 2)
@@ -183,7 +218,7 @@ def main() -> None:
         pass
     with (
         tempfile.TemporaryDirectory(prefix="ventana-bench-") as tmp,
-        servers(Path(tmp), litellm=not args.no_litellm) as t,
+        servers(Path(tmp), litellm=not args.no_litellm, variant=args.variant) as t,
     ):
         results = asyncio.run(measure(t, profiles, args))
     table = report(results, profiles)

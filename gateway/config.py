@@ -63,6 +63,8 @@ class StoreConfig(_Strict):
     queue_size: int = Field(default=10_000, gt=0)
     batch_size: int = Field(default=200, gt=0)
     spool_path: str = "ventana-spool.jsonl"
+    #: Where records are hashed and written: a child process (default: off the GIL) or a thread.
+    writer: Literal["process", "thread"] = "process"
 
     @field_validator("redact")
     @classmethod

@@ -60,6 +60,8 @@ def _choose(
 ) -> list[int]:
     """Sticky results first; then more, oldest first, while over the threshold, down to ``prepare_at``."""
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
+    if not sticky and request_tokens(ctx, applied, policy) <= token_limit(ctx, policy.threshold):
+        return []  # the common case, decided before looking at every tool result
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
     candidates = _candidates(ctx, lay, start, policy)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]

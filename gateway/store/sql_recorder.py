@@ -3,7 +3,9 @@
 ``record()`` is called on the request path and never waits: it puts the record on a
 bounded asyncio queue (a full queue drops the record and counts it, rather than slow
 every request down to the database's pace). One background task takes batches off the
-queue and writes each in a worker thread, in one transaction. When the database cannot
+queue and writes each in one transaction: by default in a child process
+(``writer_process``), so hashing and SQL do not hold the GIL while requests are served;
+with ``writer="thread"`` in a worker thread of this process. When the database cannot
 be reached, batches are appended to the local spool file instead; every ``retry_s`` the
 writer tries the database again and, once it answers, replays the spool oldest first.
 ``close()`` drains the queue and writes (or spools) everything before returning.
@@ -15,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -28,6 +30,14 @@ from gateway.store.redact import Redactor
 from gateway.store.retention import prune
 from gateway.store.spool import Spool
 from gateway.store.writer import KnownContent, write_records
+from gateway.store.writer_process import (
+    RECORD_ERRORS,
+    RecordsRejected,
+    StoreUnavailable,
+    WriterProcess,
+    prune_store,
+    write_batch,
+)
 
 log = logging.getLogger("ventana.store")
 
@@ -38,7 +48,9 @@ LINGER_S = 0.02
 DEFAULT_PRUNE_EVERY_S = 3600.0
 _STOP = object()
 #: Errors one bad record can cause (a value the database or JSON cannot hold); the rest of its batch is still written.
-_RECORD_ERRORS = (SQLAlchemyError, TypeError, ValueError)
+_RECORD_ERRORS = (*RECORD_ERRORS, RecordsRejected)
+#: Errors that mean the database cannot be reached: spool the batch and retry later.
+_DOWN_ERRORS = (OperationalError, StoreUnavailable)
 
 
 class SqlRecorder:
@@ -55,6 +67,7 @@ class SqlRecorder:
         retention_days: int | None = None,
         retry_s: float = DEFAULT_RETRY_S,
         prune_every_s: float = DEFAULT_PRUNE_EVERY_S,
+        writer: Literal["process", "thread"] = "process",
     ) -> None:
         self.database_url = database_url
         self.batch_size = batch_size
@@ -72,6 +85,7 @@ class SqlRecorder:
         self._next_prune = 0.0
         self._spool_broken = False
         self._known = KnownContent()
+        self._process = WriterProcess() if writer == "process" else None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SqlRecorder:
@@ -83,12 +97,14 @@ class SqlRecorder:
             spool_path=store.spool_path,
             redact=store.redact,
             retention_days=store.retention_days,
+            writer=store.writer,
         )
 
     def __repr__(self) -> str:
         return (
             f"SqlRecorder(database_url={safe_url(self.database_url)!r}, batch_size={self.batch_size}, "
-            f"spool_path={str(self.spool.path)!r}, retention_days={self.retention_days})"
+            f"spool_path={str(self.spool.path)!r}, retention_days={self.retention_days}, "
+            f"writer={'process' if self._process else 'thread'!r})"
         )
 
     def record(self, record: RequestRecord) -> None:
@@ -103,7 +119,10 @@ class SqlRecorder:
 
     async def start(self) -> None:
         if self._task is None:
-            self._engine = make_engine(self.database_url)
+            if self._process is not None:
+                self._process.start()
+            else:
+                self._engine = make_engine(self.database_url)
             self._task = asyncio.create_task(self._run(), name="ventana-store-writer")
 
     async def close(self) -> None:
@@ -113,6 +132,8 @@ class SqlRecorder:
         await self._queue.put(_STOP)
         await self._task
         self._task = None
+        if self._process is not None:
+            await asyncio.to_thread(self._process.close)
         if self._engine is not None:
             self._engine.dispose()
         metrics.STORE_QUEUE_DEPTH.set(0)
@@ -181,7 +202,7 @@ class SqlRecorder:
         try:
             self._replay_spool()
             self._commit(records)
-        except OperationalError as exc:
+        except _DOWN_ERRORS as exc:
             self._database_down(exc)
             self._to_spool(records)
             return
@@ -195,10 +216,13 @@ class SqlRecorder:
     def _commit(self, records: list[RequestRecord]) -> None:
         if not records:
             return
-        assert self._engine is not None
-        with self._engine.begin() as conn:
-            written = write_records(conn, records, known=self._known)
-        self._known.update(written.content)  # committed: safe to skip these lookups from now on
+        if self._process is not None:
+            self._process.call(write_batch, self.database_url, records)
+        else:
+            assert self._engine is not None
+            with self._engine.begin() as conn:
+                written = write_records(conn, records, known=self._known)
+            self._known.update(written.content)  # committed: safe to skip these lookups from now on
         self.written += len(records)
         metrics.STORE_WRITTEN.inc(len(records))
 
@@ -246,9 +270,13 @@ class SqlRecorder:
         metrics.STORE_SPOOLED.inc(len(records))
 
     def _prune(self) -> None:
-        assert self._engine is not None and self.retention_days is not None
-        self._known.clear()  # the pass may delete content this writer remembers as stored
+        assert self.retention_days is not None
         try:
+            if self._process is not None:
+                self._process.call(prune_store, self.database_url, self.retention_days)
+                return
+            assert self._engine is not None
+            self._known.clear()  # the pass may delete content this writer remembers as stored
             prune(self._engine, retention_days=self.retention_days)
-        except SQLAlchemyError:
+        except (SQLAlchemyError, StoreUnavailable):
             log.exception("store: retention pass failed; will try again in %.0f s", self.prune_every_s)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
+import numpy as np
 from rank_bm25 import BM25Okapi
 
 from gateway.assembly.tool_scoring.documents import split_identifier
@@ -76,6 +78,27 @@ class _LuceneBM25(BM25Okapi):  # type: ignore[misc]  # rank-bm25 ships no type h
 
     def _calc_idf(self, nd: dict[str, int]) -> None:
         self.idf = {word: math.log(1 + (self.corpus_size - n + 0.5) / (n + 0.5)) for word, n in nd.items()}
+        self._term_scores: dict[str, np.ndarray] = {}
+
+    def term_scores(self, term: str) -> np.ndarray:
+        """One term's BM25 contribution to every document, computed once per index and term."""
+        found = self._term_scores.get(term)
+        if found is None:
+            found = self._term_scores[term] = self.get_scores([term])
+        return found
+
+    def scores(self, terms: Sequence[str]) -> np.ndarray:
+        """``get_scores(terms)``, in time proportional to the distinct terms the tools know.
+
+        rank-bm25 walks every document for every query word, repeats included; a query of a
+        few hundred words against 50 tools is then ~1 ms. The per-term vectors are the same
+        every turn, so they are kept, and each distinct known term is added once, times its count.
+        """
+        total = np.zeros(self.corpus_size)
+        for term, count in Counter(terms).items():
+            if term in self.idf:
+                total += count * self.term_scores(term)
+        return total
 
 
 @lru_cache(maxsize=20_000)
@@ -95,4 +118,4 @@ def score_bm25(query: str, documents: Sequence[str]) -> list[float]:
     terms = bm25_terms(query)
     if not documents or not terms:
         return [0.0] * len(documents)
-    return [float(s) for s in _index(tuple(documents)).get_scores(list(terms))]
+    return [float(s) for s in _index(tuple(documents)).scores(terms)]

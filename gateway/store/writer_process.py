@@ -1,0 +1,131 @@
+"""The store's writing, done in a child process so it does not compete with requests for the GIL.
+
+Writing a record is CPU work: the canonical JSON and sha256 of every message the request
+carries (a 105K-token agent request resends ~300 of them every turn), then SQL. In a
+worker thread that work holds the GIL for milliseconds at a time, and every request the
+event loop is serving waits behind it (up to the interpreter's 5 ms switch interval per
+hand-over). In a child process it runs on another core; the gateway only pickles the
+records, which shares the message objects the original and the assembled bodies have in
+common.
+
+The child keeps its own engine and ``KnownContent`` (hashes it has committed), so only
+unknown content is looked up in the database. Errors cross the process boundary as two
+plain exception types, because driver exceptions do not always survive pickling:
+``StoreUnavailable`` (the database cannot be reached: spool and retry) and
+``RecordsRejected`` (a record the database refused: write one by one).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from gateway.store.record import RequestRecord
+
+log = logging.getLogger("ventana.store")
+
+#: Errors one bad record can cause (a value the database or JSON cannot hold).
+RECORD_ERRORS = (SQLAlchemyError, TypeError, ValueError)
+
+
+class StoreUnavailable(Exception):
+    """The database could not be reached; the batch was not written."""
+
+
+class RecordsRejected(Exception):
+    """The database refused the batch (a record it cannot hold); nothing of it was written."""
+
+
+# --- in the child ---------------------------------------------------------------------------
+
+_engines: dict[str, Engine] = {}
+_known: dict[str, Any] = {}
+
+
+def _engine(database_url: str) -> Engine:
+    from gateway.store.engine import make_engine
+
+    if database_url not in _engines:
+        _engines[database_url] = make_engine(database_url)
+    return _engines[database_url]
+
+
+def write_batch(database_url: str, records: list[RequestRecord]) -> int:
+    """Write ``records`` in one transaction (runs in the child); return how many rows were added."""
+    from gateway.store.writer import KnownContent, write_records
+
+    known = _known.setdefault(database_url, KnownContent())
+    try:
+        with _engine(database_url).begin() as conn:
+            written = write_records(conn, records, known=known)
+    except OperationalError as exc:
+        raise StoreUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+    except RECORD_ERRORS as exc:
+        raise RecordsRejected(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+    known.update(written.content)  # committed: safe to skip these look-ups from now on
+    return written.requests
+
+
+def prune_store(database_url: str, retention_days: int) -> Any:
+    """Retention pass (runs in the child, whose content memo it must clear: content may go)."""
+    from gateway.store.retention import prune
+
+    known = _known.get(database_url)
+    if known is not None:
+        known.clear()
+    try:
+        return prune(_engine(database_url), retention_days=retention_days)
+    except OperationalError as exc:
+        raise StoreUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+
+
+def _ready() -> bool:
+    """Imports the writer's modules, so the first real batch does not pay for it."""
+    import gateway.store.writer  # noqa: F401
+
+    return True
+
+
+# --- in the gateway ---------------------------------------------------------------------------
+
+
+class WriterProcess:
+    """One child process that writes batches; restarted once if it dies (killed, out of memory)."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the child in the background (``spawn``: no fork of a threaded, running event loop)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                self._pool.submit(_ready)
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` in the child and wait (call from a worker thread, never the event loop)."""
+        for attempt in (1, 2):
+            self.start()
+            assert self._pool is not None
+            try:
+                future: Future[Any] = self._pool.submit(fn, *args)
+                return future.result()
+            except BrokenProcessPool:
+                log.error("store writer process died; starting a new one (attempt %d)", attempt)
+                with self._lock:
+                    self._pool = None
+        raise StoreUnavailable("the store writer process keeps dying")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=False)
+                self._pool = None
