@@ -7,6 +7,7 @@ queue after the answer is built (non-streamed) or after the last chunk (streamed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -195,8 +196,8 @@ async def _complete(
     count_tokens: Callable[[], None] = lambda: None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    call = while_waiting(gw.upstream.complete(model, outgoing, api_key, raw=raw_out), count_tokens)
-    data = await _reach_upstream(gw, model, record, started, headers, call)
+    call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
+    data = await _reach_upstream(gw, model, record, started, headers, call, count_tokens)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
     if usage_block is not None:
@@ -208,22 +209,48 @@ async def _complete(
     record.response_text = message.get("content")
     record.tool_calls = message.get("tool_calls")
     record.finish_reason = choice.get("finish_reason")
+    response = Response(orjson.dumps(data), media_type=_JSON, headers=headers)
+    # Counting, metrics and recording run on the next loop turn, after this response is
+    # written: the client does not wait for them, and a loop callback always runs (a
+    # Starlette background task would not if the client had gone).
+    asyncio.get_running_loop().call_soon(_count_and_finish, gw, record, started, count_tokens)
+    return response
+
+
+def _count_and_finish(gw: Gateway, record: RequestRecord, started: float, count_tokens: Callable[[], None]) -> None:
+    try:
+        count_tokens()
+    except Exception:  # counts are bookkeeping: the record is written without them rather than lost
+        log.exception("counting tokens for request %s failed", record.request_id)
     _finish(gw, record, started, status=200)
-    return Response(orjson.dumps(data), media_type=_JSON, headers=headers)
 
 
 async def _reach_upstream(
-    gw: Gateway, model: ModelConfig, record: RequestRecord, started: float, headers: dict[str, str], call: Awaitable[T]
+    gw: Gateway,
+    model: ModelConfig,
+    record: RequestRecord,
+    started: float,
+    headers: dict[str, str],
+    call: Awaitable[T],
+    count_tokens: Callable[[], None] | None = None,
 ) -> T:
-    """Await the provider; on failure record the request and raise the error its client gets."""
+    """Await the provider; on failure record the request and raise the error its client gets.
+
+    ``count_tokens`` is run before a failure is recorded when the caller has not run it yet.
+    """
     try:
         return await call
     except UpstreamError as exc:
+        if count_tokens is not None:
+            count_tokens()
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
         exc.headers.update(headers)  # the client can find the failed request's record by its id
         raise
     except Exception as exc:
+        if count_tokens is not None:
+            with contextlib.suppress(Exception):
+                count_tokens()
         raise _internal(gw, record, started, headers, exc) from exc
 
 

@@ -17,7 +17,6 @@ Never touches the head (system/developer messages, first user message) or the re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 from gateway.assembly.compaction_layout import (
@@ -55,9 +54,7 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy)
     return out
 
 
-def _choose(
-    ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], names: Mapping[str, str]
-) -> list[int]:
+def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], stubs: _Stubs) -> list[int]:
     """Sticky results first; then more, oldest first, while over the threshold, down to ``prepare_at``."""
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
     if not sticky and request_tokens(ctx, applied, policy) <= token_limit(ctx, policy.threshold):
@@ -65,31 +62,43 @@ def _choose(
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
     candidates = _candidates(ctx, lay, start, policy)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
-    tokens = request_tokens(ctx, applied, policy) - sum(_saving(ctx, i, names) for i in chosen)
+    tokens = request_tokens(ctx, applied, policy) - sum(stubs.saving(i) for i in chosen)
     if tokens <= token_limit(ctx, policy.threshold):
         return chosen
     target = token_limit(ctx, policy.prepare_at)
+    taken = set(chosen)
     for i in candidates:
         if tokens <= target:
             break
-        if i not in chosen:
+        if i not in taken:
             chosen.append(i)
-            tokens -= _saving(ctx, i, names)
+            tokens -= stubs.saving(i)
     if tokens > token_limit(ctx, policy.threshold) and "summarize" in policy.strategies:
         return []  # clearing cannot get under the threshold: the summary replaces these results anyway
     return sorted(chosen)
 
 
-def _saving(ctx: Context, i: int, names: Mapping[str, str]) -> int:
-    """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
-    m = ctx.messages[i]
-    return ctx.env.counter.message(m) - ctx.env.counter.message(_cleared(ctx, m, names))
+class _Stubs:
+    """The stub of each tool result, made once per pass run: it is priced, then written."""
 
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._names = call_names(ctx.messages)  # once per run: looking names up per stub was O(n^2)
+        self._made: dict[int, Message] = {}
 
-def _cleared(ctx: Context, m: Message, names: Mapping[str, str]) -> Message:
-    """The stub of tool result ``m``; ``names`` maps call ids to tool names (built once per pass: O(n))."""
-    tool = names.get(str(m.get("tool_call_id")), "tool")
-    return {**m, "content": stub(tool, ctx.env.counter.text(content_text(m.get("content"))[0]))}
+    def get(self, i: int) -> Message:
+        found = self._made.get(i)
+        if found is None:
+            m = self._ctx.messages[i]
+            tool = self._names.get(str(m.get("tool_call_id")), "tool")
+            count = self._ctx.env.counter.text(content_text(m.get("content"))[0])
+            found = self._made[i] = {**m, "content": stub(tool, count)}
+        return found
+
+    def saving(self, i: int) -> int:
+        """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
+        counter = self._ctx.env.counter
+        return counter.message(self._ctx.messages[i]) - counter.message(self.get(i))
 
 
 def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
@@ -100,15 +109,15 @@ def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPoli
     if lay is None or not lay.has_middle:
         return ctx, []
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
-    names = call_names(ctx.messages)
-    chosen = _choose(ctx, lay, policy, sticky, names)
+    stubs = _Stubs(ctx)
+    chosen = _choose(ctx, lay, policy, sticky, stubs)
     if not chosen:
         return ctx, []
     messages: list[Message] = list(ctx.messages)
     decisions: list[Decision] = []
     for i in chosen:
         m = ctx.messages[i]
-        messages[i] = _cleared(ctx, m, names)
+        messages[i] = stubs.get(i)
         tool = str(messages[i]["content"])[len("[result of ") :].split(" cleared:")[0]
         decisions.append(
             Decision(
