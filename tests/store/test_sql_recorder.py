@@ -164,3 +164,40 @@ async def test_redaction_happens_before_anything_is_written(db_url: str, tmp_pat
     if db_url.startswith("sqlite"):
         raw = b"".join(p.read_bytes() for p in tmp_path.glob("store.db*"))
         assert secret.encode() not in raw
+
+
+async def test_thread_writer_writes_the_same_rows(db_url: str, tmp_path: Path) -> None:
+    """``store.writer: thread`` (no child process) keeps the same contract."""
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), writer="thread")
+    assert "writer='thread'" in repr(recorder)
+    await recorder.start()
+    for record in agent_session(12):
+        recorder.record(record)
+    await recorder.close()
+    assert _rows(db_url) == 12
+    assert recorder.status()["written"] == 12
+
+
+async def test_a_killed_writer_process_is_replaced_and_nothing_is_lost(db_url: str, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), batch_size=5)
+    assert "writer='process'" in repr(recorder)
+    await recorder.start()
+    records = list(agent_session(20))
+    for record in records[:10]:
+        recorder.record(record)
+    await _wait_for(lambda: recorder.status()["written"] == 10)
+    pool = recorder._process._pool  # type: ignore[union-attr]
+    assert pool is not None
+    children = list(pool._processes)  # the child that wrote those rows, not this process
+    assert children and os.getpid() not in children
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.sleep(0.5)
+    for record in records[10:]:
+        recorder.record(record)
+    await recorder.close()
+    assert _rows(db_url) == 20
+    assert recorder.status()["dropped"] == 0
