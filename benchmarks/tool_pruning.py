@@ -193,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--split", default="all", choices=SPLITS, help="MetaTool cases: the tuning or the held-out half (tool_cases)"
     )
     parser.add_argument("--budget-share", type=float, default=None, help="override ToolPolicy.budget_share")
+    parser.add_argument("--min-offered", type=int, default=None, help="override ToolPolicy.min_offered")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: selection,latency,replay")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {
@@ -202,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ("grow_top", args.grow_top),
             ("grow_ratio", args.grow_ratio),
             ("budget_share", args.budget_share),
+            ("min_offered", args.min_offered),
         )
         if v is not None
     }
