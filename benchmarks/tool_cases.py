@@ -56,6 +56,26 @@ def selection_cases(name: str) -> list[ToolCase]:
     return cases
 
 
+#: Parts of ``split_cases``: tune hyperparameters on "tune", report "heldout" (and "all").
+SPLITS = ("all", "tune", "heldout")
+
+
+def split_cases(cases: list[ToolCase], part: str) -> list[ToolCase]:
+    """The declared tuning / held-out split: cases grouped by their needed-tool set, alternate groups.
+
+    MetaTool asks for each tool pair about six times in a row with reworded queries, so an
+    even/odd split by case would tune on near-copies of the held-out queries. Groups in order
+    of first appearance: even-numbered groups are "tune", odd-numbered ones "heldout".
+    """
+    if part == "all":
+        return cases
+    if part not in SPLITS:
+        raise ValueError(f"split {part!r} is unknown; expected one of {list(SPLITS)}")
+    groups = list(dict.fromkeys(c.expected for c in cases))
+    parity = 0 if part == "tune" else 1
+    return [c for c in cases if groups.index(c.expected) % 2 == parity]
+
+
 def toolbench_cases() -> list[ToolCase]:
     """One case per assistant message of each ToolBench run: the history before it, and what it called."""
     cases = []

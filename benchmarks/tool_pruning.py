@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import gateway  # noqa: F401  (offline tokenizer files)
-from benchmarks.tool_cases import ToolCase, metatool_sessions, selection_cases, toolbench_cases, toolbench_runs
+from benchmarks.tool_cases import (
+    SPLITS,
+    ToolCase,
+    metatool_sessions,
+    selection_cases,
+    split_cases,
+    toolbench_cases,
+    toolbench_runs,
+)
 from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
@@ -172,7 +180,7 @@ REPLAY_HEADER = (
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a sample of each set")
-    parser.add_argument("--scorers", default="bm25,embedding")
+    parser.add_argument("--scorers", default="bm25,embedding", help="comma list, e.g. bm25,embedding_sentences")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--max-tools", type=int, default=None, help="override ToolPolicy.max_tools")
@@ -181,11 +189,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pinned", default="", help="comma list of tools always kept (ToolPolicy.pinned)")
     parser.add_argument("--sets", default="bfcl,metatool 47,metatool 199,toolbench", help="selection sets to run")
     parser.add_argument("--replays", default="metatool,toolbench", help="session replays to run")
+    parser.add_argument(
+        "--split", default="all", choices=SPLITS, help="MetaTool cases: the tuning or the held-out half (tool_cases)"
+    )
+    parser.add_argument("--budget-share", type=float, default=None, help="override ToolPolicy.budget_share")
+    parser.add_argument("--min-offered", type=int, default=None, help="override ToolPolicy.min_offered")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: selection,latency,replay")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {
         k: v
-        for k, v in (("max_tools", args.max_tools), ("grow_top", args.grow_top), ("grow_ratio", args.grow_ratio))
+        for k, v in (
+            ("max_tools", args.max_tools),
+            ("grow_top", args.grow_top),
+            ("grow_ratio", args.grow_ratio),
+            ("budget_share", args.budget_share),
+            ("min_offered", args.min_offered),
+        )
         if v is not None
     }
     if args.pinned:
@@ -194,8 +213,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     step = 7 if args.quick else 1
     sets = {
         "bfcl": selection_cases("bfcl.jsonl")[::step],
-        "metatool 47": [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47][::step],
-        "metatool 199": [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 199][::step],
+        "metatool 47": split_cases([c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47], args.split)[
+            ::step
+        ],
+        "metatool 199": split_cases([c for c in selection_cases("metatool.jsonl") if len(c.tools) == 199], args.split)[
+            ::step
+        ],
         "toolbench": toolbench_cases(),
     }
     sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}

