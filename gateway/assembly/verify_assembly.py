@@ -130,7 +130,7 @@ def _find_run(haystack: Sequence[Message], run: list[Message | None], roles: lis
 def _same(found: Message, expected: Message | None, role: Any) -> bool:
     if expected is None:
         return is_gateway_block(found) and found.get("role") == role
-    return found == expected
+    return found is expected or found == expected
 
 
 def _order_problems(orig: Sequence[Message], new: Sequence[Message]) -> list[str]:
@@ -141,7 +141,7 @@ def _order_problems(orig: Sequence[Message], new: Sequence[Message]) -> list[str
             continue
         if m.get("role") in ("system", "developer"):
             continue  # checked above, against the decisions
-        while position < len(orig) and orig[position] != m:
+        while position < len(orig) and orig[position] is not m and orig[position] != m:
             position += 1
         if position == len(orig):
             return [f"message {i} ({m.get('role')}) is neither the client's nor a marked gateway block"]
