@@ -52,6 +52,7 @@ PROXY_PACKAGES = (
     "backports-zstd",
     "litellm-proxy-extras",
     "litellm-enterprise",
+    "soundfile",  # imported by the proxy's CLI since litellm 1.110
 )
 
 
