@@ -18,11 +18,12 @@ from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from gateway import metrics
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
+from gateway.api.event_stream import EventStreamResponse
 from gateway.api.memory_runtime import memory_runtime
 from gateway.api.overlap import while_waiting
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
@@ -301,7 +302,7 @@ async def _stream(
             _finish(gw, record, started, status=status, error=error)
             await stream.aclose()
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    return EventStreamResponse(events(), headers=headers)
 
 
 def _budget(gw: Gateway, model: ModelConfig, assembly: Assembly) -> dict[str, Any]:

@@ -1,0 +1,56 @@
+"""A streamed (SSE) response that stops the moment the client hangs up, without anyio.
+
+Starlette's ``StreamingResponse`` runs the stream and a disconnect listener in an anyio
+task group under ASGI servers that announce spec 2.3 (uvicorn does), so a streamed chat
+request paid for a task group, its cancel scope and a second task on every request:
+~0.1-0.2 ms of a target of 1 ms. Here the stream runs in the request's own task and one
+plain asyncio task waits for ``http.disconnect``; when it comes, it cancels the request's
+task, so the relay's ``finally`` records the request (499) and closes the upstream stream
+at once, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+
+class EventStreamResponse(Response):
+    media_type = "text/event-stream"
+
+    def __init__(self, events: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> None:
+        self.events = events
+        self.status_code = 200
+        self.background = None
+        self.init_headers(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        hung_up = False
+
+        async def listen() -> None:
+            nonlocal hung_up
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            hung_up = True
+            task.cancel()
+
+        listener = asyncio.get_running_loop().create_task(listen())
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for chunk in self.events:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not hung_up:
+                raise
+            task.uncancel()
+            aclose = getattr(self.events, "aclose", None)
+            if aclose is not None:
+                await aclose()  # if the cancel landed in send(), the relay's finally has not run yet
+        finally:
+            listener.cancel()

@@ -1,0 +1,82 @@
+"""EventStreamResponse: the stream runs to its end, and stops at once when the client hangs up."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gateway.api.event_stream import EventStreamResponse
+
+SCOPE: dict[str, Any] = {"type": "http", "asgi": {"spec_version": "2.3"}}
+
+
+async def test_every_event_is_sent_then_the_body_ends() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def events() -> AsyncIterator[bytes]:
+        for i in range(3):
+            yield f"data: {i}\n\n".encode()
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(3600)  # the client stays
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await EventStreamResponse(events(), headers={"x-a": "1"})(SCOPE, receive, send)
+    assert sent[0]["type"] == "http.response.start"
+    assert dict(sent[0]["headers"])[b"content-type"].startswith(b"text/event-stream")
+    assert [m.get("body") for m in sent[1:]] == [b"data: 0\n\n", b"data: 1\n\n", b"data: 2\n\n", b""]
+    assert sent[-1]["more_body"] is False
+
+
+async def test_a_hang_up_stops_a_stream_waiting_for_its_next_event() -> None:
+    finished: list[str] = []
+    hang_up = asyncio.Event()
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            yield b"data: first\n\n"
+            await asyncio.sleep(3600)  # an upstream that has gone quiet
+            yield b"data: never\n\n"
+        finally:
+            finished.append("relay closed")
+
+    async def receive() -> dict[str, Any]:
+        await hang_up.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message.get("body") == b"data: first\n\n":
+            hang_up.set()
+
+    started = time.monotonic()
+    await asyncio.wait_for(EventStreamResponse(events())(SCOPE, receive, send), timeout=5)
+    assert finished == ["relay closed"]
+    assert time.monotonic() - started < 1
+    assert not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+
+async def test_a_cancel_that_is_not_a_hang_up_propagates() -> None:
+    async def events() -> AsyncIterator[bytes]:
+        await asyncio.sleep(3600)
+        yield b""
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        return None
+
+    task = asyncio.ensure_future(EventStreamResponse(events())(SCOPE, receive, send))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return
+    raise AssertionError("a server shutdown's cancel must not be swallowed")
