@@ -47,16 +47,23 @@ class Calibration:
     def __init__(self, *, window: int = DEFAULT_WINDOW) -> None:
         self._window = window
         self._ratios: dict[str, deque[float]] = {}
+        self._observed: dict[str, int] = {}
+        # model -> (observations when computed, stats): two medians over the window cost ~40 us,
+        # and every request asks; a full window moves little in a few samples.
+        self._memo: dict[str, tuple[int, CalibrationStats]] = {}
 
     def observe(self, model: str, counted: int, reported: int) -> None:
         """Record one request the gateway counted as ``counted`` and the provider billed as ``reported``."""
         if counted <= 0 or reported <= 0:
             return
         self._ratios.setdefault(model, deque(maxlen=self._window)).append(reported / counted)
+        self._observed[model] = self._observed.get(model, 0) + 1
 
     def ratio(self, model: str) -> float:
         """The correction to multiply counts by; 1.0 until ``MIN_SAMPLES`` answers were seen."""
-        samples = self._ratios.get(model)
+        return self.stats(model).ratio
+
+    def _ratio(self, samples: deque[float] | None) -> float:
         if not samples or len(samples) < MIN_SAMPLES:
             return 1.0
         return statistics.median(samples)
@@ -69,10 +76,17 @@ class Calibration:
         return round(counted * self.ratio(model))
 
     def stats(self, model: str) -> CalibrationStats:
-        samples = list(self._ratios.get(model) or ())
-        ratio = self.ratio(model)
+        """Ratio and residual error; recomputed once per 1/16 of the window's samples renewed."""
+        observed = self._observed.get(model, 0)
+        found = self._memo.get(model)
+        samples = self._ratios.get(model)
+        if found is not None and observed - found[0] < max(1, len(samples or ()) // 16):
+            return found[1]
+        ratio = self._ratio(samples)
         residual = statistics.median(abs(r / ratio - 1.0) for r in samples) if samples else 0.0
-        return CalibrationStats(model, len(samples), ratio, residual)
+        computed = CalibrationStats(model, len(samples or ()), ratio, residual)
+        self._memo[model] = (observed, computed)
+        return computed
 
     def report(self) -> list[CalibrationStats]:
         return [self.stats(model) for model in sorted(self._ratios)]

@@ -10,8 +10,8 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -117,7 +117,7 @@ def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
 
 async def chat_completions(request: Request, gw: Gateway) -> Response:
     started = time.perf_counter()
-    request_id = "req-" + uuid.uuid4().hex[:20]
+    request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
     headers = {"x-ventana-request-id": request_id}
     raw = await read_body(request, gw.settings.limits.max_body_bytes)
     body = parse_body(raw)
