@@ -101,9 +101,20 @@ class _LuceneBM25(BM25Okapi):  # type: ignore[misc]  # rank-bm25 ships no type h
         return total
 
 
-@lru_cache(maxsize=20_000)
 def bm25_terms(text: str) -> tuple[str, ...]:
-    """Words of ``text`` as BM25 sees them (identifiers split, lower case, stopwords out)."""
+    """Words of ``text`` as BM25 sees them (identifiers split, lower case, stopwords out).
+
+    Memoised line by line (a line break separates words in every step here, so the terms of
+    a text are those of its lines in order): a turn's query repeats most of its lines from
+    the previous turn, so only new lines are split.
+    """
+    if "\n" not in text:
+        return _line_terms(text)
+    return tuple(term for line in text.split("\n") for term in _line_terms(line))
+
+
+@lru_cache(maxsize=20_000)
+def _line_terms(text: str) -> tuple[str, ...]:
     return tuple(w for w in _WORD.findall(split_identifier(text).lower()) if w not in _STOPWORDS)
 
 

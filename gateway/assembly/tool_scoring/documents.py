@@ -2,7 +2,7 @@
 
 A tool is described by its name split into words (``getWeather_v2`` -> ``get Weather v2``),
 its description and its parameters' names and descriptions. The turn is the last user
-message, the tool results that followed it (the agent is mid-task: what came back says
+message, the latest tool results after it (the agent is mid-task: what came back says
 what it needs next) and the assistant's latest text.
 """
 
@@ -91,12 +91,21 @@ def _param_text(schema: Any, depth: int = 0) -> str:
 
 
 def query_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The current turn's text: last user message, the tool results after it, the last assistant text."""
+    """The current turn's text: last user message, the latest tool results, the last assistant text.
+
+    The latest results are those answering the last assistant message that called tools
+    (one batch, parallel calls included), not every result since the user spoke: in a long
+    agent loop that would be hundreds of results, the query would grow every turn (and its
+    scoring with it), and the old results say less about what is needed next.
+    """
     last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), -1)
     parts: list[str] = []
     if last_user >= 0:
         parts.append(content_text(messages[last_user].get("content"))[0])
-        for m in messages[last_user + 1 :]:
+        last_call = next(
+            (i for i in range(len(messages) - 1, last_user, -1) if messages[i].get("tool_calls")), last_user
+        )
+        for m in messages[last_call + 1 :]:
             if m.get("role") == "tool":
                 parts.append(content_text(m.get("content"))[0][:MAX_RESULT_CHARS])
     for m in reversed(messages):

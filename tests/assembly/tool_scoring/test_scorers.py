@@ -98,3 +98,27 @@ def test_every_registered_scorer_resolves_and_scores_an_empty_query_as_zero() ->
 
     for name in SCORERS:
         assert get_scorer(name)("", DOCS) == [0.0, 0.0, 0.0]
+
+
+def test_query_takes_the_latest_batch_of_results_not_the_whole_agent_loop() -> None:
+    """An agent loop of many calls: the query stays the size of one turn, whatever the history."""
+    messages = [user("plan my trip")]
+    for i in range(200):
+        messages += call(f"c{i}", f"step{i}")
+    text = query_text(messages)
+    assert "plan my trip" in text and "result of step199" in text
+    assert "result of step198" not in text and "result of step0" not in text
+    parallel = [
+        user("two things"),
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "fa", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "fb", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "first answer"},
+        {"role": "tool", "tool_call_id": "b", "content": "second answer"},
+    ]
+    assert "first answer" in query_text(parallel) and "second answer" in query_text(parallel)
