@@ -179,7 +179,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
 
     _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
-    raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model)
+    raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model) or _encoded(outgoing, model)
+    record.original_json, record.assembled_json = raw, raw_out  # for the store's writer process
     if record.stream:
         return await _stream(gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens)
     return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens)
@@ -269,7 +270,7 @@ async def _stream(
 ) -> Response:
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
-    upstream_raw = with_usage_requested(raw_out, body) if raw_out is not None else None
+    upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
     opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
     stream = await _reach_upstream(gw, model, record, started, headers, while_waiting(opening, count_tokens))
@@ -303,6 +304,16 @@ async def _stream(
             await stream.aclose()
 
     return EventStreamResponse(events(), headers=headers)
+
+
+def _encoded(outgoing: dict[str, Any], model: ModelConfig) -> bytes | None:
+    """``outgoing`` as JSON, encoded once for provider and store; None if the provider needs another model id."""
+    if outgoing.get("model") != model.upstream_model:
+        return None  # the upstream writes its own model id in; it encodes the body itself
+    try:
+        return orjson.dumps(outgoing)
+    except TypeError:  # an integer past 64 bits: the upstream's encoder reports it as before
+        return None
 
 
 def _budget(gw: Gateway, model: ModelConfig, assembly: Assembly) -> dict[str, Any]:

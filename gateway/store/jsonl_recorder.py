@@ -11,18 +11,17 @@ Keys never reach it: a ``RequestRecord`` holds the caller's hash, not the key.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-from gateway.store.record import RequestRecord
+from gateway.store.record import RequestRecord, record_dict
 
 
 def record_to_dict(record: RequestRecord) -> dict[str, Any]:
-    """A JSON-ready dict of every field (``usage`` becomes a nested object)."""
-    return dataclasses.asdict(record)
+    """A JSON-ready dict of every field but the transient bytes (``usage`` becomes a nested object)."""
+    return record_dict(record)
 
 
 class JsonlRecorder:

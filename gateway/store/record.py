@@ -7,7 +7,7 @@ Never holds an Authorization header or any key: ``caller`` is a short hash of th
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gateway.upstream.usage import Usage
@@ -43,6 +43,23 @@ class RequestRecord:
     predicted_cached_tokens: int = 0  # the gateway's own cache prediction (assembly/prefix.py)
     prefix_break: str | None = None  # component that broke the session's previous prefix, if any
     component_tokens: dict[str, int] = field(default_factory=dict)  # assembled prompt tokens by component
+    # Transient, never stored: the two bodies as the JSON bytes the gateway already had (the
+    # client's request, the body sent upstream). The store's writer process parses these
+    # instead of receiving the dicts pickled, which would cost the request path's GIL time.
+    original_json: bytes | None = field(default=None, repr=False)
+    assembled_json: bytes | None = field(default=None, repr=False)
+
+
+#: Fields that are not part of a record's content (transient bytes; the dicts hold the same).
+TRANSIENT_FIELDS = ("original_json", "assembled_json")
+
+
+def record_dict(record: RequestRecord) -> dict[str, Any]:
+    """The record as plain data for JSON (spool, JSONL log), without its transient bytes."""
+    data = asdict(record)
+    for name in TRANSIENT_FIELDS:
+        data.pop(name, None)
+    return data
 
 
 class Recorder(Protocol):

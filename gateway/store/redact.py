@@ -52,4 +52,5 @@ class Redactor:
             return record
         names = {f.name for f in fields(record)}
         changes = {name: self.value(getattr(record, name)) for name in _TEXT_FIELDS if name in names}
-        return replace(record, **changes)
+        # The bodies' JSON bytes are unredacted: drop them, so only the masked dicts travel on.
+        return replace(record, **changes, original_json=None, assembled_json=None)

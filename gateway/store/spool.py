@@ -11,20 +11,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from gateway.store.record import RequestRecord
+from gateway.store.record import RequestRecord, record_dict
 from gateway.upstream.usage import Usage
 
 _FIELDS = {f.name for f in fields(RequestRecord)}
 
 
 def record_to_json(record: RequestRecord) -> bytes:
-    return orjson.dumps(asdict(record), option=orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(record_dict(record), option=orjson.OPT_NON_STR_KEYS)
 
 
 def record_from_json(line: bytes) -> RequestRecord:

@@ -35,6 +35,7 @@ from gateway.store.writer_process import (
     RecordsRejected,
     StoreUnavailable,
     WriterProcess,
+    for_the_wire,
     prune_store,
     write_batch,
 )
@@ -217,7 +218,7 @@ class SqlRecorder:
         if not records:
             return
         if self._process is not None:
-            self._process.call(write_batch, self.database_url, records)
+            self._process.call(write_batch, self.database_url, [for_the_wire(r) for r in records])
         else:
             assert self._engine is not None
             with self._engine.begin() as conn:
