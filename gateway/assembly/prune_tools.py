@@ -105,7 +105,11 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     offered = set(names)
     previous = [n for n in state.tool_set if n in offered] if policy.sticky else []
     if not query and not previous:
-        return ctx, [Decision(PASS, "kept_all", before, before, "no user text to score the tools against")]
+        decision = Decision(PASS, "kept_all", before, before, "no user text to score the tools against")
+        if not state.tool_set:
+            return ctx, [decision]
+        # every tool of the sticky set is gone from the offer: forget them, as a selection would
+        return ctx.replace(session=replace(state, tool_set=())), [decision]
     scores, ranked = _rank(query, tools, names, policy.scorer)
     fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
     if not previous:

@@ -61,6 +61,14 @@ def test_keeps_all_when_there_is_no_user_text_to_score() -> None:
     assert decisions[0].action == "kept_all"
 
 
+def test_a_turn_without_text_forgets_a_sticky_set_the_client_no_longer_offers() -> None:
+    state = SessionState("s", tool_set=("retired_tool",))
+    ctx = make_ctx([user("start"), user("")], catalogue(), state=state)
+    out, decisions = run(ctx)
+    assert out.tools == ctx.tools and decisions[0].action == "kept_all"
+    assert out.session.tool_set == ()
+
+
 def test_keeps_tool_named_by_tool_choice() -> None:
     choice = {"type": "function", "function": {"name": "set_timer"}}
     ctx = make_ctx([user("What's the weather in Paris?")], catalogue(), tool_choice=choice)
