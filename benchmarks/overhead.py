@@ -68,8 +68,8 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def servers(tmp: Path, *, litellm: bool, variant: str = "") -> Iterator[dict[str, Target]]:
-    """Start the simulator, the gateway, a variant gateway (optional) and LiteLLM (optional)."""
+def servers(tmp: Path, *, litellm: bool, variant: str = "", checkout: str = "") -> Iterator[dict[str, Target]]:
+    """Start the simulator, the gateway, a variant gateway and one from another checkout (optional), LiteLLM."""
     with ExitStack() as stack:
         sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
         models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
@@ -79,6 +79,10 @@ def servers(tmp: Path, *, litellm: bool, variant: str = "") -> Iterator[dict[str
             config = _merge({"models": models, "database_url": f"sqlite:///{tmp}/variant.db"}, variant_config(variant))
             other = stack.enter_context(run_gateway(tmp, config))
             targets[f"ventana[{variant}]"] = Target("variant", other.base_url)
+        if checkout:
+            config = {"models": models, "database_url": f"sqlite:///{tmp}/checkout.db"}
+            other = stack.enter_context(run_gateway(tmp, config, env={"PYTHONPATH": str(Path(checkout).resolve())}))
+            targets[f"ventana[{Path(checkout).name}]"] = Target("checkout", other.base_url)
         if litellm:
             url, startup = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
             print(f"LiteLLM proxy answered after {startup:.1f} s")
@@ -206,6 +210,12 @@ def main() -> None:
         help="also measure a second gateway with these config changes, interleaved "
         "(e.g. store.writer=thread or policy.tools.enabled=false)",
     )
+    parser.add_argument(
+        "--checkout",
+        default="",
+        help="also measure the gateway of another checkout of this repo (e.g. a git worktree of an older "
+        "commit), interleaved: before/after comparisons in one run",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 2)
@@ -218,7 +228,7 @@ def main() -> None:
         pass
     with (
         tempfile.TemporaryDirectory(prefix="ventana-bench-") as tmp,
-        servers(Path(tmp), litellm=not args.no_litellm, variant=args.variant) as t,
+        servers(Path(tmp), litellm=not args.no_litellm, variant=args.variant, checkout=args.checkout) as t,
     ):
         results = asyncio.run(measure(t, profiles, args))
     table = report(results, profiles)
