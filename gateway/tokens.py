@@ -106,8 +106,27 @@ def message_overhead(message: Mapping[str, Any]) -> int:
     return MESSAGE_OVERHEAD + (NAME_OVERHEAD if message.get("name") else 0)
 
 
+#: Rendered tools by their JSON: clients resend the same definitions every turn, and rendering
+#: (a key-sorted encoding of the schema) costs several times the plain encoding used as key.
+_RENDERED: dict[bytes, str] = {}
+_RENDERED_LIMIT = 20_000
+
+
 def render_tool(tool: Mapping[str, Any]) -> str:
     """Render one tool definition as OpenAI renders it into the prompt."""
+    try:
+        key = orjson.dumps(tool)
+    except TypeError:
+        return _render_tool(tool)
+    found = _RENDERED.get(key)
+    if found is None:
+        if len(_RENDERED) >= _RENDERED_LIMIT:
+            _RENDERED.clear()
+        found = _RENDERED[key] = _render_tool(tool)
+    return found
+
+
+def _render_tool(tool: Mapping[str, Any]) -> str:
     fn = tool.get("function") if isinstance(tool.get("function"), _MAP) else tool
     assert isinstance(fn, _MAP)
     description = fn.get("description") or ""
@@ -220,7 +239,7 @@ class RequestCounter(TokenCounter):
         self._enc = shared._enc
         self._cache = shared._cache
         self._lock = shared._lock
-        self._objects: dict[int, tuple[Mapping[str, Any], int]] = {}
+        self._objects: dict[int, tuple[Any, int]] = {}  # id -> (the object, held so the id stays its own; count)
 
     def message(self, message: Mapping[str, Any]) -> int:
         found = self._objects.get(id(message))
@@ -236,6 +255,27 @@ class RequestCounter(TokenCounter):
             return found[1]
         n = TokenCounter.tool(self, tool)
         self._objects[id(tool)] = (tool, n)
+        return n
+
+    def tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
+        if not tools:
+            return 0
+        found = self._objects.get(id(tools))
+        if found is not None and found[0] is tools:
+            return found[1]
+        n = TokenCounter.tools(self, tools)
+        self._objects[id(tools)] = (tools, n)
+        return n
+
+    def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        """Whole message lists are recounted by several passes; a tuple (a Context's) is remembered."""
+        if messages.__class__ is not tuple:
+            return TokenCounter.messages(self, messages)
+        found = self._objects.get(id(messages))
+        if found is not None and found[0] is messages:
+            return found[1]
+        n = TokenCounter.messages(self, messages)
+        self._objects[id(messages)] = (messages, n)
         return n
 
     def for_request(self) -> RequestCounter:

@@ -25,7 +25,6 @@ from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.memory_runtime import memory_runtime
-from gateway.api.overlap import while_waiting
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
@@ -219,12 +218,19 @@ async def _complete(
     return response
 
 
-def _count_and_finish(gw: Gateway, record: RequestRecord, started: float, count_tokens: Callable[[], None]) -> None:
+def _count_and_finish(
+    gw: Gateway,
+    record: RequestRecord,
+    started: float,
+    count_tokens: Callable[[], None],
+    status: int = 200,
+    error: str | None = None,
+) -> None:
     try:
         count_tokens()
     except Exception:  # counts are bookkeeping: the record is written without them rather than lost
         log.exception("counting tokens for request %s failed", record.request_id)
-    _finish(gw, record, started, status=200)
+    _finish(gw, record, started, status=status, error=error)
 
 
 async def _reach_upstream(
@@ -273,7 +279,7 @@ async def _stream(
     upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
     opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
-    stream = await _reach_upstream(gw, model, record, started, headers, while_waiting(opening, count_tokens))
+    stream = await _reach_upstream(gw, model, record, started, headers, opening, count_tokens)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
 
@@ -297,10 +303,12 @@ async def _stream(
             log.exception("stream relay failed for %s", record.request_id)
             yield b"data: " + orjson.dumps(VentanaError(error).body()) + b"\n\n"
         finally:
-            # Record before awaiting anything: if this generator is being cancelled (the client
-            # hung up), an await could be interrupted and the rest of the block never run.
+            # Hand the record over before awaiting anything: if this generator is being cancelled
+            # (the client hung up), an await could be interrupted and the rest never run. The
+            # counting and recording run on the next loop turn, after the stream's end is written.
             relay.fill(record)
-            _finish(gw, record, started, status=status, error=error)
+            loop = asyncio.get_running_loop()
+            loop.call_soon(_count_and_finish, gw, record, started, count_tokens, status, error)
             await stream.aclose()
 
     return EventStreamResponse(events(), headers=headers)
