@@ -3,9 +3,9 @@
 ``record()`` is called on the request path and never waits: it puts the record on a
 bounded asyncio queue (a full queue drops the record and counts it, rather than slow
 every request down to the database's pace). One background task takes batches off the
-queue and writes each in one transaction: by default in a child process
-(``writer_process``), so hashing and SQL do not hold the GIL while requests are served;
-with ``writer="thread"`` in a worker thread of this process. When the database cannot
+queue and writes each in one transaction: by default in a worker thread; with
+``writer="process"`` in a child process (``writer_process``), so hashing and SQL do not
+hold the gateway's GIL while it serves requests. When the database cannot
 be reached, batches are appended to the local spool file instead; every ``retry_s`` the
 writer tries the database again and, once it answers, replays the spool oldest first.
 ``close()`` drains the queue and writes (or spools) everything before returning.
@@ -68,7 +68,7 @@ class SqlRecorder:
         retention_days: int | None = None,
         retry_s: float = DEFAULT_RETRY_S,
         prune_every_s: float = DEFAULT_PRUNE_EVERY_S,
-        writer: Literal["process", "thread"] = "process",
+        writer: Literal["process", "thread"] = "thread",
     ) -> None:
         self.database_url = database_url
         self.batch_size = batch_size

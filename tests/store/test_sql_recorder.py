@@ -41,8 +41,14 @@ async def _wait_for(condition, timeout: float = 15.0) -> None:  # type: ignore[n
         await asyncio.sleep(0.05)
 
 
-async def test_close_writes_every_queued_record(db_url: str, tmp_path: Path) -> None:
-    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), batch_size=7)
+@pytest.mark.parametrize("writer", ["thread", "process"])
+async def test_close_writes_every_queued_record(db_url: str, tmp_path: Path, writer: str) -> None:
+    recorder = SqlRecorder(
+        database_url=db_url,
+        spool_path=str(tmp_path / "spool.jsonl"),
+        batch_size=7,
+        writer=writer,  # type: ignore[arg-type]
+    )
     await recorder.start()
     records = list(agent_session(30))
     for record in records:
@@ -166,24 +172,38 @@ async def test_redaction_happens_before_anything_is_written(db_url: str, tmp_pat
         assert secret.encode() not in raw
 
 
-async def test_thread_writer_writes_the_same_rows(db_url: str, tmp_path: Path) -> None:
-    """``store.writer: thread`` (no child process) keeps the same contract."""
-    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), writer="thread")
-    assert "writer='thread'" in repr(recorder)
+async def test_process_writer_parses_the_bodies_it_is_handed_as_json(db_url: str, tmp_path: Path) -> None:
+    """``store.writer: process`` gets the bodies as the JSON bytes the gateway had; rows are the same."""
+    import orjson
+
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), writer="process")
+    assert "writer='process'" in repr(recorder)
     await recorder.start()
-    for record in agent_session(12):
+    records = list(agent_session(12))
+    for record in records:
+        record.original_json = orjson.dumps(record.original)
+        record.assembled_json = orjson.dumps(record.assembled)
         recorder.record(record)
     await recorder.close()
     assert _rows(db_url) == 12
     assert recorder.status()["written"] == 12
+    engine = make_engine(db_url)
+    try:
+        stored = get_request(engine, records[-1].request_id)
+    finally:
+        engine.dispose()
+    assert stored is not None
+    assert stored.original["messages"] == records[-1].original["messages"]
+    assert stored.assembled["messages"] == records[-1].assembled["messages"]
 
 
 async def test_a_killed_writer_process_is_replaced_and_nothing_is_lost(db_url: str, tmp_path: Path) -> None:
     import os
     import signal
 
-    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), batch_size=5)
-    assert "writer='process'" in repr(recorder)
+    recorder = SqlRecorder(
+        database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), batch_size=5, writer="process"
+    )
     await recorder.start()
     records = list(agent_session(20))
     for record in records[:10]:
