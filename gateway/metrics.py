@@ -65,6 +65,9 @@ STORE_QUEUE_DEPTH = Gauge(
 STORE_WRITTEN = Counter("ventana_store_written_total", "Records written to the store database")
 STORE_SPOOLED = Counter("ventana_store_spooled_total", "Records spooled to the local file while the database was down")
 STORE_DROPPED = Counter("ventana_store_dropped_total", "Records lost: the queue was full or the spool failed")
+STORE_BACKPRESSURE = Counter(
+    "ventana_store_backpressure_total", "Requests that waited for the store writer to catch up before being served"
+)
 RECORDS_LOST = Counter("ventana_records_lost_total", "Records the recorder raised on instead of accepting")
 REJECTED = Counter(
     "ventana_rejected_requests_total", "Requests refused before forwarding (auth, rate limit, bad input)", ["code"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
@@ -52,6 +53,12 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
+#: How long a worker thread may hold the GIL while the event loop waits for it (Python's
+#: default is 5 ms). Assembly of a very large request and the store writer run in threads; at
+#: 5 ms a loop thread waking up to serve another request could wait that long for its turn.
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def error_response(exc: VentanaError, headers: dict[str, str] | None = None) -> Response:
     return Response(
         orjson.dumps(exc.body()),
@@ -82,6 +89,7 @@ def create_app(
         await gw.recorder.start()
         await asyncio.to_thread(gw.load_tokenizers)
         freeze_startup_objects()
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         if probe is not None:
             probe.start()
         try:

@@ -37,6 +37,9 @@ class JsonlRecorder:
         self._fh.flush()
         self.written += 1
 
+    async def room(self) -> None:
+        return None  # records are written synchronously
+
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = self.path.open("ab")

@@ -67,6 +67,14 @@ class Recorder(Protocol):
 
     def record(self, record: RequestRecord) -> None: ...
 
+    async def room(self) -> None:
+        """Return once the recorder can take another request's record without growing unbounded.
+
+        Awaited before a request is served: a store that falls behind slows clients down
+        instead of holding thousands of records in memory or dropping them.
+        """
+        ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -91,6 +99,9 @@ class MemoryRecorder:
 
     def record(self, record: RequestRecord) -> None:
         self.records.append(record)
+
+    async def room(self) -> None:
+        return None
 
     async def start(self) -> None:
         return None

@@ -47,6 +47,10 @@ DEFAULT_RETRY_S = 2.0
 #: rate one transaction then carries several records instead of one commit per request.
 LINGER_S = 0.02
 DEFAULT_PRUNE_EVERY_S = 3600.0
+#: Share of ``queue_size`` from which new requests wait for the writer (see ``room``), and the
+#: share it must drain to before they go on: bounded memory without dropping records.
+BACKPRESSURE_AT = 0.2
+BACKPRESSURE_UNTIL = 0.1
 _STOP = object()
 #: Errors one bad record can cause (a value the database or JSON cannot hold); the rest of its batch is still written.
 _RECORD_ERRORS = (*RECORD_ERRORS, RecordsRejected)
@@ -87,6 +91,11 @@ class SqlRecorder:
         self._spool_broken = False
         self._known = KnownContent()
         self._process = WriterProcess() if writer == "process" else None
+        self.backpressure_at = max(1, int(queue_size * BACKPRESSURE_AT))
+        self._resume_at = int(queue_size * BACKPRESSURE_UNTIL)
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self.waited = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SqlRecorder:
@@ -100,6 +109,11 @@ class SqlRecorder:
             retention_days=store.retention_days,
             writer=store.writer,
         )
+
+    @property
+    def wants_json(self) -> bool:
+        """Whether records should carry their bodies' JSON bytes (only the child process uses them)."""
+        return self._process is not None
 
     def __repr__(self) -> str:
         return (
@@ -118,6 +132,27 @@ class SqlRecorder:
             log.warning("store queue full (%d records): dropped request %s", self._queue.maxsize, record.request_id)
         metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
 
+    async def room(self) -> None:
+        """Wait while the queue holds ``backpressure_at`` records or more, until it drains to half that.
+
+        A writer that cannot keep up (a saturated gateway, a slow database) would otherwise fill
+        the queue: thousands of parsed requests in memory, then records dropped. Waiting here
+        slows the clients down to the store's pace instead. A writer that is not running (the
+        recorder not started, or stopped) is not waited for.
+        """
+        if self._queue.qsize() < self.backpressure_at or self._task is None or self._task.done():
+            return
+        if self._drained.is_set():
+            self._drained.clear()
+            log.warning("store writer %d records behind: new requests wait for it", self._queue.qsize())
+        self.waited += 1
+        metrics.STORE_BACKPRESSURE.inc()
+        await self._drained.wait()
+
+    def _check_drained(self) -> None:
+        if not self._drained.is_set() and self._queue.qsize() <= self._resume_at:
+            self._drained.set()
+
     async def start(self) -> None:
         if self._task is None:
             if self._process is not None:
@@ -133,6 +168,7 @@ class SqlRecorder:
         await self._queue.put(_STOP)
         await self._task
         self._task = None
+        self._drained.set()  # nobody waits for a writer that has stopped
         if self._process is not None:
             await asyncio.to_thread(self._process.close)
         if self._engine is not None:
@@ -158,6 +194,7 @@ class SqlRecorder:
         while not stopping:
             batch, stopping = await self._next_batch()
             metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
+            self._check_drained()
             if batch or stopping or (self.spool.pending() and time.monotonic() >= self._next_retry):
                 await asyncio.to_thread(self._write, batch, stopping)
             if self.retention_days and time.monotonic() >= self._next_prune and not stopping:

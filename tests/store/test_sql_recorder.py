@@ -221,3 +221,33 @@ async def test_a_killed_writer_process_is_replaced_and_nothing_is_lost(db_url: s
     await recorder.close()
     assert _rows(db_url) == 20
     assert recorder.status()["dropped"] == 0
+
+
+async def test_requests_wait_for_a_writer_that_is_far_behind_then_go_on(db_url: str, tmp_path: Path) -> None:
+    """Backpressure: past queue_size / 5 queued records ``room()`` waits until the writer drains."""
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), queue_size=50, batch_size=5)
+    stuck: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    recorder._task = stuck  # type: ignore[assignment]  # a writer that runs but drains nothing (a stalled database)
+    for record in agent_session(recorder.backpressure_at):
+        recorder.record(record)
+    waiting = asyncio.ensure_future(recorder.room())
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "a request must wait while the writer is this far behind"
+    stuck.cancel()
+    recorder._task = None
+    await recorder.start()  # a working writer drains the queue and lets the request go on
+    await asyncio.wait_for(waiting, timeout=15)
+    assert recorder.waited == 1
+    await recorder.close()
+    assert _rows(db_url) == recorder.backpressure_at
+
+
+async def test_room_never_waits_below_the_mark_or_without_a_writer(db_url: str, tmp_path: Path) -> None:
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), queue_size=50)
+    for record in agent_session(recorder.backpressure_at + 5):
+        recorder.record(record)
+    await asyncio.wait_for(recorder.room(), timeout=1)  # not started: nobody to wait for
+    await recorder.start()
+    await recorder.close()
+    await asyncio.wait_for(recorder.room(), timeout=1)
+    assert recorder.waited == 0
