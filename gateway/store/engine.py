@@ -8,9 +8,11 @@ which is durable across process crashes in WAL mode.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
@@ -37,9 +39,19 @@ def safe_url(database_url: str) -> str:
     return normalise_url(database_url).render_as_string(hide_password=True)
 
 
+def json_text(value: Any) -> str:
+    """JSON columns (decisions, budgets, params) encoded with orjson: the stdlib encoder SQLAlchemy
+    uses by default was ~3 % of a busy gateway's CPU. Integers past 64 bits fall back to it."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
 def make_engine(database_url: str, **kwargs: Any) -> Engine:
     """An engine for ``database_url``; SQLite connections are switched to WAL on connect."""
     url = normalise_url(database_url)
+    kwargs.setdefault("json_serializer", json_text)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, **kwargs)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs)
