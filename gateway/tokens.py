@@ -26,6 +26,8 @@ from typing import Any
 import orjson
 import tiktoken
 
+from gateway.json_memo import memo_by_json
+
 #: dict first: parsed JSON is always dicts, and an ABC isinstance check costs ~10x more.
 _MAP = (dict, Mapping)
 MESSAGE_OVERHEAD = 3
@@ -106,24 +108,10 @@ def message_overhead(message: Mapping[str, Any]) -> int:
     return MESSAGE_OVERHEAD + (NAME_OVERHEAD if message.get("name") else 0)
 
 
-#: Rendered tools by their JSON: clients resend the same definitions every turn, and rendering
-#: (a key-sorted encoding of the schema) costs several times the plain encoding used as key.
-_RENDERED: dict[bytes, str] = {}
-_RENDERED_LIMIT = 20_000
-
-
+@memo_by_json(limit=20_000)  # clients resend the same definitions every turn
 def render_tool(tool: Mapping[str, Any]) -> str:
     """Render one tool definition as OpenAI renders it into the prompt."""
-    try:
-        key = orjson.dumps(tool)
-    except TypeError:
-        return _render_tool(tool)
-    found = _RENDERED.get(key)
-    if found is None:
-        if len(_RENDERED) >= _RENDERED_LIMIT:
-            _RENDERED.clear()
-        found = _RENDERED[key] = _render_tool(tool)
-    return found
+    return _render_tool(tool)
 
 
 def _render_tool(tool: Mapping[str, Any]) -> str:

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-import orjson
-
+from gateway.json_memo import memo_by_json
 from gateway.tokens import content_text
 
 #: Characters taken from one tool result: results can be megabytes of JSON, the gist is early.
@@ -49,23 +48,9 @@ def tool_document(tool: Mapping[str, Any]) -> str:
     return _document(tool_name(tool), str(fn.get("description") or ""), _schema_text(fn.get("parameters")))
 
 
-#: Parameter texts remembered by schema (its JSON): tools are resent unchanged every turn.
-_SCHEMA_TEXTS: dict[bytes, str] = {}
-_SCHEMA_TEXTS_LIMIT = 20_000
-
-
+@memo_by_json(limit=20_000)  # tools are resent unchanged every turn: walk each schema once
 def _schema_text(schema: Any) -> str:
-    """``_param_text`` of a schema, memoised by its JSON (a few µs instead of a walk of the schema)."""
-    try:
-        key = orjson.dumps(schema)
-    except TypeError:
-        return _param_text(schema)
-    found = _SCHEMA_TEXTS.get(key)
-    if found is None:
-        if len(_SCHEMA_TEXTS) >= _SCHEMA_TEXTS_LIMIT:
-            _SCHEMA_TEXTS.clear()
-        found = _SCHEMA_TEXTS[key] = _param_text(schema)
-    return found
+    return _param_text(schema)
 
 
 @lru_cache(maxsize=20_000)

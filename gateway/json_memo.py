@@ -1,0 +1,43 @@
+"""Memoise a function of one JSON value by the value's encoding.
+
+Tool definitions and schemas arrive as freshly parsed dicts every turn (unhashable, new
+objects), but with the same content: their plain orjson encoding is a cheap, exact key,
+several times cheaper than the key-sorted rendering or the schema walk it saves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import orjson
+
+T = TypeVar("T")
+
+
+def memo_by_json(limit: int) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
+    """Decorate ``fn(value)``; results are kept per encoding of ``value``, cleared whole past ``limit``.
+
+    A value orjson cannot encode (an integer past 64 bits) is simply not memoised.
+    """
+
+    def decorate(fn: Callable[[Any], T]) -> Callable[[Any], T]:
+        memo: dict[bytes, T] = {}
+
+        @wraps(fn)
+        def memoised(value: Any) -> T:
+            try:
+                key = orjson.dumps(value)
+            except TypeError:
+                return fn(value)
+            found = memo.get(key)
+            if found is None:
+                if len(memo) >= limit:
+                    memo.clear()
+                found = memo[key] = fn(value)
+            return found
+
+        return memoised
+
+    return decorate
