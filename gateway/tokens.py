@@ -19,8 +19,8 @@ falls back to ``o200k_base`` and relies on the calibration in ``calibration.py``
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache, partial
 from typing import Any
 
 import orjson
@@ -229,42 +229,28 @@ class RequestCounter(TokenCounter):
         self._lock = shared._lock
         self._objects: dict[int, tuple[Any, int]] = {}  # id -> (the object, held so the id stays its own; count)
 
-    def message(self, message: Mapping[str, Any]) -> int:
-        found = self._objects.get(id(message))
-        if found is not None and found[0] is message:
+    def _remembered(self, obj: Any, count: Callable[[Any], int]) -> int:
+        found = self._objects.get(id(obj))
+        if found is not None and found[0] is obj:
             return found[1]
-        n = TokenCounter.message(self, message)
-        self._objects[id(message)] = (message, n)
+        n = count(obj)
+        self._objects[id(obj)] = (obj, n)
         return n
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        return self._remembered(message, partial(TokenCounter.message, self))
 
     def tool(self, tool: Mapping[str, Any]) -> int:
-        found = self._objects.get(id(tool))
-        if found is not None and found[0] is tool:
-            return found[1]
-        n = TokenCounter.tool(self, tool)
-        self._objects[id(tool)] = (tool, n)
-        return n
+        return self._remembered(tool, partial(TokenCounter.tool, self))
 
     def tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
-        if not tools:
-            return 0
-        found = self._objects.get(id(tools))
-        if found is not None and found[0] is tools:
-            return found[1]
-        n = TokenCounter.tools(self, tools)
-        self._objects[id(tools)] = (tools, n)
-        return n
+        return self._remembered(tools, partial(TokenCounter.tools, self)) if tools else 0
 
     def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """Whole message lists are recounted by several passes; a tuple (a Context's) is remembered."""
         if messages.__class__ is not tuple:
             return TokenCounter.messages(self, messages)
-        found = self._objects.get(id(messages))
-        if found is not None and found[0] is messages:
-            return found[1]
-        n = TokenCounter.messages(self, messages)
-        self._objects[id(messages)] = (messages, n)
-        return n
+        return self._remembered(messages, partial(TokenCounter.messages, self))
 
     def for_request(self) -> RequestCounter:
         return self
