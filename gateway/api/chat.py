@@ -7,7 +7,6 @@ queue after the answer is built (non-streamed) or after the last chunk (streamed
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import os
@@ -232,11 +231,18 @@ def _count_and_finish(
     status: int = 200,
     error: str | None = None,
 ) -> None:
+    _count(record, count_tokens)
+    _finish(gw, record, started, status=status, error=error)
+
+
+def _count(record: RequestRecord, count_tokens: Callable[[], None] | None) -> None:
+    """Fill the record's token counts; counts are bookkeeping, so a failure is logged, never raised."""
+    if count_tokens is None:
+        return
     try:
         count_tokens()
-    except Exception:  # counts are bookkeeping: the record is written without them rather than lost
+    except Exception:  # the record is written without them rather than lost
         log.exception("counting tokens for request %s failed", record.request_id)
-    _finish(gw, record, started, status=status, error=error)
 
 
 async def _reach_upstream(
@@ -255,16 +261,13 @@ async def _reach_upstream(
     try:
         return await call
     except UpstreamError as exc:
-        if count_tokens is not None:
-            count_tokens()
+        _count(record, count_tokens)
         _finish(gw, record, started, status=exc.status_code, error=exc.message)
         metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
         exc.headers.update(headers)  # the client can find the failed request's record by its id
         raise
     except Exception as exc:
-        if count_tokens is not None:
-            with contextlib.suppress(Exception):
-                count_tokens()
+        _count(record, count_tokens)
         raise _internal(gw, record, started, headers, exc) from exc
 
 
