@@ -36,11 +36,15 @@ from gateway.assembly.request import context_from_body
 from gateway.assembly.verify_assembly import verify_assembly
 from gateway.config import load_settings
 from gateway.sessions.identify import identify_session
+from gateway.sessions.resent import ResentHistory
 from gateway.store import writer
 from gateway.store.record import RequestRecord
 from gateway.tokens import counter_for
 
 T = TypeVar("T")
+#: The process-wide state chat.py's request path keeps between requests.
+RESENT = ResentHistory()
+KNOWN = writer.KnownContent()
 
 
 class Stages:
@@ -72,6 +76,7 @@ def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i:
     body = stages.time("parse", lambda: parse_body(raw))
     stages.time("validate", lambda: validate_chat_request(body, max_messages=5_000))
     session_id = stages.time("session id", lambda: identify_session(None, "anonymous", MODEL, body["messages"]))
+    stages.time("resent history", lambda: RESENT.adopt(session_id, body, len(raw)))
     counter = counter_for("o200k_base")
     counter = counter.for_request() if hasattr(counter, "for_request") else counter
     env = Env(counter=counter, context_window=128_000, model=MODEL, provider="openai", now=time.time())
@@ -94,7 +99,9 @@ def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i:
     stages.time("after: counts", lambda: (ctx.prompt_tokens(), assembly.assembled.prompt_tokens()))
     stages.time("after: budget report", lambda: budget_report(assembly.assembled))
     stages.time("after: metrics", lambda: metrics.observe(record))
-    stages.time("writer thread: rows", lambda: writer._request_row(writer._Batch(), record, time.time()))
+    batch = writer._Batch(known=KNOWN)
+    stages.time("writer thread: rows", lambda: writer._request_row(batch, record, time.time()))
+    KNOWN.update([*batch.blobs, *batch.nodes])  # as the writer does once the batch has committed
     return assembly.assembled.session if prefix is not None else state
 
 

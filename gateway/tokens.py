@@ -27,6 +27,7 @@ import orjson
 import tiktoken
 
 from gateway.json_memo import memo_by_json
+from gateway.object_memo import ObjectMemo
 
 #: dict first: parsed JSON is always dicts, and an ABC isinstance check costs ~10x more.
 _MAP = (dict, Mapping)
@@ -139,6 +140,7 @@ class TokenCounter:
         self._enc = _encoding(encoding)
         self._cache: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
+        self._messages: ObjectMemo[int] = ObjectMemo()  # per message object, across requests (RequestCounter)
 
     def text(self, text: str) -> int:
         if not text:
@@ -227,6 +229,7 @@ class RequestCounter(TokenCounter):
         self._enc = shared._enc
         self._cache = shared._cache
         self._lock = shared._lock
+        self._messages = shared._messages
         self._objects: dict[int, tuple[Any, int]] = {}  # id -> (the object, held so the id stays its own; count)
 
     def _remembered(self, obj: Any, count: Callable[[Any], int]) -> int:
@@ -238,7 +241,8 @@ class RequestCounter(TokenCounter):
         return n
 
     def message(self, message: Mapping[str, Any]) -> int:
-        return self._remembered(message, partial(TokenCounter.message, self))
+        """Remembered across requests: a resent message is last turn's object (``sessions.resent``)."""
+        return self._messages.get_or(message, partial(TokenCounter.message, self))
 
     def tool(self, tool: Mapping[str, Any]) -> int:
         return self._remembered(tool, partial(TokenCounter.tool, self))

@@ -133,6 +133,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     caller, client_key = caller_hash(request)
     session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
+    gw.resent.adopt(session_id, body, len(raw))
     compaction = compaction_runtime(gw)
     state = await compaction.adopt(await gw.sessions.load(session_id))
     await count_off_loop(gw.counter(model), body, len(raw), session_id)

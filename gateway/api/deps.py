@@ -9,6 +9,7 @@ from typing import Any
 from gateway.calibration import Calibration
 from gateway.config import ModelConfig, Settings
 from gateway.sessions.protocol import SessionStore
+from gateway.sessions.resent import ResentHistory
 from gateway.store.record import Recorder
 from gateway.tokens import TokenCounter, counter_for, encoding_for_model
 from gateway.upstream.model_info import ModelInfo, model_info
@@ -23,6 +24,7 @@ class Gateway:
     recorder: Recorder
     started_at: float = field(default_factory=time.time)
     calibration: Calibration = field(default_factory=Calibration)
+    resent: ResentHistory = field(default_factory=ResentHistory)  # last turn's objects, so a turn costs what is new
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
     background: dict[str, Any] = field(default_factory=dict)  # long-lived helpers by owner, e.g. "compaction"
 

@@ -32,6 +32,7 @@ from gateway.assembly.compaction_layout import (
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.object_memo import ObjectMemo
 from gateway.summarize.transcript import call_names
 from gateway.tokens import content_text
 
@@ -78,6 +79,11 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
     return sorted(chosen)
 
 
+#: The stub made for each tool-result object, with the tool name and encoding it was made with. A resent
+#: history is last turn's objects (``gateway.sessions.resent``), so a stub is made once.
+_STUBS: ObjectMemo[tuple[tuple[str, str], Message]] = ObjectMemo()
+
+
 class _Stubs:
     """The stub of each tool result, made once per pass run: it is priced, then written."""
 
@@ -91,8 +97,15 @@ class _Stubs:
         if found is None:
             m = self._ctx.messages[i]
             tool = self._names.get(str(m.get("tool_call_id")), "tool")
-            count = self._ctx.env.counter.text(content_text(m.get("content"))[0])
-            found = self._made[i] = {**m, "content": stub(tool, count)}
+            counter = self._ctx.env.counter
+            made_by = (tool, counter.encoding_name)
+            last = _STUBS.get(m)
+            if last is not None and last[0] == made_by:
+                found = last[1]  # last turn's stub object: its count and hash are remembered too
+            else:
+                count = counter.text(content_text(m.get("content"))[0])
+                found = _STUBS.put(m, (made_by, {**m, "content": stub(tool, count)}))[1]
+            self._made[i] = found
         return found
 
     def saving(self, i: int) -> int:

@@ -5,10 +5,12 @@ already stored is skipped, content already stored is not rewritten), so a spoole
 can be replayed after a failure without duplicates, and several gateway processes can
 write the same content at once. Records are expected to be redacted already.
 
-An agent's turn resends hundreds of messages of which one or two are new. Two things keep
-that cheap: within a batch each message object is hashed once (the original and the
-assembled bodies share most message objects), and ``KnownContent`` remembers the hashes
-this process has seen committed, so only unknown ones are looked up in the database.
+An agent's turn resends hundreds of messages of which one or two are new. Three things keep
+that cheap: each message object is hashed once, across batches (the original and the
+assembled bodies share most message objects, and a resent history is last turn's objects,
+see ``gateway.sessions.resent``); ``KnownContent`` remembers the hashes this process has
+seen committed, so only unknown ones are looked up in the database; and known content
+gets no row at all.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from gateway.store.content import canonical_json, chain, content_hash
+from gateway.object_memo import ObjectMemo
+from gateway.store.content import ROOT, canonical_json, content_hash, node_hash
 from gateway.store.models import Blob, MessageNode, Request
 from gateway.store.record import RequestRecord
 
@@ -73,16 +76,32 @@ class Written:
     content: frozenset[str]
 
 
+#: The content hash of each message object. A resent history is last turn's objects
+#: (``gateway.sessions.resent``), so a turn hashes only its new messages.
+_MESSAGE_DIGESTS: ObjectMemo[str] = ObjectMemo()
+#: ``(parent node, message hash) -> node``: a resent history's chain is last turn's chain.
+_NODES: dict[tuple[str, str], str] = {}
+_NODES_LIMIT = 50_000
+
+
+def _node(parent: str, message: str) -> str:
+    found = _NODES.get((parent, message))
+    if found is None:
+        if len(_NODES) >= _NODES_LIMIT:
+            _NODES.clear()
+        found = _NODES[(parent, message)] = node_hash(parent, message)
+    return found
+
+
 @dataclass(slots=True)
 class _Batch:
-    """The rows one batch needs, deduplicated by key."""
+    """The rows one batch needs, deduplicated by key; content in ``known`` needs no row."""
 
+    known: Container[str] = ()
     blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # id() of message objects and lists seen in this batch; they stay alive while it runs
-    _message_ids: dict[int, str] = field(default_factory=dict)
-    _list_ids: dict[int, tuple[str, int]] = field(default_factory=dict)
+    _list_ids: dict[int, tuple[str, int]] = field(default_factory=dict)  # lists live while the batch runs
 
     def blob(self, kind: str, value: Any, now: float) -> str:
         data = canonical_json(value)
@@ -93,9 +112,9 @@ class _Batch:
         return digest
 
     def message(self, message: Any, now: float) -> str:
-        digest = self._message_ids.get(id(message))
-        if digest is None:
-            digest = self._message_ids[id(message)] = self.blob("message", message, now)
+        digest = _MESSAGE_DIGESTS.get(message)
+        if digest is None or (digest not in self.blobs and digest not in self.known):
+            digest = _MESSAGE_DIGESTS.put(message, self.blob("message", message, now))
         return digest
 
     def messages(self, messages: Sequence[Any], now: float) -> tuple[str, int]:
@@ -103,10 +122,14 @@ class _Batch:
         found = self._list_ids.get(id(messages))
         if found is not None:
             return found
-        triples = chain([self.message(m, now) for m in messages])
-        for depth, (node, parent, message) in enumerate(triples, start=1):
-            self.nodes.setdefault(node, {"hash": node, "parent": parent, "message": message, "depth": depth})
-        found = self._list_ids[id(messages)] = ((triples[-1][0] if triples else ""), len(triples))
+        parent, nodes, known = ROOT, self.nodes, self.known
+        for depth, m in enumerate(messages, start=1):
+            digest = self.message(m, now)
+            node = _node(parent, digest)
+            if node not in nodes and node not in known:
+                nodes[node] = {"hash": node, "parent": parent, "message": digest, "depth": depth}
+            parent = node
+        found = self._list_ids[id(messages)] = (parent, len(messages))
         return found
 
 
@@ -116,12 +139,12 @@ def write_records(conn: Connection, records: Iterable[RequestRecord], *, known: 
     ``known`` hashes are taken as stored without asking the database. The caller adds
     the returned ``content`` to its KnownContent once the transaction has committed.
     """
-    batch = _Batch()
+    skip: Container[str] = known if known is not None else ()
+    batch = _Batch(known=skip)
     now = time.time()
     for record in records:
         if record.request_id not in batch.requests:
             batch.requests[record.request_id] = _request_row(batch, record, now)
-    skip = known if known is not None else ()
     _insert_missing(conn, Blob.__table__, batch.blobs, skip=skip)  # type: ignore[arg-type]
     _insert_missing(conn, MessageNode.__table__, batch.nodes, skip=skip)  # type: ignore[arg-type]
     added = _insert_missing(conn, Request.__table__, batch.requests, key="request_id")  # type: ignore[arg-type]
