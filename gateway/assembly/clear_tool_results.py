@@ -58,12 +58,13 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy)
 def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], stubs: _Stubs) -> list[int]:
     """Sticky results first; then more, oldest first, while over the threshold, down to ``prepare_at``."""
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
-    if not sticky and request_tokens(ctx, applied, policy) <= token_limit(ctx, policy.threshold):
+    before = request_tokens(ctx, applied, policy)
+    if not sticky and before <= token_limit(ctx, policy.threshold):
         return []  # the common case, decided before looking at every tool result
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
     candidates = _candidates(ctx, lay, start, policy)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
-    tokens = request_tokens(ctx, applied, policy) - sum(stubs.saving(i) for i in chosen)
+    tokens = before - sum(stubs.saving(i) for i in chosen)
     if tokens <= token_limit(ctx, policy.threshold):
         return chosen
     target = token_limit(ctx, policy.prepare_at)
@@ -114,6 +115,27 @@ class _Stubs:
         return counter.message(self._ctx.messages[i]) - counter.message(self.get(i))
 
 
+#: The decision made for each stub object: a result cleared on an earlier turn stays cleared,
+#: and its decision is the same, so it is built once (it is frozen, so sharing it is safe).
+_DECISIONS: ObjectMemo[tuple[int, float, Decision]] = ObjectMemo()
+
+
+def _decision(ctx: Context, i: int, stub_message: Message, threshold: float) -> Decision:
+    found = _DECISIONS.get(stub_message)
+    if found is not None and found[0] == i and found[1] == threshold:
+        return found[2]
+    tool = str(stub_message["content"])[len("[result of ") :].split(" cleared:")[0]
+    decision = Decision(
+        PASS,
+        "cleared",
+        tokens_before=ctx.env.counter.message(ctx.messages[i]),
+        tokens_after=ctx.env.counter.message(stub_message),
+        reason=f"request over {threshold:.0%} of the context window; old tool result cleared",
+        detail={"tool": tool, "message_index": i, "threshold": threshold},
+    )
+    return _DECISIONS.put(stub_message, (i, threshold, decision))[2]
+
+
 def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Replace old tool results by stubs while the request is over the threshold; keep every pair."""
     if "clear_tool_results" not in policy.strategies:
@@ -129,19 +151,8 @@ def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPoli
     messages: list[Message] = list(ctx.messages)
     decisions: list[Decision] = []
     for i in chosen:
-        m = ctx.messages[i]
         messages[i] = stubs.get(i)
-        tool = str(messages[i]["content"])[len("[result of ") :].split(" cleared:")[0]
-        decisions.append(
-            Decision(
-                PASS,
-                "cleared",
-                tokens_before=ctx.env.counter.message(m),
-                tokens_after=ctx.env.counter.message(messages[i]),
-                reason=f"request over {policy.threshold:.0%} of the context window; old tool result cleared",
-                detail={"tool": tool, "message_index": i, "threshold": policy.threshold},
-            )
-        )
+        decisions.append(_decision(ctx, i, messages[i], policy.threshold))
     present = {str(m.get("tool_call_id")) for m in ctx.messages if m.get("role") == "tool"}
     cleared = sorted((sticky & present) | {str(ctx.messages[i].get("tool_call_id")) for i in chosen})
     originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in chosen}}

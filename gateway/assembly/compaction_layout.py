@@ -23,6 +23,7 @@ import orjson
 
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState
+from gateway.object_memo import ObjectMemo
 
 #: Annotation key under which ``clear_tool_results`` keeps the originals of what it cleared.
 ORIGINALS_KEY = "compaction_originals"
@@ -68,8 +69,16 @@ def layout(messages: Sequence[Message], policy: CompactionPolicy, counter: Any) 
     return Layout(head_end, max(head_end, tail_start))
 
 
+#: Digests by message object: a resent history is last turn's objects (``sessions.resent``).
+_DIGESTS: ObjectMemo[bytes] = ObjectMemo()
+
+
 def message_digest(message: Message) -> bytes:
     """A stable digest of one message (sorted keys: equal JSON objects give equal digests)."""
+    return _DIGESTS.get_or(message, _digest)
+
+
+def _digest(message: Message) -> bytes:
     return hashlib.sha256(orjson.dumps(message, option=orjson.OPT_SORT_KEYS)).digest()
 
 

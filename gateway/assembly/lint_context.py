@@ -105,13 +105,15 @@ def _rules(ctx: Context, policy: LintPolicy) -> list[Finding]:
     start = _flat(text_of(m.get("content")) for m in messages if is_system(m) and not is_gateway_block(m))
     reminders = _reminder_index(messages)
     end = _flat([text_of(messages[-1].get("content"))]) if reminders and reminders[-1] == len(messages) - 1 else ""
-    middle = _flat(text_of(m.get("content")) for m in messages if not is_system(m))
+    middle: str | None = None  # the whole history folded: built only if a rule is missing at the start
     omitted = set(ctx.annotations.get("critical_rules", ())) - set(ctx.annotations.get("restated_rules", ()))
     found: list[Finding] = []
     for rule in rules:
         flat = _flat([rule.text])
         short = rule.text if len(rule.text) <= 60 else rule.text[:57] + "..."
         if flat not in start:
+            if middle is None:
+                middle = _flat(text_of(m.get("content")) for m in messages if not is_system(m))
             where = "only in the middle" if flat in middle else "not at the start"
             found.append(("critical_rules_at_edges", f"critical rule {short!r} is {where}", ""))
         if flat not in end:

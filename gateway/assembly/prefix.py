@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from gateway.assembly.context import Context
+from gateway.object_memo import ObjectMemo
 from gateway.tokens import REPLY_PRIMING, TOOLS_OVERHEAD, TokenCounter, render_tool
 
 #: Components in layout order. A break is labelled with the earlier of the two components
@@ -116,22 +117,36 @@ def _remember(memo: dict[bytes, PrefixBlock], raw: bytes, block: PrefixBlock) ->
     _memo_bytes += len(raw)
 
 
+#: The same, by object: a resent history is last turn's objects (``gateway.sessions.resent``),
+#: so most blocks are found without even encoding the message. Values carry the encoding.
+_BY_OBJECT: ObjectMemo[tuple[str, bool, PrefixBlock]] = ObjectMemo()
+
+
 def prefix_blocks(ctx: Context) -> tuple[PrefixBlock, ...]:
     """Split the request into tool and message blocks, in the order the provider reads them."""
     counter: TokenCounter = ctx.env.counter
+    encoding = counter.encoding_name
     blocks: list[PrefixBlock] = []
     for i, tool in enumerate(ctx.tools or ()):
-        rendered = render_tool(tool)
-        overhead = TOOLS_OVERHEAD if i == 0 else 0
-        blocks.append(PrefixBlock("tools", _digest(rendered.encode()), overhead + counter.text(rendered)))
-    memo = _MEMO.setdefault(counter.encoding_name, {})
+        first = i == 0
+        found = _BY_OBJECT.get(tool)
+        if found is None or found[0] != encoding or found[1] != first:
+            rendered = render_tool(tool)
+            overhead = TOOLS_OVERHEAD if first else 0
+            block = PrefixBlock("tools", _digest(rendered.encode()), overhead + counter.text(rendered))
+            found = _BY_OBJECT.put(tool, (encoding, first, block))
+        blocks.append(found[2])
+    memo = _MEMO.setdefault(encoding, {})
     for message in ctx.messages:
-        raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
-        block = memo.get(raw)
-        if block is None:
-            block = PrefixBlock(component_of(message), _digest(raw), counter.message(message))
-            _remember(memo, raw, block)
-        blocks.append(block)
+        found = _BY_OBJECT.get(message)
+        if found is None or found[0] != encoding:
+            raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+            block = memo.get(raw)
+            if block is None:
+                block = PrefixBlock(component_of(message), _digest(raw), counter.message(message))
+                _remember(memo, raw, block)
+            found = _BY_OBJECT.put(message, (encoding, False, block))
+        blocks.append(found[2])
     return tuple(blocks)
 
 
