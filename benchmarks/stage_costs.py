@@ -26,7 +26,8 @@ import orjson
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.profiles import MODEL, build_profiles
 from gateway import metrics
-from gateway.api.chat import forward_body, parse_body
+from gateway.api.chat import forward_body, parse_request
+from gateway.api.incremental_parse import IncrementalParser
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Decision, Env, SessionState
@@ -44,6 +45,7 @@ from gateway.tokens import counter_for
 T = TypeVar("T")
 #: The process-wide state chat.py's request path keeps between requests.
 RESENT = ResentHistory()
+PARSER = IncrementalParser()
 KNOWN = writer.KnownContent()
 
 
@@ -73,10 +75,11 @@ def _assemble(stages: Stages, ctx: Context, policy: Any) -> Assembly:
 
 
 def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i: int) -> SessionState:
-    body = stages.time("parse", lambda: parse_body(raw))
-    stages.time("validate", lambda: validate_chat_request(body, max_messages=5_000))
+    body, reused = stages.time("parse", lambda: parse_request(raw, PARSER, "anonymous"))
+    stages.time("validate", lambda: validate_chat_request(body, max_messages=5_000, known_valid=reused))
+    stages.time("remember bytes", lambda: PARSER.remember(raw, "anonymous", body, reused))
     session_id = stages.time("session id", lambda: identify_session(None, "anonymous", MODEL, body["messages"]))
-    stages.time("resent history", lambda: RESENT.adopt(session_id, body, len(raw)))
+    stages.time("resent history", lambda: RESENT.adopt(session_id, body, len(raw), known=reused))
     counter = counter_for("o200k_base")
     counter = counter.for_request() if hasattr(counter, "for_request") else counter
     env = Env(counter=counter, context_window=128_000, model=MODEL, provider="openai", now=time.time())

@@ -23,6 +23,7 @@ from gateway import metrics
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
+from gateway.api.incremental_parse import IncrementalParser
 from gateway.api.memory_runtime import memory_runtime
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
@@ -69,14 +70,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
+def parse_body(raw: bytes, parser: IncrementalParser | None = None, caller: str = "") -> dict[str, Any]:
+    """The body as a dict; with a ``parser``, last turn's history is reused, not parsed again."""
+    return parse_request(raw, parser, caller)[0]
+
+
+def parse_request(raw: bytes, parser: IncrementalParser | None, caller: str) -> tuple[dict[str, Any], int]:
+    """The body, and how many of its first messages are a previous turn's already-checked objects."""
     try:
-        body = orjson.loads(raw)
+        body, reused = parser.parse(raw, caller) if parser is not None else (orjson.loads(raw), 0)
     except orjson.JSONDecodeError as exc:
         raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
-    return body
+    return body, reused
 
 
 def caller_hash(request: Request) -> tuple[str, str | None]:
@@ -126,8 +133,10 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     headers = {"x-ventana-request-id": request_id}
     await gw.recorder.room()  # a store far behind slows clients down rather than filling memory
     raw = await read_body(request, gw.settings.limits.max_body_bytes)
-    body = parse_body(raw)
-    validate_chat_request(body, max_messages=gw.settings.limits.max_messages)
+    caller, client_key = caller_hash(request)
+    body, reused = parse_request(raw, gw.parser, caller)
+    validate_chat_request(body, max_messages=gw.settings.limits.max_messages, known_valid=reused)
+    gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
     model = gw.settings.model(body["model"])
     if model is None:
         raise UnknownModel(
@@ -135,10 +144,9 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
             f"{[m.name for m in gw.settings.models]}",
             param="model",
         )
-    caller, client_key = caller_hash(request)
     session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
-    recognised = gw.resent.adopt(session_id, body, len(raw))
+    recognised = gw.resent.adopt(session_id, body, len(raw), known=reused)
     compaction = compaction_runtime(gw)
     state = await compaction.adopt(await gw.sessions.load(session_id))
     await count_off_loop(gw.counter(model), body, len(raw), session_id)

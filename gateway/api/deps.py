@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.api.incremental_parse import IncrementalParser
 from gateway.calibration import Calibration
 from gateway.config import ModelConfig, Settings
 from gateway.sessions.protocol import SessionStore
@@ -25,6 +26,7 @@ class Gateway:
     started_at: float = field(default_factory=time.time)
     calibration: Calibration = field(default_factory=Calibration)
     resent: ResentHistory = field(default_factory=ResentHistory)  # last turn's objects, so a turn costs what is new
+    parser: IncrementalParser = field(default_factory=IncrementalParser)  # last turn's bytes, parsed once
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
     background: dict[str, Any] = field(default_factory=dict)  # long-lived helpers by owner, e.g. "compaction"
 

@@ -22,7 +22,13 @@ def _fail(message: str, param: str) -> RequestError:
     return RequestError(message, param=param, code="invalid_value")
 
 
-def validate_chat_request(body: Any, *, max_messages: int) -> None:
+def validate_chat_request(body: Any, *, max_messages: int, known_valid: int = 0) -> None:
+    """Raise a RequestError naming the first bad field.
+
+    The first ``known_valid`` messages were checked on an earlier turn and are the same
+    objects (``api.incremental_parse``): each is checked again only as part of the whole
+    (tool-call pairing, count), not on its own.
+    """
     if not isinstance(body, _MAP):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
     model = body.get("model")
@@ -33,8 +39,8 @@ def validate_chat_request(body: Any, *, max_messages: int) -> None:
         raise _fail("'messages' is required and must be a non-empty array", "messages")
     if len(messages) > max_messages:
         raise _fail(f"'messages' has {len(messages)} items, the limit is {max_messages}", "messages")
-    for i, message in enumerate(messages):
-        _validate_message(message, i)
+    for i in range(known_valid, len(messages)):
+        _validate_message(messages[i], i)
     _validate_tool_pairs(messages)
     _validate_tools(body.get("tools"))
     _validate_choice(body)

@@ -4,8 +4,9 @@ An agent resends its whole conversation every turn. Parsed, each message is a ne
 with the same content, so every per-message fact the gateway memoises by identity (token
 counts, content hashes, stubs; see ``gateway.object_memo``) would be recomputed for the
 whole history on every turn. ``ResentHistory`` keeps the last turn's message objects per
-session and swaps each resent message (equal in content, position by position from the
-start) for the object seen last turn. Comparing equal dicts is a C-level walk, ~0.1 ms for
+session and swaps each resent message (equal in content at the same position) for the
+object seen last turn. A message that changed (a system prompt with today's date, say) is
+simply not swapped; the ones after it still are. Comparing equal dicts is a C-level walk, ~0.1 ms for
 a 300-message, 100K-token history, where one Python pass over the same history costs
 0.1-1 ms and a request makes a dozen of them.
 
@@ -34,10 +35,12 @@ class ResentHistory:
         self._bytes = 0
         self._last: OrderedDict[str, tuple[list[Any], Any, int]] = OrderedDict()
 
-    def adopt(self, session_id: str, body: dict[str, Any], size: int) -> int:
+    def adopt(self, session_id: str, body: dict[str, Any], size: int, known: int = 0) -> int:
         """Swap the body's resent messages (and an unchanged tool list) for last turn's objects.
 
-        ``size`` is the body's length in bytes. Returns how many messages were recognised.
+        ``size`` is the body's length in bytes; the first ``known`` messages are already a
+        previous turn's objects (``api.incremental_parse``). Returns how many messages were
+        recognised (at the same position, not necessarily contiguous).
         The body's message list becomes this session's last turn.
         """
         messages = body.get("messages")
@@ -45,17 +48,15 @@ class ResentHistory:
             return 0
         tools = body.get("tools")
         last = self._last.pop(session_id, None)
-        same = 0
+        same = known
         if last is not None:
             previous, previous_tools, previous_size = last
             self._bytes -= previous_size
-            n = min(len(previous), len(messages))
-            while same < n:
-                old = previous[same]
-                if old is not messages[same] and old != messages[same]:
-                    break
-                messages[same] = old
-                same += 1
+            for i in range(known, min(len(previous), len(messages))):
+                old = previous[i]
+                if old is messages[i] or old == messages[i]:
+                    messages[i] = old
+                    same += 1
             if tools is not None and tools is not previous_tools and tools == previous_tools:
                 body["tools"] = tools = previous_tools
         if size <= self.max_bytes:

@@ -40,16 +40,16 @@ def test_a_resent_history_is_last_turns_objects_and_the_same_bytes() -> None:
     assert orjson.dumps(second) == sent, "the swap never changes what is forwarded"
 
 
-def test_recognition_stops_at_the_first_edited_message() -> None:
+def test_an_edited_message_is_not_swapped_and_the_others_still_are() -> None:
     history = ResentHistory()
     first = agent_body()
     history.adopt("s", first, 1000)
     second = next_turn(first)
-    second["messages"][3] = {**second["messages"][3], "content": "edited by the client"}
+    second["messages"][0] = {**second["messages"][0], "content": "You are an agent. Today is 2026-11-29."}
     second["tools"] = second["tools"][:-1]
-    assert history.adopt("s", second, 1000) == 3
-    assert second["messages"][2] is first["messages"][2]
-    assert second["messages"][4] is not first["messages"][4], "only the unbroken prefix is recognised"
+    assert history.adopt("s", second, 1000) == len(first["messages"]) - 1
+    assert second["messages"][0] is not first["messages"][0] and second["messages"][0]["content"].endswith("29.")
+    assert all(a is b for a, b in zip(first["messages"][1:], second["messages"][1:], strict=True))
     assert second["tools"] is not first["tools"] and len(second["tools"]) == len(first["tools"]) - 1
 
 

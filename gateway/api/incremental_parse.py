@@ -1,0 +1,172 @@
+"""Parse only what is new in a request body whose history the gateway parsed last turn.
+
+An agent resends its whole conversation every turn, serialised the same way, so this
+turn's body starts with the bytes of last turn's body up to (at least) the end of its last
+message. Parsing 400 KB of JSON costs ~0.4 ms and checking every message another ~0.2 ms,
+for a history that was parsed and checked a second ago. ``IncrementalParser`` remembers,
+per caller and opening bytes, the last bodies seen: their bytes, their parsed messages and
+where each message ends in those bytes. When a new body starts with the same bytes through the
+end of message ``k``, messages ``0..k`` are last turn's objects and only the rest is parsed:
+the opening up to ``"messages":[`` followed by what comes after message ``k``.
+
+Why that is exact: a JSON parser reads left to right, so identical bytes up to the end of a
+message parse to an identical value. The fast path is taken only when the body is laid out
+the way it can be reasoned about: only plain scalars come before ``messages`` (as the
+OpenAI SDK writes ``model`` and ``stream``), messages are written
+compactly (each one is exactly its compact serialisation, commas between), and no
+``"messages"`` text follows the recognised part (a duplicate key would win). Anything else
+is parsed whole, so a body this cannot vouch for costs what it always did.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+#: Bytes of a body's opening that group its entries (model, flags, the system prompt's start),
+#: per caller; the conversations sharing an opening are told apart by their bytes.
+PROBE_BYTES = 64
+#: Conversations remembered per opening (an app's concurrent sessions share one).
+CANDIDATES = 8
+#: Bodies remembered, and the bytes they may add up to (their parsed messages are shared with
+#: ``sessions.resent``, so the bytes are what this adds).
+DEFAULT_ENTRIES = 512
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+
+#: The opening up to the messages array: any keys before it must hold plain scalars (the
+#: OpenAI SDK writes ``model`` and ``stream`` first), so the ``"messages"`` found is top-level.
+_SCALAR = rb'(?:"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null)'
+_OPENING = re.compile(rb'\s*\{(?:\s*"[A-Za-z_]+"\s*:\s*' + _SCALAR + rb"\s*,)*" + rb'\s*"messages"\s*:\s*\[')
+_MESSAGES_KEY = b'"messages"'
+
+
+@dataclass(slots=True, eq=False)  # compared by identity: a body is one remembered request
+class _Body:
+    raw: bytes
+    view: memoryview
+    start: int  # offset of the first message (just after ``[``)
+    ends: list[int]  # offset just past each message's closing brace
+    messages: list[Any]
+
+
+class IncrementalParser:
+    """Remembers recent bodies; parses a new body's recognised history by reference. Loop-only."""
+
+    def __init__(self, entries: int = DEFAULT_ENTRIES, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.entries = entries
+        self.max_bytes = max_bytes
+        self._bytes = 0
+        self._count = 0
+        self._groups: OrderedDict[tuple[str, bytes], list[_Body]] = OrderedDict()
+        self._used: _Body | None = None  # the body ``parse`` reused, for the ``remember`` that follows
+
+    def parse(self, raw: bytes, caller: str) -> tuple[Any, int]:
+        """``(orjson.loads(raw), n)``, where the first ``n`` messages are last turn's (checked) objects.
+
+        Raises orjson.JSONDecodeError exactly when ``orjson.loads(raw)`` would.
+        """
+        self._used = None
+        best, shared = None, 0
+        for candidate in self._groups.get((caller, raw[:PROBE_BYTES]), ()):
+            n = _shared_messages(raw, candidate)
+            if n > shared:
+                best, shared = candidate, n
+                if n == len(candidate.ends):
+                    break
+        if best is not None:
+            reused = _reuse(raw, best, shared)
+            if reused is not None:
+                self._used = best
+                return reused
+        return orjson.loads(raw), 0
+
+    def remember(self, raw: bytes, caller: str, body: Any, reused: int) -> None:
+        """Keep ``body`` (parsed from ``raw`` by the last ``parse``, checked valid) for the next turn.
+
+        It replaces the body it reused (the same conversation, a turn later), whose offsets
+        for the first ``reused`` messages still hold. Kept only if its layout allows.
+        """
+        used, self._used = self._used, None
+        if len(raw) > self.max_bytes or body.__class__ is not dict or body.get("messages").__class__ is not list:
+            return
+        key = (caller, raw[:PROBE_BYTES])
+        group = self._groups.pop(key, [])
+        if used is not None and any(b is used for b in group):
+            group = [b for b in group if b is not used]
+            self._forget(used)
+        messages: list[Any] = body["messages"]
+        if reused and used is not None:
+            start, ends = used.start, used.ends[:reused]
+        else:
+            opening = _OPENING.match(raw)
+            start, ends, reused = (opening.end() if opening else -1), [], 0
+        position = ends[-1] + 1 if ends else start
+        for message in messages[reused:] if start >= 0 else ():
+            try:
+                encoded = orjson.dumps(message)
+            except TypeError:
+                break
+            if not raw.startswith(encoded, position):
+                break  # not written compactly (or not in orjson's spelling): stop recognising here
+            ends.append(position + len(encoded))
+            position += len(encoded) + 1
+        if ends:
+            group.insert(0, _Body(raw, memoryview(raw), start, ends, messages[: len(ends)]))
+            self._bytes += len(raw)
+            self._count += 1
+            while len(group) > CANDIDATES:
+                self._forget(group.pop())
+        if group:
+            self._groups[key] = group
+        while self._groups and (self._count > self.entries or self._bytes > self.max_bytes):
+            for old in self._groups.popitem(last=False)[1]:
+                self._forget(old)
+
+    def _forget(self, body: _Body) -> None:
+        self._bytes -= len(body.raw)
+        self._count -= 1
+
+    def __len__(self) -> int:
+        return self._count
+
+
+def _shared_messages(raw: bytes, last: _Body) -> int:
+    """How many of ``last``'s messages ``raw`` starts with, byte for byte (0 if none)."""
+    ends, view = last.ends, last.view
+    if raw.startswith(view[: ends[-1]]):  # the common case: the whole history resent
+        return len(ends)
+    lo, hi = 0, len(ends) - 1  # shared prefixes are nested: find the last end that still matches
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if raw.startswith(view[: ends[mid]]):
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _reuse(raw: bytes, last: _Body, shared: int) -> tuple[Any, int] | None:
+    end = last.ends[shared - 1]
+    after = raw[end : end + 2]
+    if after[:1] == b",":
+        if after[1:2] != b"{":
+            return None
+        rest = raw[end + 1 :]
+    elif after[:1] == b"]":
+        rest = raw[end:]
+    else:
+        return None
+    if _MESSAGES_KEY in rest:
+        return None  # a later "messages" key (or the word as a value): let the full parser decide
+    try:
+        body = orjson.loads(raw[: last.start] + rest)
+    except orjson.JSONDecodeError:
+        return None  # the full parse raises the error, with the position in the client's body
+    if body.__class__ is not dict or body.get("messages").__class__ is not list:
+        return None
+    body["messages"][:0] = last.messages[:shared]
+    return body, shared

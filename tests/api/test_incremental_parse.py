@@ -1,0 +1,122 @@
+"""IncrementalParser: a resent body parses to exactly what a full parse gives, only faster."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.profiles import build_profiles
+from gateway.api.incremental_parse import IncrementalParser
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+numbers = st.integers(-5, 5) | st.floats(allow_nan=False, allow_infinity=False)
+messages = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system"]), "content": texts},
+    optional={"name": st.sampled_from(["messages", "a", "é"]), "n": numbers},
+)
+bodies = st.one_of(
+    st.fixed_dictionaries({"messages": st.lists(messages, min_size=2, max_size=6), "model": st.just("gpt-4o")}),
+    st.fixed_dictionaries(  # the OpenAI SDK's order: scalars, then messages
+        {"model": texts, "stream": st.booleans(), "messages": st.lists(messages, min_size=2, max_size=6)}
+    ),
+)
+
+
+def encodings(body: dict[str, Any]) -> list[bytes]:
+    """The ways clients serialise a body: compact (httpx, orjson) and with spaces (json.dumps)."""
+    return [orjson.dumps(body), json.dumps(body).encode(), json.dumps(body, ensure_ascii=False).encode()]
+
+
+def first_turn(parser: IncrementalParser, raw: bytes) -> Any:
+    body, reused = parser.parse(raw, "caller")
+    assert reused == 0
+    parser.remember(raw, "caller", body, reused)
+    return body
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=bodies,
+    appended=st.lists(messages, max_size=3),
+    edit=st.none() | st.tuples(st.integers(0, 6), messages),
+    extra=st.dictionaries(st.sampled_from(["temperature", "user", "messages", "tools"]), texts, max_size=2),
+    style=st.integers(0, 2),
+    cut=st.none() | st.integers(1, 50),
+)
+def test_a_next_turn_parses_to_what_a_full_parse_gives(
+    first: dict[str, Any],
+    appended: list[dict[str, Any]],
+    edit: tuple[int, dict[str, Any]] | None,
+    extra: dict[str, str],
+    style: int,
+    cut: int | None,
+) -> None:
+    parser = IncrementalParser()
+    parsed_first = first_turn(parser, orjson.dumps(first))
+    second = {**first, "messages": [*first["messages"], *appended], **extra}
+    if edit is not None and edit[0] < len(second["messages"]) and "messages" not in extra:
+        second["messages"][edit[0]] = edit[1]
+    raw = encodings(second)[style]
+    if cut is not None:
+        raw = raw[:-cut]  # a truncated body: both parsers must refuse it
+    try:
+        expected = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        with pytest.raises(orjson.JSONDecodeError):
+            parser.parse(raw, "caller")
+        return
+    body, reused = parser.parse(raw, "caller")
+    assert body == expected
+    assert orjson.dumps(body) == orjson.dumps(expected), "same values, same types (1 stays 1, 1.0 stays 1.0)"
+    assert all(m is o for m, o in zip(body["messages"][:reused], parsed_first["messages"], strict=False))
+
+
+def test_a_resent_agent_history_is_reused_whole_and_the_new_turn_parsed() -> None:
+    parser = IncrementalParser()
+    raw = build_profiles(("agent105k",))[0].body
+    first = first_turn(parser, raw)
+    body = orjson.loads(raw)
+    body["messages"].append({"role": "user", "content": "Thanks. Now book the cheapest one."})
+    again = orjson.dumps(body)
+    parsed, reused = parser.parse(again, "caller")
+    assert reused == len(first["messages"]) and parsed == body
+    assert parsed["messages"][5] is first["messages"][5]
+    parser.remember(again, "caller", parsed, reused)
+    third, reused = parser.parse(again, "caller")
+    assert reused == len(body["messages"]) and third == body, "the turn just parsed is remembered in its turn"
+    assert parser.parse(again, "someone else")[1] == 0, "callers never share entries"
+    body["messages"][100] = {**body["messages"][100], "content": "an edited message"}
+    edited = orjson.dumps(body)
+    parsed, reused = parser.parse(edited, "caller")
+    assert reused == 100 and parsed == body, "the history up to the edit is reused, the rest parsed"
+    assert parsed["messages"][101] is not first["messages"][101]
+
+
+def test_bodies_it_cannot_vouch_for_are_parsed_whole() -> None:
+    parser = IncrementalParser()
+    spaced = json.dumps({"messages": [{"role": "user", "content": "hi"}], "model": "m"}).encode()
+    first_turn(parser, spaced)  # messages written with spaces: nothing is remembered
+    nested_first = orjson.dumps({"metadata": {"messages": []}, "messages": [{"role": "user", "content": "hi"}]})
+    first_turn(parser, nested_first)  # an object before 'messages': nothing is remembered
+    assert len(parser) == 0
+    compact = orjson.dumps({"model": "m", "stream": False, "messages": [{"role": "user", "content": "hi"}]})
+    first_turn(parser, compact)  # scalars first, as the OpenAI SDK writes them
+    assert len(parser) == 1
+    duplicate = compact[:-1] + b',"messages":[{"role":"user","content":"other"}]}'
+    body, reused = parser.parse(duplicate, "caller")
+    assert reused == 0 and body == orjson.loads(duplicate), "a later duplicate key wins, as in a full parse"
+
+
+def test_memory_is_bounded_by_entries_and_bytes() -> None:
+    parser = IncrementalParser(entries=2, max_bytes=10_000)
+    for i in range(3):
+        first_turn(parser, orjson.dumps({"messages": [{"role": "user", "content": f"conversation {i}"}]}))
+    assert len(parser) == 2
+    big = orjson.dumps({"messages": [{"role": "user", "content": "x" * 20_000}]})
+    first_turn(parser, big)
+    assert parser.parse(big, "caller")[1] == 0, "a body over the byte budget is not kept"
