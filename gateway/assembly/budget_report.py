@@ -28,6 +28,7 @@ from gateway.assembly.context import Context, Message
 from gateway.assembly.message_text import is_system
 from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.object_memo import ObjectMemo
 from gateway.tokens import REPLY_PRIMING
 
 COMPONENTS: tuple[str, ...] = ("system", "tools", "history", "summary", "documents", "query", "reminder", "reserve")
@@ -95,6 +96,18 @@ class BudgetReport:
 
 def component_of(message: Message, index: int, last_user: int, tail_start: int) -> str:
     """The budget component one message belongs to."""
+    kind = _KINDS.get_or(message, _kind)
+    if kind:
+        return kind
+    return "query" if index == last_user or index >= tail_start else "history"
+
+
+#: What a message is by its content alone ("" when its place decides), per message object:
+#: a resent history is last turn's objects (``gateway.sessions.resent``).
+_KINDS: ObjectMemo[str] = ObjectMemo()
+
+
+def _kind(message: Message) -> str:
     content = message.get("content")
     if message.get("role") == "user" and parse_reminder(content) is not None:
         return "reminder"
@@ -104,7 +117,7 @@ def component_of(message: Message, index: int, last_user: int, tail_start: int) 
         return "documents"
     if is_system(message) and not is_gateway_block(message):
         return "system"
-    return "query" if index == last_user or index >= tail_start else "history"
+    return ""
 
 
 def generation_reserve(params: Mapping[str, Any], default: int = DEFAULT_GENERATION_RESERVE) -> int:

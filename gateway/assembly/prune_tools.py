@@ -158,12 +158,19 @@ def _chosen_names(choice: Any) -> set[str]:
     return set()
 
 
+#: dict first: parsed JSON is always dicts, and an ABC isinstance check costs ~10x more.
+_MAP = (dict, Mapping)
+
+
 def _called_names(messages: Sequence[Message]) -> set[str]:
     called: set[str] = set()
     for m in messages:
-        for call in m.get("tool_calls") or ():
-            fn = call.get("function") if isinstance(call, Mapping) else None
-            if isinstance(fn, Mapping) and fn.get("name"):
+        calls = m.get("tool_calls")
+        if not calls:
+            continue
+        for call in calls:
+            fn = call.get("function") if isinstance(call, _MAP) else None
+            if isinstance(fn, _MAP) and fn.get("name"):
                 called.add(str(fn["name"]))
     return called
 

@@ -79,6 +79,11 @@ class Written:
 #: The content hash of each message object. A resent history is last turn's objects
 #: (``gateway.sessions.resent``), so a turn hashes only its new messages.
 _MESSAGE_DIGESTS: ObjectMemo[str] = ObjectMemo()
+#: ``message object -> {parent node: node}``: a resent history is last turn's objects after
+#: last turn's nodes, so its chain is found without hashing or looking up blobs (a node known
+#: committed implies its message blob is: both commit in one transaction). A message has one
+#: parent in the client's list and may have another in the assembled one (after a stub).
+_LINKS: ObjectMemo[dict[str, str]] = ObjectMemo()
 #: ``(parent node, message hash) -> node``: a resent history's chain is last turn's chain.
 _NODES: dict[tuple[str, str], str] = {}
 _NODES_LIMIT = 50_000
@@ -124,10 +129,18 @@ class _Batch:
             return found
         parent, nodes, known = ROOT, self.nodes, self.known
         for depth, m in enumerate(messages, start=1):
+            links = _LINKS.get(m)
+            node = links.get(parent) if links is not None else None
+            if node is not None and (node in nodes or node in known):
+                parent = node  # same message after the same history: a node already written
+                continue
             digest = self.message(m, now)
             node = _node(parent, digest)
             if node not in nodes and node not in known:
                 nodes[node] = {"hash": node, "parent": parent, "message": digest, "depth": depth}
+            if links is None or len(links) >= 4:
+                links = _LINKS.put(m, {})
+            links[parent] = node
             parent = node
         found = self._list_ids[id(messages)] = (parent, len(messages))
         return found
