@@ -17,6 +17,10 @@ those of this turn's ``grow_top`` best tools that a fresh selection would keep a
 score at least ``grow_ratio`` of the best (so a weak match does not churn the set). A set
 grown past ``max_set_tools`` is replaced by this turn's fresh selection.
 Below ``min_offered`` tools nothing is pruned.
+
+With an embedding scorer, a tool the model was seen calling after similar turns also scores by
+its usage profile (``usage_weight``; ``tool_scoring.usage_profiles``): the profiles arrive as a
+read-only snapshot in ``Env.tool_profiles``, so the pass stays a function of its inputs.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from gateway.assembly.tool_modes import (
     pruned_tools,
 )
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
+from gateway.assembly.tool_scoring.usage_profiles import tool_key
 from gateway.tokens import TokenCounter
 
 PASS = "prune_tools"
@@ -49,6 +54,8 @@ DEFAULT_MIN_OFFERED = 8
 DEFAULT_GROW_TOP = 16
 DEFAULT_GROW_RATIO = 0.15
 DEFAULT_MAX_SET_TOOLS = 48  # 3 x max_tools: room to grow over a long session before one reset
+#: Weight of a tool's usage profile against its description (chosen on MetaTool-47's tuning half).
+DEFAULT_USAGE_WEIGHT = 0.3
 
 
 class ToolPolicy(PassPolicy):
@@ -67,6 +74,8 @@ class ToolPolicy(PassPolicy):
     grow_top: int = Field(default=DEFAULT_GROW_TOP, ge=0)
     grow_ratio: float = Field(default=DEFAULT_GROW_RATIO, ge=0, le=1)
     max_set_tools: int = Field(default=DEFAULT_MAX_SET_TOOLS, gt=0)
+    # Embedding scorers: weight of what users said before the model called a tool (0: descriptions only).
+    usage_weight: float = Field(default=DEFAULT_USAGE_WEIGHT, ge=0, le=1)
     mode: ToolMode = "prune"
     modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
 
@@ -110,7 +119,7 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
             return ctx, [decision]
         # every tool of the sticky set is gone from the offer: forget them, as a selection would
         return ctx.replace(session=replace(state, tool_set=())), [decision]
-    scores, ranked = _rank(query, tools, names, policy.scorer)
+    scores, ranked = _rank(query, tools, names, policy, ctx.env.tool_profiles)
     fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
     if not previous:
         return _emit(ctx, state, policy, fresh, before)
@@ -124,13 +133,28 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     return _emit(ctx, state, policy, selected, before)
 
 
-def _rank(query: str, tools: Sequence[Tool], names: Sequence[str], scorer: str) -> tuple[list[float], list[int]]:
+def _rank(
+    query: str,
+    tools: Sequence[Tool],
+    names: Sequence[str],
+    policy: ToolPolicy,
+    profiles: Mapping[str, Any],
+) -> tuple[list[float], list[int]]:
     """Score each named tool against the turn; indexes by descending score (ties: client order)."""
     first_of: dict[str, Tool] = {}
     for tool in tools:
         first_of.setdefault(tool_name(tool), tool)
     documents = [tool_document(first_of[n]) for n in names]
-    scores = get_scorer(scorer)(query, documents) if query else [0.0] * len(names)
+    if not query:
+        scores = [0.0] * len(names)
+    elif profiles and policy.usage_weight > 0 and policy.scorer in EMBEDDING_SCORERS:
+        from gateway.assembly.tool_scoring.embedding import score_with_profiles
+
+        vectors = [profiles.get(tool_key(first_of[n])) for n in names]
+        sentences = policy.scorer == "embedding_sentences"
+        scores = score_with_profiles(query, documents, vectors, policy.usage_weight, sentences=sentences)
+    else:
+        scores = get_scorer(policy.scorer)(query, documents)
     return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i))
 
 
