@@ -60,9 +60,7 @@ def progress(items: Sequence[Any], label: str) -> Any:
 Profiles = Mapping[str, Any]  # a UsageProfiles snapshot: tool key -> unit vector
 
 
-def context(
-    case: ToolCase, state: SessionState, provider: str = "openai", profiles: Profiles | None = None
-) -> Context:
+def context(case: ToolCase, state: SessionState, provider: str = "openai", profiles: Profiles | None = None) -> Context:
     extra = {"tool_profiles": profiles} if profiles else {}
     env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", provider=provider, **extra)
     params = {"model": "gpt-4o-mini"}

