@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import openai
 import orjson
@@ -115,38 +116,50 @@ def learning_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -
         yield gw
 
 
-def test_a_tool_the_model_called_is_kept_for_a_similar_later_turn(
-    learning_gateway: GatewayHandle, sim: SimHandle
+KB = tool("confluence_search", "Full-text search over the Confluence wiki spaces", query="search terms")
+HELPDESK = tool("zendesk_ticket", "Open a Zendesk ticket", subject="subject")
+
+
+def kept_after_learning(
+    gw: GatewayHandle, sim: SimHandle, tools: list[Any], asked: str, seen: str, stream: bool
 ) -> None:
-    """Usage profiles: the model's tool calls (complete and streamed) teach the gateway how users ask for a tool."""
-    kb = tool("confluence_search", "Full-text search over the Confluence wiki spaces", query="search terms")
-    tools = [*TOOLS, kb]
-    asked = [{"role": "user", "content": "How many vacation days do I get per year?"}]
-    client(learning_gateway, "usage-before").chat.completions.create(model="gpt-4o-mini", messages=asked, tools=tools)
-    assert "confluence_search" not in forwarded_names(sim)  # its description says nothing about holidays
-    force = {"type": "function", "function": {"name": "confluence_search"}}
-    seen = [
-        ("usage-learn-1", "How many days of paid holiday do new employees get?", False),
-        ("usage-learn-2", "Can I carry unused annual leave over into next year?", True),
-    ]
-    for session, text, stream in seen:
-        got = client(learning_gateway, session).chat.completions.create(
-            model="gpt-4o-mini",
-            messages=[{"role": "user", "content": text}],
-            tools=tools,
-            tool_choice=force,
-            stream=stream,
+    """``asked`` drops the last tool; the model calls it after ``seen``; then ``asked`` keeps it."""
+    name = tools[-1]["function"]["name"]
+    messages = [{"role": "user", "content": asked}]
+    client(gw, f"{name}-before").chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools)
+    assert name not in forwarded_names(sim)  # its description misses how users ask for it
+    got = client(gw, f"{name}-learn").chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": seen}],
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": name}},
+        stream=stream,
+    )
+    if stream:
+        assert any(c.choices and c.choices[0].delta.tool_calls for c in got)
+    else:
+        assert got.choices[0].message.tool_calls[0].function.name == name
+    for attempt in range(50):  # the answer teaches after it is sent: give the gateway a moment
+        client(gw, f"{name}-after-{attempt}").chat.completions.create(
+            model="gpt-4o-mini", messages=messages, tools=tools
         )
-        if stream:
-            assert any(c.choices and c.choices[0].delta.tool_calls for c in got)
-        else:
-            assert got.choices[0].message.tool_calls[0].function.name == "confluence_search"
-    for attempt in range(50):  # the answers teach after they are sent: give the gateway a moment
-        client(learning_gateway, f"usage-after-{attempt}").chat.completions.create(
-            model="gpt-4o-mini", messages=asked, tools=tools
-        )
-        if "confluence_search" in forwarded_names(sim):
+        if name in forwarded_names(sim):
             break
         time.sleep(0.1)
-    assert "confluence_search" in forwarded_names(sim)
+    assert name in forwarded_names(sim)
     assert len(forwarded_names(sim)) <= 4
+
+
+def test_a_streamed_tool_call_keeps_the_tool_for_a_similar_later_turn(
+    learning_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    asked, seen = "How many vacation days do I get per year?", "How many days of paid holiday do new employees get?"
+    kept_after_learning(learning_gateway, sim, [*TOOLS, KB], asked, seen, stream=True)
+
+
+def test_a_completed_tool_call_keeps_the_tool_for_a_similar_later_turn(
+    learning_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    asked = "My laptop screen keeps flickering, can someone have a look?"
+    seen = "The office printer is jammed again, please get someone to fix it."
+    kept_after_learning(learning_gateway, sim, [*TOOLS, KB, HELPDESK], asked, seen, stream=False)
