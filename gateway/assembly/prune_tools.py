@@ -119,10 +119,10 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
             return ctx, [decision]
         # every tool of the sticky set is gone from the offer: forget them, as a selection would
         return ctx.replace(session=replace(state, tool_set=())), [decision]
-    scores, ranked = _rank(query, tools, names, policy, ctx.env.tool_profiles)
+    scores, ranked, profiled = _rank(query, tools, names, policy, ctx.env.tool_profiles)
     fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
     if not previous:
-        return _emit(ctx, state, policy, fresh, before)
+        return _emit(ctx, state, policy, fresh, before, profiled)
     floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9)
     best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor and names[i] in fresh]
     selected = _grow(previous, required, best)
@@ -130,7 +130,7 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
         selected = fresh  # the set outgrew its cap: start again from this turn (one cache break)
     missing = max(0, _floor(policy) - len(selected))
     selected += [n for n in (names[i] for i in ranked) if n not in selected][:missing]
-    return _emit(ctx, state, policy, selected, before)
+    return _emit(ctx, state, policy, selected, before, profiled)
 
 
 def _rank(
@@ -139,23 +139,26 @@ def _rank(
     names: Sequence[str],
     policy: ToolPolicy,
     profiles: Mapping[str, Any],
-) -> tuple[list[float], list[int]]:
-    """Score each named tool against the turn; indexes by descending score (ties: client order)."""
+) -> tuple[list[float], list[int], int]:
+    """Score each named tool against the turn; indexes by descending score (ties: client order);
+    how many tools had a usage profile."""
     first_of: dict[str, Tool] = {}
     for tool in tools:
         first_of.setdefault(tool_name(tool), tool)
     documents = [tool_document(first_of[n]) for n in names]
+    profiled = 0
     if not query:
         scores = [0.0] * len(names)
     elif profiles and policy.usage_weight > 0 and policy.scorer in EMBEDDING_SCORERS:
         from gateway.assembly.tool_scoring.embedding import score_with_profiles
 
         vectors = [profiles.get(tool_key(first_of[n])) for n in names]
+        profiled = sum(v is not None for v in vectors)
         sentences = policy.scorer == "embedding_sentences"
         scores = score_with_profiles(query, documents, vectors, policy.usage_weight, sentences=sentences)
     else:
         scores = get_scorer(policy.scorer)(query, documents)
-    return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i))
+    return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i)), profiled
 
 
 def _unique_names(tools: Sequence[Tool]) -> list[str]:
@@ -243,7 +246,7 @@ def _grow(previous: Sequence[str], required: set[str], best: Sequence[str]) -> l
 
 
 def _emit(
-    ctx: Context, state: SessionState, policy: ToolPolicy, selected: list[str], before: int
+    ctx: Context, state: SessionState, policy: ToolPolicy, selected: list[str], before: int, profiled: int = 0
 ) -> tuple[Context, list[Decision]]:
     """Express the selection in the provider's mode, update the session, and say what changed."""
     assert ctx.tools is not None
@@ -255,6 +258,8 @@ def _emit(
         session = replace(state, tool_set=tuple(selected), tool_set_changes=changes)
     mode = policy.mode_for(ctx.env.provider)
     detail: dict[str, Any] = {"mode": mode, "scorer": policy.scorer, "kept": selected}
+    if profiled:
+        detail["profiled"] = profiled  # offered tools scored with a usage profile too
     removed = [n for n in _unique_names(tools) if n not in set(selected)]
     detail["removed"] = removed
     if mode != policy.modes.get(ctx.env.provider, policy.mode):

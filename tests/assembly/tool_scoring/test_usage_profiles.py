@@ -118,7 +118,9 @@ def kept(profiles: Any = None, policy: ToolPolicy = POLICY) -> list[str]:
     ctx = make_ctx([user(ASKED)], TOOLS)
     if profiles is not None:
         ctx = ctx.replace(env=replace(ctx.env, tool_profiles=profiles))
-    out, _ = prune_tools(ctx, ctx.session, policy)
+    out, decisions = prune_tools(ctx, ctx.session, policy)
+    pruned = next(d for d in decisions if d.action == "pruned")
+    assert pruned.detail.get("profiled", 0) == (len(profiles or {}) if policy.usage_weight else 0)
     return [t["function"]["name"] for t in out.tools or ()]
 
 
