@@ -26,7 +26,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gateway  # noqa: F401  (offline tokenizer files)
@@ -61,8 +61,9 @@ Profiles = Mapping[str, Any]  # a UsageProfiles snapshot: tool key -> unit vecto
 
 
 def context(case: ToolCase, state: SessionState, provider: str = "openai", profiles: Profiles | None = None) -> Context:
-    extra = {"tool_profiles": profiles} if profiles else {}
-    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", provider=provider, **extra)
+    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", provider=provider)
+    if profiles:
+        env = replace(env, tool_profiles=profiles)
     params = {"model": "gpt-4o-mini"}
     return Context(tuple(case.messages), tuple(case.tools), params, env, state)
 

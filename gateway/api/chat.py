@@ -100,8 +100,9 @@ def build_context(
         now=time.time(),
         caller=caller,
         summarizer=summarizer,
-        **({"tool_profiles": tool_profiles} if tool_profiles else {}),
     )
+    if tool_profiles:
+        env = replace(env, tool_profiles=tool_profiles)
     return context_from_body(body, env, state)
 
 

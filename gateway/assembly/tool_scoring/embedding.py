@@ -105,7 +105,8 @@ def score_with_profiles(
     if weight <= 0 or not have:
         return [float(s) for s in _match(query, _document_vectors(documents), sentences=sentences)]
     vectors = _document_vectors(documents)
-    stacked = np.vstack([vectors, np.stack([profiles[i] for i in have]).astype(vectors.dtype, copy=False)])
+    rows = [p for p in profiles if p is not None]
+    stacked = np.vstack([vectors, np.stack(rows).astype(vectors.dtype, copy=False)])
     both = _match(query, stacked, sentences=sentences)
     scores = both[: len(documents)].copy()
     scores[have] = (1 - weight) * scores[have] + weight * both[len(documents) :]
