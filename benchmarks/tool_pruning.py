@@ -13,6 +13,11 @@ Run from the repo root: ``python -m benchmarks.tool_pruning`` (``--quick`` for a
   ``providersim.cache.PrefixCache`` (OpenAI's documented accounting: exact prefix, 1024-token
   minimum, 128-token steps) for: no pruning, sticky pruning, pruning without stickiness,
   ``allowed_tools`` and ``defer_loading``.
+- ``--profiles-from tune``: tool usage profiles (``tool_scoring.usage_profiles``) learned from
+  MetaTool's tuning half, its queries standing for turns after which the model called their
+  needed tools. A held-out case sees the profiles of every tuning case; a tuning case those of
+  the tuning cases of *other* needed-tool sets (leave one group out), so no query, nor one of
+  its rewordings, ever profiles itself. Other sets get no profiles.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gateway  # noqa: F401  (offline tokenizer files)
@@ -38,7 +43,8 @@ from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import ToolPolicy
-from gateway.assembly.tool_scoring import tool_name
+from gateway.assembly.tool_scoring import query_text, tool_name
+from gateway.assembly.tool_scoring.usage_profiles import UsageProfiles, tool_keys
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
 from gateway.tokens import counter_for
 
@@ -51,8 +57,13 @@ def progress(items: Sequence[Any], label: str) -> Any:
     return track(items, description=label, transient=True)
 
 
-def context(case: ToolCase, state: SessionState, provider: str = "openai") -> Context:
+Profiles = Mapping[str, Any]  # a UsageProfiles snapshot: tool key -> unit vector
+
+
+def context(case: ToolCase, state: SessionState, provider: str = "openai", profiles: Profiles | None = None) -> Context:
     env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", provider=provider)
+    if profiles:
+        env = replace(env, tool_profiles=profiles)
     params = {"model": "gpt-4o-mini"}
     return Context(tuple(case.messages), tuple(case.tools), params, env, state)
 
@@ -92,30 +103,65 @@ class Selection:
         return f"| {label} | {self.cases} | {recall:.4f} | {removed:.1%} |"
 
 
-def selection_table(policy: Policy, sets: dict[str, list[ToolCase]], label: str) -> list[str]:
+_turn_vectors: dict[str, Any] = {}
+
+
+def observed_profiles(cases: Sequence[ToolCase]) -> UsageProfiles:
+    """Profiles as the gateway would learn them had the model called each case's needed tools."""
+    from gateway.assembly.tool_scoring.embedding import query_vector
+
+    profiles = UsageProfiles()
+    for case in cases:
+        keys = tool_keys(case.tools)
+        if case.id not in _turn_vectors:
+            _turn_vectors[case.id] = query_vector(query_text(case.messages))
+        profiles.observe([keys[n] for n in sorted(case.expected) if n in keys], _turn_vectors[case.id])
+    return profiles
+
+
+def profiles_by_case(cases: list[ToolCase]) -> dict[str, Profiles]:
+    """Each case's profiles learned from the tuning half, never from its own needed-tool group."""
+    tune = split_cases(cases, "tune")
+    every = observed_profiles(tune).snapshot()
+    out = {c.id: every for c in split_cases(cases, "heldout")}
+    for group in dict.fromkeys(c.expected for c in tune):
+        others = observed_profiles([c for c in tune if c.expected != group]).snapshot()
+        out.update({c.id: others for c in tune if c.expected == group})
+    return out
+
+
+def selection_table(
+    policy: Policy,
+    sets: dict[str, list[ToolCase]],
+    label: str,
+    profiles: Mapping[str, Mapping[str, Profiles]] | None = None,
+) -> list[str]:
     lines = []
     for name, cases in sets.items():
         stats = Selection()
+        by_case = (profiles or {}).get(name, {})
         for case in progress(cases, f"{label} {name}"):
             if len(case.tools) < policy.tools.min_offered:
                 continue
-            out = assemble(context(case, SessionState("bench")), policy).assembled
+            out = assemble(context(case, SessionState("bench"), profiles=by_case.get(case.id)), policy).assembled
             stats.add(case, out)
         lines.append(stats.row(f"{label} / {name}"))
     return lines
 
 
-def latency_ms(policy: Policy, cases: Sequence[ToolCase], repeats: int) -> tuple[float, float]:
+def latency_ms(
+    policy: Policy, cases: Sequence[ToolCase], repeats: int, profiles: Profiles | None = None
+) -> tuple[float, float]:
     """Median ms per request with the pass, and with every pass off, interleaved in one run."""
     off = policy.all_disabled()
     on_times: list[float] = []
     off_times: list[float] = []
     for case in cases[:5]:
-        assemble(context(case, SessionState("warm")), policy)  # load models, fill memo caches
+        assemble(context(case, SessionState("warm"), profiles=profiles), policy)  # load models, fill memo caches
     for _ in progress(range(repeats), "latency"):
         for case in cases:
             for pol, out in ((policy, on_times), (off, off_times)):
-                ctx = context(case, SessionState("lat"))
+                ctx = context(case, SessionState("lat"), profiles=profiles)
                 t0 = time.perf_counter()
                 assemble(ctx, pol)
                 out.append((time.perf_counter() - t0) * 1000)
@@ -195,6 +241,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--budget-share", type=float, default=None, help="override ToolPolicy.budget_share")
     parser.add_argument("--min-offered", type=int, default=None, help="override ToolPolicy.min_offered")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: selection,latency,replay")
+    parser.add_argument("--usage-weight", type=float, default=None, help="override ToolPolicy.usage_weight")
+    parser.add_argument(
+        "--profiles-from",
+        default="none",
+        choices=("none", "tune"),
+        help="MetaTool: learn tool usage profiles from the tuning half (leave one needed-tool group out)",
+    )
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {
         k: v
@@ -204,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ("grow_ratio", args.grow_ratio),
             ("budget_share", args.budget_share),
             ("min_offered", args.min_offered),
+            ("usage_weight", args.usage_weight),
         )
         if v is not None
     }
@@ -211,30 +265,33 @@ def main(argv: Sequence[str] | None = None) -> None:
         overrides["pinned"] = tuple(args.pinned.split(","))
     skip = set(args.skip.split(","))
     step = 7 if args.quick else 1
+    metatool = {n: [c for c in selection_cases("metatool.jsonl") if len(c.tools) == n] for n in (47, 199)}
     sets = {
         "bfcl": selection_cases("bfcl.jsonl")[::step],
-        "metatool 47": split_cases([c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47], args.split)[
-            ::step
-        ],
-        "metatool 199": split_cases([c for c in selection_cases("metatool.jsonl") if len(c.tools) == 199], args.split)[
-            ::step
-        ],
+        "metatool 47": split_cases(metatool[47], args.split)[::step],
+        "metatool 199": split_cases(metatool[199], args.split)[::step],
         "toolbench": toolbench_cases(),
     }
     sets = {k: v for k, v in sets.items() if k in args.sets.split(",")}
+    profiles: dict[str, dict[str, Profiles]] = {}
+    latency_profiles: Profiles | None = None
+    if args.profiles_from == "tune":
+        profiles = {f"metatool {n}": profiles_by_case(metatool[n]) for n in (47, 199) if f"metatool {n}" in sets}
+        if "latency" not in skip:
+            latency_profiles = observed_profiles(split_cases(metatool[47], "tune")).snapshot()
     scorers = [s for s in args.scorers.split(",") if s]
     policies = {s: Policy(tools=ToolPolicy(scorer=s, **overrides)) for s in scorers}  # type: ignore[arg-type]
     print(f"tool policy: {ToolPolicy(**overrides)!r}\n")
     if "selection" not in skip:
         print("| scorer / set | cases pruned | recall | tool tokens removed |\n| --- | --- | --- | --- |")
         for scorer, policy in policies.items():
-            print("\n".join(selection_table(policy, sets, scorer)))
+            print("\n".join(selection_table(policy, sets, scorer, profiles)))
     if "latency" not in skip:
         print("\n| scorer | median ms with pass | median ms all passes off | added ms |\n| --- | --- | --- | --- |")
         pool = [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47]
         sample = pool[:: max(1, len(pool) // 60)]
         for scorer, policy in policies.items():
-            on, off = latency_ms(policy, sample, 3 if args.quick else 10)
+            on, off = latency_ms(policy, sample, 3 if args.quick else 10, latency_profiles)
             print(f"| {scorer} (metatool 47, {len(sample)} requests) | {on:.3f} | {off:.3f} | {on - off:.3f} |")
     if "replay" not in skip:
         print(REPLAY_HEADER)

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ from gateway.api.memory_runtime import memory_runtime
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
+from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -101,6 +102,7 @@ def build_context(
     state: SessionState,
     caller: str,
     summarizer: Summarizer | None = None,
+    tool_profiles: Mapping[str, Any] | None = None,
 ) -> Context:
     env = Env(
         counter=gw.counter(model).for_request(),
@@ -111,6 +113,8 @@ def build_context(
         caller=caller,
         summarizer=summarizer,
     )
+    if tool_profiles:
+        env = replace(env, tool_profiles=tool_profiles)
     return context_from_body(body, env, state)
 
 
@@ -150,7 +154,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     compaction = compaction_runtime(gw)
     state = await compaction.adopt(await gw.sessions.load(session_id))
     await count_off_loop(gw.counter(model), body, len(raw), session_id)
-    ctx = build_context(body, gw, model, state, caller, compaction.summarizer)
+    tool_usage = tool_usage_runtime(gw)
+    ctx = build_context(body, gw, model, state, caller, compaction.summarizer, tool_usage.snapshot())
     memory = memory_runtime(gw)
     ctx = await memory.before(ctx, body, caller)
     tools_policy = gw.settings.policy.tools
@@ -168,6 +173,7 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     await compaction.publish(state, assembly.assembled.session)
     prepared = await compaction.prepare(ctx, assembly.assembled)
     memory.after(ctx, assembly.decisions, body, caller)
+    tool_usage.expect(request_id, ctx)
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
         request_id=request_id,
@@ -391,6 +397,10 @@ def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, 
     record.error = error
     record.total_ms = (time.perf_counter() - started) * 1000
     metrics.observe(record)
+    try:
+        tool_usage_runtime(gw).finish(record)  # the model's tool calls teach the tools' usage profiles
+    except Exception:
+        log.exception("tool usage learning failed for request %s", record.request_id)
     try:
         gw.recorder.record(record)
     except Exception:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from gateway.tokens import TokenCounter
 
 Message = Mapping[str, Any]
 Tool = Mapping[str, Any]
+_NO_PROFILES: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,8 @@ class Env:
     now: float = 0.0
     summarizer: Summarizer | None = None
     caller: str = ""  # short hash of the caller's key, never the key
+    # Tool usage profiles as of the request's start (tool_key -> unit vector; read-only snapshot)
+    tool_profiles: Mapping[str, Any] = field(default_factory=lambda: _NO_PROFILES)
 
 
 @dataclass(frozen=True, slots=True)

