@@ -22,8 +22,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from gateway.assembly.context import Context
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, query_text
 from gateway.assembly.tool_scoring.usage_profiles import UsageProfiles, tool_keys
@@ -85,6 +83,8 @@ class ToolUsageRuntime:
         task.add_done_callback(self._tasks.discard)
 
     def _learn(self, query: str, called: list[str]) -> None:
+        import numpy as np  # only with an embedding scorer, which imports it anyway
+
         from gateway.assembly.tool_scoring.embedding import query_vector
 
         try:
