@@ -2,7 +2,9 @@
 
 Tool definitions and schemas arrive as freshly parsed dicts every turn (unhashable, new
 objects), but with the same content: their plain orjson encoding is a cheap, exact key,
-several times cheaper than the key-sorted rendering or the schema walk it saves.
+several times cheaper than the key-sorted rendering or the schema walk it saves. A tool
+list resent unchanged is last turn's objects (``gateway.sessions.resent``), found by
+identity first, without encoding.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import orjson
+
+from gateway.object_memo import ObjectMemo
 
 T = TypeVar("T")
 
@@ -24,9 +28,13 @@ def memo_by_json(limit: int) -> Callable[[Callable[[Any], T]], Callable[[Any], T
 
     def decorate(fn: Callable[[Any], T]) -> Callable[[Any], T]:
         memo: dict[bytes, T] = {}
+        by_object: ObjectMemo[T] = ObjectMemo(limit)
 
         @wraps(fn)
         def memoised(value: Any) -> T:
+            found = by_object.get(value)  # the same object as last turn (``sessions.resent``)
+            if found is not None:
+                return found
             try:
                 key = orjson.dumps(value)
             except TypeError:
@@ -36,7 +44,7 @@ def memo_by_json(limit: int) -> Callable[[Callable[[Any], T]], Callable[[Any], T
                 if len(memo) >= limit:
                     memo.clear()
                 found = memo[key] = fn(value)
-            return found
+            return by_object.put(value, found)
 
         return memoised
 

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from gateway.json_memo import memo_by_json
+from gateway.object_memo import ObjectMemo
 from gateway.tokens import content_text
 
 #: Characters taken from one tool result: results can be megabytes of JSON, the gist is early.
@@ -41,8 +42,16 @@ def tool_name(tool: Mapping[str, Any]) -> str:
     return str(tool.get("name") or tool.get("type") or "")
 
 
+#: Per tool object: a tool list resent unchanged is last turn's objects (``sessions.resent``).
+_DOCUMENTS: ObjectMemo[str] = ObjectMemo()
+
+
 def tool_document(tool: Mapping[str, Any]) -> str:
     """The text a tool is scored on: split name, description, parameter names and descriptions."""
+    return _DOCUMENTS.get_or(tool, _tool_document)
+
+
+def _tool_document(tool: Mapping[str, Any]) -> str:
     fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
     assert isinstance(fn, Mapping)
     return _document(tool_name(tool), str(fn.get("description") or ""), _schema_text(fn.get("parameters")))
