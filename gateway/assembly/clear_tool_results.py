@@ -18,6 +18,7 @@ Never touches the head (system/developer messages, first user message) or the re
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from gateway.assembly.compaction_layout import (
     ORIGINALS_KEY,
@@ -46,13 +47,26 @@ def stub(tool: str, tokens: int) -> str:
 def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy) -> list[int]:
     """Indices of clearable tool results in the middle, oldest first."""
     out = []
+    counter, messages = ctx.env.counter, ctx.messages
+    least = max(policy.clear_min_tokens, 1)
     for i in range(start, lay.tail_start):
-        m = ctx.messages[i]
-        if m.get("role") != "tool" or content_text(m.get("content"))[0].startswith("[result of "):
-            continue
-        if ctx.env.counter.text(content_text(m.get("content"))[0]) >= max(policy.clear_min_tokens, 1):
+        m = messages[i]
+        if m.get("role") == "tool" and _result_tokens(m, counter) >= least:
             out.append(i)
     return out
+
+
+#: Tokens of each tool result's text (-1 for a stub already), with the encoding they were counted in.
+_RESULT_TOKENS: ObjectMemo[tuple[str, int]] = ObjectMemo()
+
+
+def _result_tokens(m: Message, counter: Any) -> int:
+    found = _RESULT_TOKENS.get(m)
+    if found is not None and found[0] == counter.encoding_name:
+        return found[1]
+    text = content_text(m.get("content"))[0]
+    tokens = -1 if text.startswith("[result of ") else counter.text(text)
+    return _RESULT_TOKENS.put(m, (counter.encoding_name, tokens))[1]
 
 
 def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], stubs: _Stubs) -> list[int]:
