@@ -5,9 +5,10 @@
 Replays a growing agent conversation built from the real ToolBench runs: each turn adds
 one assistant tool call and its result (real ones, cycled), and the client resends the
 whole history, as OpenAI clients do. For every turn it does in process what the gateway
-does to a request besides HTTP, on freshly parsed JSON (as a request would arrive):
-parse and validate, name the session, count new text, build the Context, run the
-default pipeline and count the prompt, carrying the session state from turn to turn.
+does to a request besides HTTP, on the request's bytes: parse (reusing last turn's
+history, as ``api.incremental_parse`` does) and validate, name the session, recognise the
+resent history, count new text, build the Context, run the default pipeline and count the
+prompt, carrying the session state from turn to turn.
 Printed per turn band: the median time of that work, the new tokens per turn, and the
 same work with a counter that has seen nothing (what a gateway without the per-text
 memo pays every turn). Times are the thread's CPU time (``time.thread_time``): on a
@@ -27,7 +28,7 @@ from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.profiles import MODEL, TOOLBENCH, _renumbered, _runs, _steps, _tools
-from gateway.api.chat import build_context
+from gateway.api.chat import build_context, parse_request
 from gateway.api.deps import Gateway
 from gateway.api.token_offload import OFFLOAD_BODY_BYTES, _growth
 from gateway.api.validate import validate_chat_request
@@ -53,9 +54,11 @@ def _gateway() -> tuple[Gateway, ModelConfig]:
 def one_turn(raw: bytes, gw: Gateway, model: ModelConfig, state: SessionState) -> tuple[float, SessionState, int]:
     """The gateway's non-HTTP work on one request: (seconds, next state, prompt tokens)."""
     started = time.thread_time()
-    body = orjson.loads(raw)
-    validate_chat_request(body, max_messages=5_000)
-    identify_session(None, "anonymous", model.name, body["messages"])
+    body, reused = parse_request(raw, gw.parser, "anonymous")
+    validate_chat_request(body, max_messages=5_000, known_valid=reused)
+    gw.parser.remember(raw, "anonymous", body, reused)
+    session_id = identify_session(None, "anonymous", model.name, body["messages"])
+    gw.resent.adopt(session_id, body, len(raw), known=reused)
     counter = gw.counter(model)
     if len(raw) >= OFFLOAD_BODY_BYTES and _growth("turn-cost", len(raw)) >= OFFLOAD_BODY_BYTES:
         counter.learn(counter.missing(body["messages"], body.get("tools")))  # the gateway's off-loop path
