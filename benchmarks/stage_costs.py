@@ -31,7 +31,7 @@ from gateway.api.incremental_parse import IncrementalParser
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Decision, Env, SessionState
-from gateway.assembly.pipeline import PASSES, Assembly
+from gateway.assembly.pipeline import FORWARD_PASSES, Assembly, lint_findings
 from gateway.assembly.prefix import track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.assembly.verify_assembly import verify_assembly
@@ -62,7 +62,7 @@ class Stages:
 
 def _assemble(stages: Stages, ctx: Context, policy: Any) -> Assembly:
     current, decisions = ctx, []
-    for spec in PASSES:
+    for spec in FORWARD_PASSES:  # lint runs after the answer (warn mode, the default), as in api/chat.py
         pass_policy = spec.policy(policy)
         if not getattr(pass_policy, "enabled", True):
             continue
@@ -101,6 +101,7 @@ def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i:
     )
     stages.time("after: counts", lambda: (ctx.prompt_tokens(), assembly.assembled.prompt_tokens()))
     stages.time("after: budget report", lambda: budget_report(assembly.assembled))
+    stages.time("after: lint", lambda: lint_findings(assembly.assembled, policy))
     stages.time("after: metrics", lambda: metrics.observe(record))
     batch = writer._Batch(known=KNOWN)
     stages.time("writer thread: rows", lambda: writer._request_row(batch, record, time.time()))

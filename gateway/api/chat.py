@@ -33,7 +33,7 @@ from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
 from gateway.assembly.lint_context import violations
-from gateway.assembly.pipeline import Assembly, assemble
+from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, assemble, lint_findings
 from gateway.assembly.prefix import track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.config import ModelConfig
@@ -164,10 +164,12 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     # at 105K tokens seen for the first time): assemble in a thread, so the loop keeps serving others.
     resent = recognised >= len(body["messages"]) - RESENT_NEW_MESSAGES
     big = len(raw) >= (4 if resent else 1) * ASSEMBLE_OFF_LOOP_BYTES
+    lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
+    passes = FORWARD_PASSES if lint_after else PASSES
     if compaction.needs_thread or slow_scorer or big:
-        assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy)
+        assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy, passes)
     else:
-        assembly = assemble(ctx, gw.settings.policy)
+        assembly = assemble(ctx, gw.settings.policy, passes)
     prefix = track_prefix(assembly.assembled)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     await compaction.publish(state, assembly.assembled.session)
@@ -196,11 +198,13 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     )
 
     def count_tokens() -> None:
-        """Counts and the budget report: not needed to forward, so done while the provider works."""
+        """Counts, the budget report and lint findings: not needed to forward, so done after the answer."""
         record.tokens_original = ctx.prompt_tokens()
         same = assembly.assembled is ctx
         record.tokens_assembled = record.tokens_original if same else assembly.assembled.prompt_tokens()
         record.budget = _budget(gw, model, assembly)
+        if lint_after:
+            record.decisions.extend(d.to_dict() for d in lint_findings(assembly.assembled, gw.settings.policy))
 
     _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)

@@ -100,6 +100,18 @@ PASSES: tuple[PassSpec, ...] = (
     PassSpec("place_cache_breakpoints", place_cache_breakpoints, lambda p: p.cache_breakpoints),
     PassSpec("lint_context", lint_context, _lint_policy),
 )
+#: The passes that shape what is forwarded. ``lint_context`` only reports, so unless lint is
+#: strict (a finding refuses the request) the API runs it after the answer (``lint_findings``)
+#: and the client does not wait for it (~0.2 ms at 105K tokens).
+FORWARD_PASSES: tuple[PassSpec, ...] = tuple(p for p in PASSES if p.name != "lint_context")
+
+
+def lint_findings(ctx: Context, policy: Policy) -> list[Decision]:
+    """The lint pass's findings on an assembled context, run on its own (see ``FORWARD_PASSES``)."""
+    lint = _lint_policy(policy)
+    if not lint.enabled:
+        return []
+    return lint_context(ctx, ctx.session, lint)[1]
 
 
 @dataclass(frozen=True, slots=True)

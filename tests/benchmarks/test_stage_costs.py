@@ -5,7 +5,7 @@ from __future__ import annotations
 from benchmarks.profiles import build_profiles
 from benchmarks.stage_costs import Stages, one_request
 from gateway.assembly.context import SessionState
-from gateway.assembly.pipeline import PASSES
+from gateway.assembly.pipeline import FORWARD_PASSES
 from gateway.config import load_settings
 
 
@@ -15,8 +15,8 @@ def test_every_stage_and_enabled_pass_is_timed_and_the_session_carries_over() ->
     stages, state = Stages(), SessionState(session_id="stage-costs")
     for i in range(3):
         state = one_request(stages, profile.body, policy, state, i)
-    enabled = {f"  pass {p.name}" for p in PASSES if getattr(p.policy(policy), "enabled", True)}
+    enabled = {f"  pass {p.name}" for p in FORWARD_PASSES if getattr(p.policy(policy), "enabled", True)}
     assert enabled <= set(stages.times)
-    assert {"parse", "validate", "track_prefix", "writer thread: rows"} <= set(stages.times)
+    assert {"parse", "validate", "track_prefix", "after: lint", "writer thread: rows"} <= set(stages.times)
     assert all(len(v) == 3 and min(v) >= 0 for v in stages.times.values())
     assert state.tool_set  # prune_tools remembered the session's tool set, carried to the next request

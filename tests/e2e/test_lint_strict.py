@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
 
+from gateway.api.app import create_app
+from gateway.config import parse_settings
+from gateway.store.record import MemoryRecorder
+from tests.inproc import serve_in_thread
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 CLOCK = [
@@ -50,3 +55,19 @@ def test_strict_lets_a_clean_context_through(strict_raw_gateway: GatewayHandle) 
 def test_warn_mode_forwards_the_same_request(default_gateway: GatewayHandle, shared_dir: Path) -> None:
     client = openai.OpenAI(base_url=default_gateway.base_url, api_key="sk-x", max_retries=0)
     assert client.chat.completions.create(model="gpt-4o-mini", messages=CLOCK).choices[0].message.content
+
+
+def test_warn_mode_records_the_findings_made_after_the_answer(sim: SimHandle) -> None:
+    """In warn mode lint runs after the answer; its findings still reach the record, streamed or not."""
+    settings = parse_settings({"models": sim_models(sim.base_url), "policy": {"volatile": {"enabled": False}}})
+    recorder = MemoryRecorder()
+    with serve_in_thread(create_app(settings, recorder=recorder)) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk-x", max_retries=0)
+        client.chat.completions.create(model="gpt-4o-mini", messages=CLOCK)
+        list(client.chat.completions.create(model="gpt-4o-mini", messages=CLOCK, stream=True))
+        deadline = time.monotonic() + 5
+        while len(recorder.records) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    for record in list(recorder.records)[-2:]:
+        checks = [d["detail"].get("check") for d in record.decisions if d["pass"] == "lint_context"]
+        assert "volatile_in_prefix" in checks, record.decisions
