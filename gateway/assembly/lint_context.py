@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import Field
 
 from gateway.assembly.context import Context, Decision, Message, SessionState
-from gateway.assembly.message_text import is_system, text_of
+from gateway.assembly.message_text import is_system, system_messages, text_of
 from gateway.assembly.move_volatile import PLACEHOLDER_RX, compiled_patterns, pattern_spans
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.render_reminder import parse_reminder
@@ -66,7 +66,7 @@ Finding = tuple[str, str, str]  # (check, message, default severity override or 
 
 def _prefix_values(ctx: Context, policy: LintPolicy) -> list[Finding]:
     patterns = compiled_patterns(tuple(sorted(policy.volatile_patterns.items())))
-    texts = [text_of(m.get("content")) for m in ctx.messages if is_system(m) and not is_gateway_block(m)]
+    texts = [text_of(m.get("content")) for m in system_messages(ctx.messages) if not is_gateway_block(m)]
     texts += [str((t.get("function") or {}).get("description") or "") for t in ctx.tools or ()]
     found: list[Finding] = []
     for text in texts:
@@ -86,7 +86,7 @@ def _tail(ctx: Context) -> list[Finding]:
     reminders = _reminder_index(ctx.messages)
     if any(i != len(ctx.messages) - 1 for i in reminders):
         found.append(("dynamic_tail_last", "a <reminder> block is not the last message", ""))
-    prefix = "\n".join(text_of(m.get("content")) for m in ctx.messages if is_system(m))
+    prefix = "\n".join(text_of(m.get("content")) for m in system_messages(ctx.messages))
     if PLACEHOLDER_RX.search(prefix) and not reminders:
         found.append(("dynamic_tail_last", "the prefix refers to the reminder but there is none", ""))
     return found
@@ -102,7 +102,7 @@ def _rules(ctx: Context, policy: LintPolicy) -> list[Finding]:
     if not rules:
         return []
     messages = ctx.messages
-    start = _flat(text_of(m.get("content")) for m in messages if is_system(m) and not is_gateway_block(m))
+    start = _flat(text_of(m.get("content")) for m in system_messages(messages) if not is_gateway_block(m))
     reminders = _reminder_index(messages)
     end = _flat([text_of(messages[-1].get("content"))]) if reminders and reminders[-1] == len(messages) - 1 else ""
     middle: str | None = None  # the whole history folded: built only if a rule is missing at the start

@@ -8,8 +8,10 @@ through these two functions instead of assuming a string.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from gateway.object_memo import ObjectMemo
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -54,3 +56,25 @@ def with_content(message: Mapping[str, Any], content: Any) -> Mapping[str, Any]:
 
 def is_system(message: Mapping[str, Any]) -> bool:
     return message.get("role") in SYSTEM_ROLES
+
+
+#: Where the system messages of a message tuple are. Several passes ask in turn about the
+#: same tuple (a Context's messages), so a long history is walked once per tuple, not once
+#: per question; holding the tuples keeps their ids their own while remembered.
+_SYSTEM_AT: ObjectMemo[tuple[int, ...]] = ObjectMemo(limit=1024)
+
+
+def system_indices(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """Indices of the system/developer messages, in order."""
+    if messages.__class__ is tuple:
+        return _SYSTEM_AT.get_or(messages, _system_indices)
+    return _system_indices(messages)
+
+
+def _system_indices(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    return tuple(i for i, m in enumerate(messages) if m.get("role") in SYSTEM_ROLES)
+
+
+def system_messages(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The system/developer messages, in order (gateway blocks included)."""
+    return [messages[i] for i in system_indices(messages)]

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from gateway.assembly.context import Context, Decision, SessionState, Tool
-from gateway.assembly.message_text import is_system, map_text, text_of, with_content
+from gateway.assembly.message_text import map_text, system_indices, system_messages, text_of, with_content
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.assembly.volatile_patterns import compile_named, find_volatile
@@ -216,7 +216,7 @@ def _rewrite_tools(tools: tuple[Tool, ...] | None, patterns: Patterns, moves: _M
 
 
 def _system_tokens(ctx: Context, messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool] | None) -> int:
-    return ctx.env.counter.messages(m for m in messages if is_system(m)) + ctx.env.counter.tools(tools)
+    return ctx.env.counter.messages(system_messages(messages)) + ctx.env.counter.tools(tools)
 
 
 def move_volatile(ctx: Context, state: SessionState, policy: VolatilePolicy) -> tuple[Context, list[Decision]]:
@@ -226,16 +226,19 @@ def move_volatile(ctx: Context, state: SessionState, policy: VolatilePolicy) -> 
     session keeps the client's original system texts and the learned anchors.
     """
     patterns = compiled_patterns(tuple(sorted(policy.patterns.items())))
-    system = tuple(text_of(m.get("content")) for m in ctx.messages if is_system(m) and not is_gateway_block(m))
+    system = tuple(text_of(m.get("content")) for m in system_messages(ctx.messages) if not is_gateway_block(m))
     learned = _learn(system, state, patterns, policy) if policy.learn and state.previous_system else []
     anchors = (*state.volatile_spans, *learned)
     moves = _Moves()
-    messages = tuple(
-        with_content(m, map_text(m.get("content"), lambda t: _substitute(t, patterns, anchors, moves)))
-        if is_system(m) and not is_gateway_block(m)
-        else m
-        for m in ctx.messages
-    )
+    def substitute(text: str) -> str:
+        return _substitute(text, patterns, anchors, moves)
+
+    rewritten = list(ctx.messages)
+    for i in system_indices(ctx.messages):
+        m = rewritten[i]
+        if not is_gateway_block(m):
+            rewritten[i] = with_content(m, map_text(m.get("content"), substitute))
+    messages = tuple(rewritten)
     tools = _rewrite_tools(ctx.tools, patterns, moves) if policy.tool_descriptions else ctx.tools
     session = replace(state, previous_system=system, volatile_spans=anchors)
     if not moves.lines and session == state:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from gateway.assembly.context import Context, Decision, Message, SessionState
-from gateway.assembly.message_text import is_system, text_of
+from gateway.assembly.message_text import is_system, system_messages, text_of
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.verify_assembly import is_gateway_block
 
@@ -72,7 +72,7 @@ class Rule:
 
 def find_rules(messages: Sequence[Message], policy: RulesPolicy) -> list[Rule]:
     """Every critical rule of this request, highest priority first, then in order of declaration."""
-    system = "\n".join(text_of(m.get("content")) for m in messages if is_system(m) and not is_gateway_block(m))
+    system = "\n".join(text_of(m.get("content")) for m in system_messages(messages) if not is_gateway_block(m))
     found: list[Rule] = []
     for spec in policy.rules:
         if spec.text is not None:
@@ -125,7 +125,7 @@ def restate_rules(ctx: Context, state: SessionState, policy: RulesPolicy) -> tup
             omitted.append(rule)
     decisions: list[Decision] = []
     messages = ctx.messages
-    system_text = "\n".join(text_of(m.get("content")) for m in messages if is_system(m))
+    system_text = "\n".join(text_of(m.get("content")) for m in system_messages(messages))
     missing = [r.text for r in rules if r.source == "config" and r.text not in system_text]
     changes = bool(policy.ensure_at_start and missing)
     if changes:

@@ -96,8 +96,9 @@ def verify_assembly(original: Context, assembled: Context, decisions: Sequence[D
     orig = [comparable(m) for m in original.messages]
     new = [comparable(m) for m in assembled.messages]
     problems: list[str] = []
-    if not tool_pairing_problems(orig):
-        problems += tool_pairing_problems([m for m in new if not is_gateway_block(m) or m.get("role") == "tool"])
+    pairing = tool_pairing_problems([m for m in new if not is_gateway_block(m) or m.get("role") == "tool"])
+    if pairing and not tool_pairing_problems(orig):  # a pass broke a pair the client had kept
+        problems += pairing
     system_changed = any(d.detail.get("changes_system") for d in decisions)
     if not system_changed:
         # Gateway blocks are left out on both sides (e.g. a ``<memory`` system block a run put there).
@@ -135,15 +136,18 @@ def _same(found: Message, expected: Message | None, role: Any) -> bool:
 
 def _order_problems(orig: Sequence[Message], new: Sequence[Message]) -> list[str]:
     """Every non-gateway message must be an original message, in the original order."""
-    position = 0
+    position, n = 0, len(orig)
     for i, m in enumerate(new):
+        if position < n and orig[position] is m:
+            position += 1  # the common case: the client's next message, as it came
+            continue
         if is_gateway_block(m):
             continue
         if m.get("role") in ("system", "developer"):
             continue  # checked above, against the decisions
-        while position < len(orig) and orig[position] is not m and orig[position] != m:
+        while position < n and orig[position] is not m and orig[position] != m:
             position += 1
-        if position == len(orig):
+        if position == n:
             return [f"message {i} ({m.get('role')}) is neither the client's nor a marked gateway block"]
         position += 1
     return []
