@@ -125,8 +125,16 @@ class _Stubs:
 
     def saving(self, i: int) -> int:
         """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
-        counter = self._ctx.env.counter
-        return counter.message(self._ctx.messages[i]) - counter.message(self.get(i))
+        stub_message = self.get(i)
+        found = _SAVINGS.get(stub_message)  # a stub object stands for one original in one encoding
+        if found is None:
+            counter = self._ctx.env.counter
+            found = _SAVINGS.put(stub_message, counter.message(self._ctx.messages[i]) - counter.message(stub_message))
+        return found
+
+
+#: Tokens saved by each stub object (made from one original, counted in one encoding).
+_SAVINGS: ObjectMemo[int] = ObjectMemo()
 
 
 #: The decision made for each stub object: a result cleared on an earlier turn stays cleared,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gateway.object_memo import ObjectMemo
 from gateway.tokens import content_text
 
 #: The most characters of one message that go into a transcript line; longer text is cut.
@@ -23,12 +24,24 @@ def _defuse(text: str) -> str:
 
 
 def call_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """``tool_call_id -> tool name`` for every call in ``messages``."""
     names: dict[str, str] = {}
     for m in messages:
-        for call in m.get("tool_calls") or ():
-            if isinstance(call, Mapping):
-                fn = call.get("function") or {}
-                names[str(call.get("id"))] = str(fn.get("name", "")) if isinstance(fn, Mapping) else ""
+        if m.get("tool_calls"):
+            names.update(_CALL_NAMES.get_or(m, _message_call_names))
+    return names
+
+
+#: Per assistant message object: a resent history is last turn's objects (``sessions.resent``).
+_CALL_NAMES: ObjectMemo[dict[str, str]] = ObjectMemo()
+
+
+def _message_call_names(message: Mapping[str, Any]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            fn = call.get("function") or {}
+            names[str(call.get("id"))] = str(fn.get("name", "")) if isinstance(fn, Mapping) else ""
     return names
 
 
