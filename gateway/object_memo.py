@@ -6,7 +6,7 @@ its content hash, the stub that replaces it) holds on the next turn: a look-up b
 is ~50 ns, where recomputing costs microseconds per message and milliseconds per long
 history. Each entry holds its object, so an id cannot be reused by another object while
 the entry lives; the memo is cleared whole when full, which bounds the memory it keeps
-alive (the objects are the ones live requests and the resent-history cache hold anyway).
+alive (mostly objects that live requests and the resent-history caches hold anyway).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
-#: Entries per memo: a few hundred conversations' worth of messages.
-DEFAULT_LIMIT = 20_000
+#: Entries per memo: ~35 conversations of 300 messages. The memos mostly hold the same message
+#: objects (the ones ``sessions.resent`` keeps), but each is cleared on its own schedule, so the
+#: bound on what they keep alive together is a few times this many messages.
+DEFAULT_LIMIT = 10_000
 
 
 class ObjectMemo(Generic[V]):

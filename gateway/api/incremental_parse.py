@@ -35,7 +35,7 @@ CANDIDATES = 8
 #: Bodies remembered, and the bytes they may add up to (their parsed messages are shared with
 #: ``sessions.resent``, so the bytes are what this adds).
 DEFAULT_ENTRIES = 512
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 
 #: The opening up to the messages array: any keys before it must hold plain scalars (the
 #: OpenAI SDK writes ``model`` and ``stream`` first), so the ``"messages"`` found is top-level.

@@ -60,8 +60,9 @@ def is_system(message: Mapping[str, Any]) -> bool:
 
 #: Where the system messages of a message tuple are. Several passes ask in turn about the
 #: same tuple (a Context's messages), so a long history is walked once per tuple, not once
-#: per question; holding the tuples keeps their ids their own while remembered.
-_SYSTEM_AT: ObjectMemo[tuple[int, ...]] = ObjectMemo(limit=1024)
+#: per question; holding the tuples keeps their ids their own while remembered. Only needed
+#: within a request (a few tuples each), so the limit is small: a tuple holds its history.
+_SYSTEM_AT: ObjectMemo[tuple[int, ...]] = ObjectMemo(limit=256)
 
 
 def system_indices(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:

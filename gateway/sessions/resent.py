@@ -23,9 +23,10 @@ from collections import OrderedDict
 from typing import Any
 
 #: Sessions whose last turn is kept, and the request bytes they may add up to: the parsed
-#: objects take 2-3x their JSON, so the default holds at most ~100 MB alive.
+#: objects take 2-3x their JSON, so the default holds at most ~50 MB alive (~40 conversations
+#: of 100K tokens; many more of ordinary size).
 DEFAULT_SESSIONS = 512
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 
 
 class ResentHistory:
