@@ -43,7 +43,9 @@ def memo_by_json(limit: int) -> Callable[[Callable[[Any], T]], Callable[[Any], T
             if found is None:
                 if len(memo) >= limit:
                     memo.clear()
-                found = memo[key] = fn(value)
+                # The key is copied: orjson's result keeps its whole output buffer (~16 KB for a
+                # 1 KB value), which a long-lived key would hold for as long as it is remembered.
+                found = memo[bytes(memoryview(key))] = fn(value)
             return by_object.put(value, found)
 
         return memoised

@@ -34,3 +34,23 @@ def test_the_memo_is_cleared_past_its_limit_and_big_integers_are_not_memoised() 
     huge = 2**70
     assert same(huge) == huge and same(huge) == huge
     assert calls[-2:] == [huge, huge]  # orjson cannot encode it: computed every time, never wrong
+
+
+def test_kept_keys_cost_their_length_not_orjsons_buffer() -> None:
+    """orjson's result holds its ~16 KB output buffer; a memo keeping it as a key would hold that."""
+    import tracemalloc
+
+    @memo_by_json(limit=1_000)
+    def size(value: Any) -> int:
+        return len(value["text"])
+
+    values = [{"text": f"tool {i}: " + "y" * 1_000} for i in range(300)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for v in values:
+            size(v)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 3 * 300 * 1_020, f"{kept} bytes kept for 300 keys of ~1 KB"

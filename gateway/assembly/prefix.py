@@ -113,7 +113,7 @@ def _remember(memo: dict[bytes, PrefixBlock], raw: bytes, block: PrefixBlock) ->
         for per_encoding in _MEMO.values():
             per_encoding.clear()
         _memo_bytes = 0
-    memo[raw] = block
+    memo[bytes(memoryview(raw))] = block  # an exact copy: orjson's own result keeps its ~16 KB buffer
     _memo_bytes += len(raw)
 
 
