@@ -9,7 +9,10 @@
 - loop lag: a gateway with ``diagnostics.loop_lag_probe_ms: 1`` takes first turns of
   ~105K-token conversations (every text new, so everything must be encoded) while 4
   clients send tiny requests; reports probe samples over 5 ms and the largest lag bucket;
-- workers: tiny at 32 clients against ``--workers 1`` and ``--workers 2``, interleaved.
+- workers: tiny at 32 clients against ``--workers 1`` and ``--workers 2``, interleaved;
+- long conversations (``--long N``, off by default): resident set size while N different
+  ~105K-token conversations (every text new) each send two turns, one client at a time:
+  what the gateway's caches hold when every conversation is long.
 """
 
 from __future__ import annotations
@@ -184,10 +187,38 @@ def workers(tmp: Path, base_url: str, rounds: int, seconds: float) -> dict[int, 
     return {n: statistics.median(r) for n, r in rates.items()}
 
 
+def long_conversations(tmp: Path, base_url: str, conversations: int) -> list[tuple[int, float]]:
+    """RSS (MB) after every 50 of ``conversations`` distinct ~105K-token conversations, two turns each."""
+    agent = build_profiles(("agent105k",))[0]
+    out: list[tuple[int, float]] = []
+    with run_gateway(tmp, {"models": _models(base_url)}) as gw:
+        target = Target("ventana", gw.base_url)
+        out.append((0, rss_mb(gw.proc.pid)))
+
+        async def two_turns(first: bytes) -> None:
+            follow = orjson.loads(first)
+            follow["messages"].append({"role": "user", "content": "And what comes next?"})
+            conn = Connection(target)
+            try:
+                for body in (first, orjson.dumps(follow)):
+                    timing = await conn.send(target.request_bytes(body))
+                    if timing.status != 200:
+                        raise SystemExit(f"long conversations: status {timing.status}")
+            finally:
+                await conn.close()
+
+        for k in tqdm(range(conversations), desc="long conversations", unit="conv"):
+            asyncio.run(two_turns(_fresh_agent(agent.body, k)))
+            if (k + 1) % 50 == 0:
+                out.append((k + 1, rss_mb(gw.proc.pid)))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="1,000 requests, fewer rounds")
+    parser.add_argument("--long", type=int, default=0, help="also N distinct ~105K-token conversations (RSS)")
     args = parser.parse_args()
     requests = 1_000 if args.quick else args.requests
     with tempfile.TemporaryDirectory(prefix="ventana-service-") as tmp_name:
@@ -202,6 +233,9 @@ def main() -> None:
             rates = workers(tmp, sim.base_url, 2 if args.quick else 4, 1.0 if args.quick else 2.0)
             ratio = rates[2] / rates[1]
             print(f"workers: tiny c=32 {rates[1]:.0f} req/s with 1, {rates[2]:.0f} req/s with 2 ({ratio:.2f}x)")
+            if args.long:
+                points = long_conversations(tmp, sim.base_url, args.long)
+                print("RSS with long conversations: " + ", ".join(f"{n}: {mb:.0f} MB" for n, mb in points))
 
 
 if __name__ == "__main__":
