@@ -71,11 +71,6 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_body(raw: bytes, parser: IncrementalParser | None = None, caller: str = "") -> dict[str, Any]:
-    """The body as a dict; with a ``parser``, last turn's history is reused, not parsed again."""
-    return parse_request(raw, parser, caller)[0]
-
-
 def parse_request(raw: bytes, parser: IncrementalParser | None, caller: str) -> tuple[dict[str, Any], int]:
     """The body, and how many of its first messages are a previous turn's already-checked objects."""
     try:
