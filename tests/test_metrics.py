@@ -140,15 +140,17 @@ def test_two_workers_report_one_aggregate(sim: SimHandle, tmp_path: Path) -> Non
         client = openai.OpenAI(base_url=gw.base_url, api_key="sk-test", max_retries=0, http_client=fresh)
 
         def ask(i: int) -> int:
-            reply = client.chat.completions.create(
-                model="gpt-4o-mini", messages=[{"role": "user", "content": f"question number {i}"}]
-            )
+            # ~2K new tokens each: a worker busy counting them is not the one waiting in accept(),
+            # so the kernel hands the next connection to the other (tiny requests got so cheap
+            # that one worker could take 200 of them in a row).
+            text = f"question number {i}: " + "some context to read first " * 300
+            reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": text}])
             return reply.usage.prompt_tokens
 
         sent, prompt_tokens = 0, 0
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
             # The kernel picks the worker; send batches until both have served some (nearly always one).
-            for _ in range(5):
+            for _ in range(10):
                 prompt_tokens += sum(pool.map(ask, range(sent, sent + 40)))
                 sent += 40
                 served = _requests_per_worker(multiproc)
