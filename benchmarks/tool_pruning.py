@@ -239,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--split", default="all", choices=SPLITS, help="MetaTool cases: the tuning or the held-out half (tool_cases)"
     )
     parser.add_argument("--budget-share", type=float, default=None, help="override ToolPolicy.budget_share")
+    parser.add_argument("--budget-tokens", type=int, default=None, help="override ToolPolicy.budget_tokens")
     parser.add_argument("--min-offered", type=int, default=None, help="override ToolPolicy.min_offered")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: selection,latency,replay")
     parser.add_argument("--usage-weight", type=float, default=None, help="override ToolPolicy.usage_weight")
@@ -256,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ("grow_top", args.grow_top),
             ("grow_ratio", args.grow_ratio),
             ("budget_share", args.budget_share),
+            ("budget_tokens", args.budget_tokens),
             ("min_offered", args.min_offered),
             ("usage_weight", args.usage_weight),
         )
