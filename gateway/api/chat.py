@@ -71,10 +71,10 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_request(raw: bytes, parser: IncrementalParser | None, caller: str) -> tuple[dict[str, Any], int]:
+def parse_request(raw: bytes, parser: IncrementalParser, caller: str) -> tuple[dict[str, Any], int]:
     """The body, and how many of its first messages are a previous turn's already-checked objects."""
     try:
-        body, reused = parser.parse(raw, caller) if parser is not None else (orjson.loads(raw), 0)
+        body, reused = parser.parse(raw, caller)
     except orjson.JSONDecodeError as exc:
         raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
     if not isinstance(body, dict):
