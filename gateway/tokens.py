@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 import tiktoken
 
+from gateway.history_fold import CHUNK, Chunk, HistoryFold
 from gateway.json_memo import memo_by_json
 from gateway.object_memo import ObjectMemo
 
@@ -141,6 +142,7 @@ class TokenCounter:
         self._cache: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
         self._messages: ObjectMemo[int] = ObjectMemo()  # per message object, across requests (RequestCounter)
+        self._chunk_sums: HistoryFold[int] = HistoryFold()  # per history chunk (gateway.history_fold)
 
     def text(self, text: str) -> int:
         if not text:
@@ -169,7 +171,12 @@ class TokenCounter:
         return message_overhead(message) + sum(self.text(p) for p in pieces) + images * IMAGE_TOKENS
 
     def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        if messages.__class__ in (tuple, list) and len(messages) > CHUNK:  # type: ignore[arg-type]
+            return sum(self._chunk_sums.parts(messages, self._chunk_sum))  # type: ignore[arg-type]
         return sum(self.message(m) for m in messages)
+
+    def _chunk_sum(self, chunk: Chunk) -> int:
+        return sum(self.message(m) for m in chunk.messages)
 
     def tool(self, tool: Mapping[str, Any]) -> int:
         return self.text(render_tool(tool))
@@ -230,6 +237,7 @@ class RequestCounter(TokenCounter):
         self._cache = shared._cache
         self._lock = shared._lock
         self._messages = shared._messages
+        self._chunk_sums = shared._chunk_sums
         self._objects: dict[int, tuple[Any, int]] = {}  # id -> (the object, held so the id stays its own; count)
 
     def _remembered(self, obj: Any, count: Callable[[Any], int]) -> int:

@@ -41,7 +41,7 @@ def validate_chat_request(body: Any, *, max_messages: int, known_valid: int = 0)
         raise _fail(f"'messages' has {len(messages)} items, the limit is {max_messages}", "messages")
     for i in range(known_valid, len(messages)):
         _validate_message(messages[i], i)
-    _validate_tool_pairs(messages)
+    _validate_tool_pairs(messages, known_valid)
     _validate_tools(body.get("tools"))
     _validate_choice(body)
     stream = body.get("stream")
@@ -119,10 +119,15 @@ def _validate_message(message: Any, i: int) -> None:
                 )
 
 
-def _validate_tool_pairs(messages: list[Any]) -> None:
-    """Every tool result must answer a call made by the closest preceding assistant message."""
-    pending: set[str] = set()
-    for i, message in enumerate(messages):
+def _validate_tool_pairs(messages: list[Any], start: int = 0) -> None:
+    """Every tool result must answer a call made by the closest preceding assistant message.
+
+    The first ``start`` messages passed this check as the start of an earlier body, so
+    only the calls still open where they end are needed to check the rest.
+    """
+    pending = _open_calls(messages, start)
+    for i in range(start, len(messages)):
+        message = messages[i]
         role = message.get("role")
         if role == "assistant":
             pending = {c["id"] for c in message.get("tool_calls") or ()}
@@ -139,6 +144,21 @@ def _validate_tool_pairs(messages: list[Any]) -> None:
                 f"messages[{i}] follows an assistant tool call without its result: {sorted(pending)}",
                 f"messages[{i}]",
             )
+
+
+def _open_calls(messages: list[Any], end: int) -> set[str]:
+    """The calls of a valid ``messages[:end]`` still awaiting a result, read backwards to the
+    last assistant message (a user or system message means none: it could only follow answered calls)."""
+    answered: set[str] = set()
+    for i in range(end - 1, -1, -1):
+        role = messages[i].get("role")
+        if role == "tool":
+            answered.add(messages[i]["tool_call_id"])
+        elif role == "assistant":
+            return {c["id"] for c in messages[i].get("tool_calls") or ()} - answered
+        elif role in ("user", "system", "developer"):
+            return set()
+    return set()
 
 
 def _validate_tools(tools: Any) -> None:

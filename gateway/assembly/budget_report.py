@@ -20,16 +20,17 @@ the prompt is large enough (``MIN_TOKENS_TO_FLAG``) for the saving to matter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.assembly.context import Context, Message
 from gateway.assembly.message_text import is_system
 from gateway.assembly.render_reminder import parse_reminder
-from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
+from gateway.history_fold import Chunk, HistoryFold
 from gateway.object_memo import ObjectMemo
-from gateway.tokens import REPLY_PRIMING
+from gateway.tokens import REPLY_PRIMING, TokenCounter
 
 COMPONENTS: tuple[str, ...] = ("system", "tools", "history", "summary", "documents", "query", "reminder", "reserve")
 DEFAULT_GENERATION_RESERVE = 4096
@@ -94,14 +95,6 @@ class BudgetReport:
         }
 
 
-def component_of(message: Message, index: int, last_user: int, tail_start: int) -> str:
-    """The budget component one message belongs to."""
-    kind = _KINDS.get_or(message, _kind)
-    if kind:
-        return kind
-    return "query" if index == last_user or index >= tail_start else "history"
-
-
 #: What a message is by its content alone ("" when its place decides), per message object:
 #: a resent history is last turn's objects (``gateway.sessions.resent``).
 _KINDS: ObjectMemo[str] = ObjectMemo()
@@ -118,6 +111,25 @@ def _kind(message: Message) -> str:
     if is_system(message) and not is_gateway_block(message):
         return "system"
     return ""
+
+
+#: Tokens per content kind ("" counted as history) per chunk of history, per encoding: a long
+#: agent turn counts only its new chunk (``gateway.history_fold``).
+_BY_KIND: dict[str, HistoryFold[dict[str, int]]] = {}
+
+
+def _tokens_by_kind(messages: Sequence[Message], counter: TokenCounter) -> list[dict[str, int]]:
+    def part(chunk: Chunk) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for m in chunk.messages:
+            name = _KINDS.get_or(m, _kind) or "history"
+            out[name] = out.get(name, 0) + counter.message(m)
+        return out
+
+    fold = _BY_KIND.get(counter.encoding_name)
+    if fold is None:
+        fold = _BY_KIND.setdefault(counter.encoding_name, HistoryFold())
+    return fold.parts(messages, part)
 
 
 def generation_reserve(params: Mapping[str, Any], default: int = DEFAULT_GENERATION_RESERVE) -> int:
@@ -139,14 +151,6 @@ def _trailing_tool_results(messages: tuple[Message, ...]) -> int:
     return start if start < end else len(messages)
 
 
-def _last_user(messages: tuple[Message, ...]) -> int:
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.get("role") == "user" and not is_gateway_block(m):
-            return i
-    return -1
-
-
 def budget_report(
     ctx: Context, *, scale: float = 1.0, default_reserve: int = DEFAULT_GENERATION_RESERVE
 ) -> BudgetReport:
@@ -154,9 +158,17 @@ def budget_report(
     counter = ctx.env.counter
     tokens = dict.fromkeys(COMPONENTS, 0)
     tokens["tools"] = counter.tools(ctx.tools)
-    last_user, tail = _last_user(ctx.messages), _trailing_tool_results(ctx.messages)
-    for i, message in enumerate(ctx.messages):
-        tokens[component_of(message, i, last_user, tail)] += counter.message(message)
+    messages = ctx.messages
+    for part in _tokens_by_kind(messages, counter):
+        for name, n in part.items():
+            tokens[name] += n
+    # Those counted as history by content alone but that are the query by their place.
+    last_user, tail = last_client_user(messages), _trailing_tool_results(messages)
+    for i in (*((last_user,) if 0 <= last_user < tail else ()), *range(tail, len(messages))):
+        if not _KINDS.get_or(messages[i], _kind):
+            n = counter.message(messages[i])
+            tokens["history"] -= n
+            tokens["query"] += n
     tokens["query"] += REPLY_PRIMING
     for name in tokens:
         tokens[name] = round(tokens[name] * scale)

@@ -23,6 +23,7 @@ import orjson
 
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState
+from gateway.assembly.message_text import system_indices, user_indices
 from gateway.object_memo import ObjectMemo
 
 #: Annotation key under which ``clear_tool_results`` keeps the originals of what it cleared.
@@ -41,17 +42,13 @@ class Layout:
         return self.tail_start > self.head_end
 
 
-def _user_starts(messages: Sequence[Message]) -> list[int]:
-    return [i for i, m in enumerate(messages) if m.get("role") == "user"]
-
-
 def layout(messages: Sequence[Message], policy: CompactionPolicy, counter: Any) -> Layout | None:
     """Locate head and tail; None when the conversation has no first user message."""
-    users = _user_starts(messages)
+    users = user_indices(messages)
     if not users:
         return None
     head_end = users[0] + 1
-    later = [u for u in users if u >= head_end]
+    later = users[1:]  # the user messages after the first (indices ascend)
     if not later:
         return Layout(head_end, head_end)
     keep = min(policy.keep_recent_turns, len(later))
@@ -61,8 +58,8 @@ def layout(messages: Sequence[Message], policy: CompactionPolicy, counter: Any) 
             if counter.messages(messages[tail_start:]) >= policy.keep_recent_tokens:
                 break
             tail_start = start
-    for i in range(head_end, tail_start):
-        if messages[i].get("role") in ("system", "developer"):
+    for i in system_indices(messages):
+        if head_end <= i < tail_start:
             later_users = [u for u in later if u <= i]
             tail_start = later_users[-1] if later_users else head_end
             break

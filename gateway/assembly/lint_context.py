@@ -27,13 +27,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.context import Context, Decision, SessionState
 from gateway.assembly.message_text import is_system, system_messages, text_of
 from gateway.assembly.move_volatile import PLACEHOLDER_RX, compiled_patterns, pattern_spans
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, find_rules
 from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.history_fold import index_fold
 
 Severity = Literal["error", "warning", "off"]
 CHECKS: tuple[str, ...] = (
@@ -75,8 +76,11 @@ def _prefix_values(ctx: Context, policy: LintPolicy) -> list[Finding]:
     return found
 
 
-def _reminder_index(messages: tuple[Message, ...]) -> list[int]:
-    return [i for i, m in enumerate(messages) if parse_reminder(m.get("content")) is not None]
+#: Where the reminders, summaries and client-written user messages are: per chunk of history
+#: (``gateway.history_fold``), so linting a long agent turn walks only what is new.
+_reminder_index = index_fold(lambda m: parse_reminder(m.get("content")) is not None)
+_summary_index = index_fold(lambda m: str(m.get("content") or "").startswith("<summary"))
+_client_user_index = index_fold(lambda m: m.get("role") == "user" and not is_gateway_block(m))
 
 
 def _tail(ctx: Context) -> list[Finding]:
@@ -127,10 +131,10 @@ def _compaction(ctx: Context, policy: LintPolicy) -> list[Finding]:
     if policy.compaction_threshold is None:
         found.append(("compaction_threshold", "no compaction threshold is configured (enable compact_history)", ""))
     messages = ctx.messages
-    summaries = [i for i, m in enumerate(messages) if str(m.get("content") or "").startswith("<summary")]
+    summaries = _summary_index(messages)
     if not summaries:
         return found
-    users = [i for i, m in enumerate(messages) if m.get("role") == "user" and not is_gateway_block(m)]
+    users = _client_user_index(messages)
     leading = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
     for i in summaries:
         if i < leading or not users or i < users[0] or i > users[-1]:

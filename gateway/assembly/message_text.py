@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gateway.history_fold import index_fold
 from gateway.object_memo import ObjectMemo
 
 SYSTEM_ROLES = ("system", "developer")
@@ -72,8 +73,10 @@ def system_indices(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
     return _system_indices(messages)
 
 
-def _system_indices(messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
-    return tuple(i for i, m in enumerate(messages) if m.get("role") in SYSTEM_ROLES)
+#: Both remembered per chunk of history (``gateway.history_fold``): a turn walks what is new.
+_system_indices = index_fold(lambda m: m.get("role") in SYSTEM_ROLES)
+user_indices = index_fold(lambda m: m.get("role") == "user")
+user_indices.__doc__ = "Indices of the user messages (gateway blocks with the user role included), in order."
 
 
 def system_messages(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -230,6 +230,7 @@ def move_volatile(ctx: Context, state: SessionState, policy: VolatilePolicy) -> 
     learned = _learn(system, state, patterns, policy) if policy.learn and state.previous_system else []
     anchors = (*state.volatile_spans, *learned)
     moves = _Moves()
+
     def substitute(text: str) -> str:
         return _substitute(text, patterns, anchors, moves)
 

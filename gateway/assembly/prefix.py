@@ -23,13 +23,15 @@ Everything here is pure: a Context goes in, a report comes out; the caller keeps
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson
 
-from gateway.assembly.context import Context
+from gateway.assembly.context import Context, Message
+from gateway.history_fold import CHUNK, HistoryFold
 from gateway.object_memo import ObjectMemo
 from gateway.tokens import REPLY_PRIMING, TOOLS_OVERHEAD, TokenCounter, render_tool
 
@@ -69,16 +71,27 @@ class PrefixReport:
     shared_tokens: int
     predicted_cached_tokens: int
     break_component: str | None
+    #: ``keys()`` and ``component_tokens()`` when the maker had them per chunk (``track_prefix``).
+    known_keys: tuple[str, ...] | None = None
+    known_components: Mapping[str, int] | None = None
 
     def keys(self) -> tuple[str, ...]:
+        if self.known_keys is not None:
+            return self.known_keys
         return tuple(b.key() for b in self.blocks)
 
     def component_tokens(self) -> dict[str, int]:
         """Prompt tokens per component (the reply priming is not part of any component)."""
-        out: dict[str, int] = {}
-        for block in self.blocks:
-            out[block.component] = out.get(block.component, 0) + block.tokens
-        return out
+        if self.known_components is not None:
+            return dict(self.known_components)
+        return _components(self.blocks)
+
+
+def _components(blocks: Iterable[PrefixBlock]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for block in blocks:
+        out[block.component] = out.get(block.component, 0) + block.tokens
+    return out
 
 
 def component_of(message: Mapping[str, Any]) -> str:
@@ -122,11 +135,29 @@ def _remember(memo: dict[bytes, PrefixBlock], raw: bytes, block: PrefixBlock) ->
 _BY_OBJECT: ObjectMemo[tuple[str, bool, PrefixBlock]] = ObjectMemo()
 
 
-def prefix_blocks(ctx: Context) -> tuple[PrefixBlock, ...]:
-    """Split the request into tool and message blocks, in the order the provider reads them."""
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """The blocks of the tools or of one chunk of history, with what a report needs of them."""
+
+    blocks: tuple[PrefixBlock, ...]
+    keys: tuple[str, ...]
+    tokens: int
+    components: dict[str, int]
+
+    @classmethod
+    def of(cls, blocks: tuple[PrefixBlock, ...]) -> _Part:
+        return cls(blocks, tuple(b.key() for b in blocks), sum(b.tokens for b in blocks), _components(blocks))
+
+
+#: A chunk of history's part, per encoding: a long agent turn splits only its new chunk (``gateway.history_fold``).
+_PARTS: dict[str, HistoryFold[_Part]] = {}
+
+
+def _parts(ctx: Context) -> list[_Part]:
+    """The tools' part, then one part per chunk of history, in the order the provider reads them."""
     counter: TokenCounter = ctx.env.counter
     encoding = counter.encoding_name
-    blocks: list[PrefixBlock] = []
+    tools: list[PrefixBlock] = []
     for i, tool in enumerate(ctx.tools or ()):
         first = i == 0
         found = _BY_OBJECT.get(tool)
@@ -135,9 +166,10 @@ def prefix_blocks(ctx: Context) -> tuple[PrefixBlock, ...]:
             overhead = TOOLS_OVERHEAD if first else 0
             block = PrefixBlock("tools", _digest(rendered.encode()), overhead + counter.text(rendered))
             found = _BY_OBJECT.put(tool, (encoding, first, block))
-        blocks.append(found[2])
+        tools.append(found[2])
     memo = _MEMO.setdefault(encoding, {})
-    for message in ctx.messages:
+
+    def message_block(message: Message) -> PrefixBlock:
         found = _BY_OBJECT.get(message)
         if found is None or found[0] != encoding:
             raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
@@ -146,8 +178,16 @@ def prefix_blocks(ctx: Context) -> tuple[PrefixBlock, ...]:
                 block = PrefixBlock(component_of(message), _digest(raw), counter.message(message))
                 _remember(memo, raw, block)
             found = _BY_OBJECT.put(message, (encoding, False, block))
-        blocks.append(found[2])
-    return tuple(blocks)
+        return found[2]
+
+    fold = _PARTS.get(encoding) or _PARTS.setdefault(encoding, HistoryFold())
+    chunks = fold.parts(ctx.messages, lambda chunk: _Part.of(tuple(map(message_block, chunk.messages))))
+    return [_Part.of(tuple(tools)), *chunks]
+
+
+def prefix_blocks(ctx: Context) -> tuple[PrefixBlock, ...]:
+    """Split the request into tool and message blocks, in the order the provider reads them."""
+    return tuple(chain.from_iterable(p.blocks for p in _parts(ctx)))
 
 
 def cacheable_tokens(shared_tokens: int, *, minimum: int = CACHE_MINIMUM, step: int = CACHE_STEP) -> int:
@@ -170,26 +210,60 @@ def _label(previous_key: str | None, current: PrefixBlock | None) -> str:
     return min(known, key=COMPONENTS.index) if known else "history"
 
 
-def compare_prefix(blocks: Sequence[PrefixBlock], previous: Sequence[str]) -> PrefixReport:
-    """Compare this request's blocks with the previous request's keys, in order."""
-    shared = 0
-    tokens = 0
-    for block, key in zip(blocks, previous, strict=False):
-        if block.key() != key:
-            break
-        shared += 1
-        tokens += block.tokens
+def compare_prefix(
+    blocks: Sequence[PrefixBlock], previous: Sequence[str], parts: Sequence[_Part] | None = None
+) -> PrefixReport:
+    """Compare this request's blocks with the previous request's keys, in order.
+
+    ``parts`` are the same blocks per chunk (from ``track_prefix``), which spare walking each block.
+    """
+    keys = tuple(chain.from_iterable(p.keys for p in parts)) if parts is not None else tuple(b.key() for b in blocks)
+    shared = _common_length(keys, tuple(previous))
+    tokens = _leading_tokens(blocks, parts, shared)
     stable_end = len(previous) - 1 if previous and previous[-1].startswith("reminder:") else len(previous)
     broken = None
     if shared < stable_end:
         current = blocks[shared] if shared < len(blocks) else None
         broken = _label(previous[shared], current)
-    return PrefixReport(tuple(blocks), tokens, cacheable_tokens(tokens), broken)
+    components = None
+    if parts is not None:
+        components = {}
+        for part in parts:
+            for name, n in part.components.items():
+                components[name] = components.get(name, 0) + n
+    return PrefixReport(tuple(blocks), tokens, cacheable_tokens(tokens), broken, keys, components)
+
+
+def _common_length(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many leading items ``a`` and ``b`` share; slices compare at C speed (mostly identical strings)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    start = 0
+    while a[start : start + CHUNK] == b[start : start + CHUNK]:
+        start += CHUNK
+    while a[start] == b[start]:
+        start += 1
+    return start
+
+
+def _leading_tokens(blocks: Sequence[PrefixBlock], parts: Sequence[_Part] | None, count: int) -> int:
+    """Tokens of the first ``count`` blocks: whole parts by their totals, then the rest block by block."""
+    tokens = 0
+    done = 0
+    for part in parts or ():
+        if done + len(part.blocks) > count:
+            break
+        tokens += part.tokens
+        done += len(part.blocks)
+    return tokens + sum(b.tokens for b in blocks[done:count])
 
 
 def track_prefix(ctx: Context) -> PrefixReport:
     """Report on the assembled ``ctx`` against ``ctx.session.previous_prefix``."""
-    return compare_prefix(prefix_blocks(ctx), ctx.session.previous_prefix)
+    parts = _parts(ctx)
+    blocks = tuple(chain.from_iterable(p.blocks for p in parts))
+    return compare_prefix(blocks, ctx.session.previous_prefix, parts)
 
 
 def prompt_tokens(report: PrefixReport) -> int:

@@ -44,6 +44,7 @@ from gateway.assembly.tool_modes import (
 )
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
 from gateway.assembly.tool_scoring.usage_profiles import tool_key
+from gateway.history_fold import CHUNK, HistoryFold, union
 from gateway.tokens import TokenCounter
 
 PASS = "prune_tools"
@@ -189,7 +190,14 @@ def _chosen_names(choice: Any) -> set[str]:
 _MAP = (dict, Mapping)
 
 
-def _called_names(messages: Sequence[Message]) -> set[str]:
+def _called_names(messages: Sequence[Message]) -> frozenset[str]:
+    """Every tool name the history called; remembered per chunk (``gateway.history_fold``)."""
+    if len(messages) <= CHUNK:
+        return _called_in(messages)
+    return union(_CALLED.parts(messages))
+
+
+def _called_in(messages: Sequence[Message]) -> frozenset[str]:
     called: set[str] = set()
     for m in messages:
         calls = m.get("tool_calls")
@@ -199,7 +207,10 @@ def _called_names(messages: Sequence[Message]) -> set[str]:
             fn = call.get("function") if isinstance(call, _MAP) else None
             if isinstance(fn, _MAP) and fn.get("name"):
                 called.add(str(fn["name"]))
-    return called
+    return frozenset(called)
+
+
+_CALLED: HistoryFold[frozenset[str]] = HistoryFold(lambda chunk: _called_in(chunk.messages))
 
 
 def _costs(counter: TokenCounter, tools: Sequence[Tool], names: Sequence[str]) -> dict[str, int]:

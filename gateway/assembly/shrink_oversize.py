@@ -40,7 +40,7 @@ from gateway.assembly.condense_text import (
 from gateway.assembly.context import Context, Decision, Message, SessionState
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.text_relevance import is_lookup, split_units
-from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.errors import ContextTooLong
 from gateway.tokens import content_text
 
@@ -106,7 +106,7 @@ def _shrink(ctx: Context, index: int, target: int, policy: OversizePolicy) -> tu
     frame = counter.message({**message, "content": _frame("hierarchical_summarization", 99, size, "")})
     budget = target - frame - 2 * edge
     head, middle, tail = _edges(text, edge, counter.text)
-    query = head + "\n" + tail if index == _last_user(ctx.messages) else _last_user_text(ctx.messages)
+    query = head + "\n" + tail if index == last_client_user(ctx.messages) else _last_user_text(ctx.messages)
     strategy = _strategy(query, size / target, policy)
     over_cap = _over_call_cap(strategy, counter.text(middle), budget, ctx, policy)
     if over_cap:
@@ -142,15 +142,8 @@ def _largest(messages: Sequence[Message], count: Callable[[Message], int]) -> in
     return best
 
 
-def _last_user(messages: Sequence[Message]) -> int:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user" and not is_gateway_block(messages[i]):
-            return i
-    return -1
-
-
 def _last_user_text(messages: Sequence[Message]) -> str:
-    i = _last_user(messages)
+    i = last_client_user(messages)
     return content_text(messages[i].get("content"))[0] if i >= 0 else ""
 
 

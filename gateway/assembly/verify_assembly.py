@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.assembly.context import Context, Decision, Message
+from gateway.assembly.message_text import user_indices
 
 #: Openings of messages the gateway itself writes. A pass that inserts or rewrites a
 #: message starts its content with one of these, so the check (and a person) can tell.
@@ -65,9 +66,10 @@ def tool_pairing_problems(messages: Sequence[Message]) -> list[str]:
     return problems
 
 
-def _last_user_index(messages: Sequence[Message]) -> int:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user" and not is_gateway_block(messages[i]):
+def last_client_user(messages: Sequence[Message]) -> int:
+    """Index of the last user message the client wrote (not a gateway block), or -1."""
+    for i in reversed(user_indices(messages)):
+        if not is_gateway_block(messages[i]):
             return i
     return -1
 
@@ -106,7 +108,7 @@ def verify_assembly(original: Context, assembled: Context, decisions: Sequence[D
         new_sys = [m for m in new if m.get("role") in ("system", "developer") and not is_gateway_block(m)]
         if old_sys != new_sys:
             problems.append("system/developer messages changed without a decision saying so")
-    last = _last_user_index(orig)
+    last = last_client_user(orig)
     if last >= 0:
         shrunk = {int(d.detail["shrunk_message"]) for d in decisions if "shrunk_message" in d.detail}
         tail: list[Message | None] = [None if i in shrunk else orig[i] for i in range(last, len(orig))]

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from gateway.assembly.message_text import system_indices
 from gateway.assembly.volatile_patterns import strip_volatile
 from gateway.tokens import content_text
 
@@ -35,7 +36,7 @@ def _stable(text: str) -> str:
 def identify_session(header: str | None, caller: str, model: str, messages: Sequence[Mapping[str, Any]]) -> str:
     if header:
         return header.strip()[:MAX_SESSION_ID_LENGTH]
-    system = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") in ("system", "developer"))
+    system = "\n".join(content_text(messages[i].get("content"))[0] for i in system_indices(messages))
     first_user = next((content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"), "")
     h = hashlib.sha256()
     for part in (caller, model, _stable(system), _stable(first_user)):

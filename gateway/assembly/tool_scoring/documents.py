@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from gateway.assembly.message_text import user_indices
 from gateway.json_memo import memo_by_json
 from gateway.object_memo import ObjectMemo
 from gateway.tokens import content_text
@@ -92,7 +93,8 @@ def query_text(messages: Sequence[Mapping[str, Any]]) -> str:
     agent loop that would be hundreds of results, the query would grow every turn (and its
     scoring with it), and the old results say less about what is needed next.
     """
-    last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), -1)
+    users = user_indices(messages)
+    last_user = users[-1] if users else -1
     parts: list[str] = []
     if last_user >= 0:
         parts.append(content_text(messages[last_user].get("content"))[0])
