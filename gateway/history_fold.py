@@ -26,15 +26,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any, Generic, TypeVar
 
-from gateway.object_memo import ObjectMemo
+from gateway.object_memo import DEFAULT_LIMIT, ObjectMemo
 
 Message = Mapping[str, Any]
 P = TypeVar("P")
 
 #: Messages per chunk: an appended turn re-walks at most this many; a 600-message history is 19 chunks.
 CHUNK = 32
-#: Chunks remembered (x CHUNK messages: ~160K, a few times what the resent-history caches hold).
-CHUNK_LIMIT = 5_000
+#: Chunks remembered, here and per fold: as many messages as an ``ObjectMemo`` holds (~35
+#: conversations of 300 messages), since chunks keep their messages alive as its entries do.
+CHUNK_LIMIT = DEFAULT_LIMIT // CHUNK
 
 
 class Chunk:

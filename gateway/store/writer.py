@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from gateway.history_fold import CHUNK_LIMIT, chunks
 from gateway.object_memo import ObjectMemo
 from gateway.store.content import ROOT, canonical_json, content_hash, node_hash
 from gateway.store.models import Blob, MessageNode, Request
@@ -84,6 +85,9 @@ _MESSAGE_DIGESTS: ObjectMemo[str] = ObjectMemo()
 #: committed implies its message blob is: both commit in one transaction). A message has one
 #: parent in the client's list and may have another in the assembled one (after a stub).
 _LINKS: ObjectMemo[dict[str, str]] = ObjectMemo()
+#: ``history chunk -> {parent node: the chunk's last node}``: a resent chunk after the same
+#: history ends at the same node, so a written one is skipped without a look-up per message.
+_EXITS: ObjectMemo[dict[str, str]] = ObjectMemo(CHUNK_LIMIT)
 #: ``(parent node, message hash) -> node``: a resent history's chain is last turn's chain.
 _NODES: dict[tuple[str, str], str] = {}
 _NODES_LIMIT = 50_000
@@ -123,27 +127,46 @@ class _Batch:
         return digest
 
     def messages(self, messages: Sequence[Any], now: float) -> tuple[str, int]:
-        """Store a message list; return the head node naming it and its length."""
+        """Store a message list; return the head node naming it and its length.
+
+        A chunk of the history (``gateway.history_fold``) whose last node after the same
+        parent is already written is skipped whole: nodes are written with their ancestors,
+        in one transaction, so that node's chunk is written too.
+        """
         found = self._list_ids.get(id(messages))
         if found is not None:
             return found
         parent, nodes, known = ROOT, self.nodes, self.known
-        for depth, m in enumerate(messages, start=1):
-            links = _LINKS.get(m)
-            node = links.get(parent) if links is not None else None
-            if node is not None and (node in nodes or node in known):
-                parent = node  # same message after the same history: a node already written
+        for chunk in chunks(messages):
+            exits = _EXITS.get(chunk)
+            last = exits.get(parent) if exits is not None else None
+            if last is not None and (last in nodes or last in known):
+                parent = last
                 continue
-            digest = self.message(m, now)
-            node = _node(parent, digest)
-            if node not in nodes and node not in known:
-                nodes[node] = {"hash": node, "parent": parent, "message": digest, "depth": depth}
-            if links is None or len(links) >= 4:
-                links = _LINKS.put(m, {})
-            links[parent] = node
-            parent = node
+            entry = parent
+            for depth, m in enumerate(chunk.messages, start=chunk.start + 1):
+                parent = self._link(m, parent, depth, now)
+            if exits is None or len(exits) >= 4:
+                exits = _EXITS.put(chunk, {})
+            exits[entry] = parent
         found = self._list_ids[id(messages)] = (parent, len(messages))
         return found
+
+    def _link(self, m: Any, parent: str, depth: int, now: float) -> str:
+        """The node of message ``m`` after ``parent``, with its rows added if not written yet."""
+        nodes, known = self.nodes, self.known
+        links = _LINKS.get(m)
+        node = links.get(parent) if links is not None else None
+        if node is not None and (node in nodes or node in known):
+            return node  # same message after the same history: a node already written
+        digest = self.message(m, now)
+        node = _node(parent, digest)
+        if node not in nodes and node not in known:
+            nodes[node] = {"hash": node, "parent": parent, "message": digest, "depth": depth}
+        if links is None or len(links) >= 4:
+            links = _LINKS.put(m, {})
+        links[parent] = node
+        return node
 
 
 def write_records(conn: Connection, records: Iterable[RequestRecord], *, known: KnownContent | None = None) -> Written:

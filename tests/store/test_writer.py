@@ -170,3 +170,32 @@ def test_known_content_forgets_the_least_recently_used_first() -> None:
     assert "a" in known  # touching "a" makes "b" the oldest
     known.update(["c"])
     assert ("a" in known, "b" in known, "c" in known, len(known)) == (True, False, True, 2)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.lists(_messages, min_size=40, max_size=120),
+    st.lists(st.tuples(st.integers(0, 120), st.booleans()), min_size=1, max_size=6),
+)
+def test_resent_histories_over_many_chunks_read_back_exactly(
+    sqlite_engine: Engine, pool: list[dict], cuts: list[tuple[int, bool]]
+) -> None:
+    """The same message objects resent at any length, one transaction each: chunks skipped whole
+    (their last node already written) still leave every record's history readable as sent."""
+    known = KnownContent()
+    records = [make_record(pool)]
+    for cut, edit in cuts:
+        cut = min(cut, len(pool))
+        messages = [*pool[:cut], {"role": "user", "content": f"next after {cut}"}]
+        if edit and cut > 1:
+            messages[cut // 2] = {**messages[cut // 2], "content": "changed in place"}
+        records.append(make_record(messages))
+    for record in records:
+        with sqlite_engine.begin() as conn:
+            written = write_records(conn, [record], known=known)
+        known.update(written.content)
+    for record in records:
+        stored = get_request(sqlite_engine, record.request_id)
+        assert stored is not None
+        assert stored.original["messages"] == record.original["messages"]
+        assert stored.assembled["messages"] == record.assembled["messages"]
