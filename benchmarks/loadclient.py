@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -109,9 +110,16 @@ async def sequential(target: Target, body: bytes, n: int) -> list[Timing]:
         await conn.close()
 
 
-async def saturate(target: Target, body: bytes, clients: int, seconds: float) -> tuple[float, int]:
-    """``clients`` connections sending back to back for ``seconds``: (requests/s, errors)."""
+async def saturate(
+    target: Target, body: bytes, clients: int, seconds: float, bodies: Sequence[bytes] = ()
+) -> tuple[float, int]:
+    """``clients`` connections sending back to back for ``seconds``: (requests/s, errors).
+
+    With ``bodies``, the requests cycle through them instead of repeating ``body``.
+    """
     payload = target.request_bytes(body)
+    payloads = [target.request_bytes(b) for b in bodies]
+    sent = 0
     conns = [Connection(target) for _ in range(clients)]
     for conn in conns:  # connect outside the timed window
         await conn._open()
@@ -119,9 +127,11 @@ async def saturate(target: Target, body: bytes, clients: int, seconds: float) ->
     done = errors = 0
 
     async def worker(conn: Connection) -> None:
-        nonlocal done, errors
+        nonlocal done, errors, sent
         while time.perf_counter() < deadline:
-            timing = await conn.send(payload)
+            if payloads:
+                sent += 1
+            timing = await conn.send(payloads[sent % len(payloads)] if payloads else payload)
             done += 1
             errors += timing.status != 200
 

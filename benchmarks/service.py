@@ -9,7 +9,9 @@
 - loop lag: a gateway with ``diagnostics.loop_lag_probe_ms: 1`` takes first turns of
   ~105K-token conversations (every text new, so everything must be encoded) while 4
   clients send tiny requests; reports probe samples over 5 ms and the largest lag bucket;
-- workers: tiny at 32 clients against ``--workers 1`` and ``--workers 2``, interleaved;
+- workers: tiny at 32 clients against ``--workers 1`` and ``--workers 2``, interleaved; then
+  the same with requests whose cost is the gateway's own CPU (agent14k turns with new goals,
+  tools pruned by the embedding scorer), where workers are meant to scale throughput;
 - long conversations (``--long N``, off by default): resident set size while N different
   ~105K-token conversations (every text new) each send two turns, one client at a time:
   what the gateway's caches hold when every conversation is long.
@@ -141,10 +143,17 @@ def _histogram(text: str, name: str) -> tuple[int, int, float]:
     return total, total - int(buckets[5.0]), min(le for le, v in buckets.items() if v == total)
 
 
-def loop_lag(tmp: Path, base_url: str, firsts: int) -> dict[str, tuple[int, int, float]]:
-    """Loop lag and loop-thread CPU between probe wake-ups while first turns of ~105K tokens arrive."""
+def loop_lag(
+    tmp: Path, base_url: str, firsts: int, *, timed: bool = False
+) -> tuple[dict[str, tuple[int, int, float]], list[str]]:
+    """Loop lag and loop-thread CPU between probe wake-ups while first turns of ~105K tokens arrive.
+
+    ``timed``: also the CPU of every loop callback (on asyncio's own loop, which the timer
+    needs) and the gateway's log lines naming each callback that held the loop over 5 ms.
+    """
     tiny, agent = build_profiles(("tiny", "agent105k"))
-    config = {"models": _models(base_url), "diagnostics": {"loop_lag_probe_ms": 1}}
+    diagnostics: dict[str, Any] = {"loop_lag_probe_ms": 1, "time_callbacks": timed}
+    config = {"models": _models(base_url), "diagnostics": diagnostics}
     with run_gateway(tmp, config) as gw:
         target = Target("ventana", gw.base_url)
 
@@ -168,22 +177,43 @@ def loop_lag(tmp: Path, base_url: str, firsts: int) -> dict[str, tuple[int, int,
 
         asyncio.run(run())
         text = httpx.get(gw.url + "/metrics").text
-    return {name: _histogram(text, f"ventana_event_loop_{name}_ms") for name in ("lag", "busy")}
+        blocks = [line for line in gw.log().splitlines() if "event loop was blocked" in line]
+    names = ("lag", "busy", "callback") if timed else ("lag", "busy")
+    return {name: _histogram(text, f"ventana_event_loop_{name}_ms") for name in names}, blocks
 
 
-def workers(tmp: Path, base_url: str, rounds: int, seconds: float) -> dict[int, float]:
-    """Median tiny throughput at 32 clients for 1 and 2 workers, measured in interleaved rounds."""
-    tiny = build_profiles(("tiny",))[0]
+def workers(tmp: Path, base_url: str, rounds: int, seconds: float, *, cpu_bound: bool = False) -> dict[int, float]:
+    """Median throughput at 32 clients for 1 and 2 workers, measured in interleaved rounds.
+
+    By default tiny requests: on 2 cores the load generator and the simulator need a core
+    too, so this shows what a shared small machine gives. ``cpu_bound``: agent14k turns,
+    each with a new goal, pruned with the ``embedding`` scorer (~20-40 ms of the gateway's
+    CPU a request against well under 1 ms for client and simulator), so the gateway's cores
+    are what limits throughput, which is what ``--workers`` is for.
+    """
+    config: dict[str, Any] = {"models": _models(base_url)}
+    body, bodies = build_profiles(("tiny",))[0].body, []
+    if cpu_bound:
+        config["policy"] = {"tools": {"scorer": "embedding"}}
+        body = build_profiles(("agent14k",))[0].body
+        for k in range(5_000):  # more distinct goals than the rounds send: each query is embedded anew
+            data = orjson.loads(body)
+            goal = next(m for m in data["messages"] if m["role"] == "user")
+            goal["content"] = f"[task {k}] {goal['content']}"
+            bodies.append(orjson.dumps(data))
     with (
-        run_gateway(tmp, {"models": _models(base_url)}) as one,
-        run_gateway(tmp, {"models": _models(base_url)}, workers=2) as two,
+        run_gateway(tmp, config) as one,
+        run_gateway(tmp, config, workers=2) as two,
     ):
         time.sleep(2)  # let both workers of the second gateway accept
         targets = {1: Target("w1", one.base_url), 2: Target("w2", two.base_url)}
+        for target in targets.values():  # load the embedding model in every worker before timing
+            asyncio.run(saturate(target, body, 4, 1.0, bodies[-64:]))
         rates: dict[int, list[float]] = {1: [], 2: []}
-        for _ in tqdm(range(rounds), desc="workers", unit="round"):
+        for r in tqdm(range(rounds), desc="workers", unit="round"):
             for n, target in targets.items():
-                rates[n].append(asyncio.run(saturate(target, tiny.body, 32, seconds))[0])
+                share = bodies[(2 * r + n) * 500 : (2 * r + n + 1) * 500]  # no goal twice to one gateway
+                rates[n].append(asyncio.run(saturate(target, body, 32, seconds, share))[0])
     return {n: statistics.median(r) for n, r in rates.items()}
 
 
@@ -228,11 +258,23 @@ def main() -> None:
             print(f"start-up to /healthz: {wall:.2f} s wall, {cpu:.2f} s CPU (median of 5); litellm: {imported}")
             before, after, errors = memory(tmp, sim.base_url, requests)
             print(f"RSS: {before:.0f} MB at start, {after:.0f} MB after {requests} requests ({errors} failed)")
-            for name, (total, over, bound) in loop_lag(tmp, sim.base_url, 3 if args.quick else 8).items():
-                print(f"loop {name}: {over} of {total} probe samples over 5 ms; all <= {bound:g} ms")
+            for timed in (False, True):
+                lags, blocks = loop_lag(tmp, sim.base_url, 3 if args.quick else 8, timed=timed)
+                for name, (total, over, bound) in lags.items():
+                    what = "callbacks" if name == "callback" else "probe samples"
+                    where = "asyncio loop, callbacks timed" if timed else "uvloop"
+                    print(f"loop {name} ({where}): {over} of {total} {what} over 5 ms; all <= {bound:g} ms")
+                for line in blocks:
+                    print("  " + line)
             rates = workers(tmp, sim.base_url, 2 if args.quick else 4, 1.0 if args.quick else 2.0)
             ratio = rates[2] / rates[1]
             print(f"workers: tiny c=32 {rates[1]:.0f} req/s with 1, {rates[2]:.0f} req/s with 2 ({ratio:.2f}x)")
+            rates = workers(tmp, sim.base_url, 2 if args.quick else 4, 2.0 if args.quick else 4.0, cpu_bound=True)
+            ratio = rates[2] / rates[1]
+            print(
+                f"workers, CPU-bound (agent14k, embedding scorer, new goals) c=32: {rates[1]:.1f} req/s with 1, "
+                f"{rates[2]:.1f} req/s with 2 ({ratio:.2f}x)"
+            )
             if args.long:
                 points = long_conversations(tmp, sim.base_url, args.long)
                 print("RSS with long conversations: " + ", ".join(f"{n}: {mb:.0f} MB" for n, mb in points))

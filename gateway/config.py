@@ -120,6 +120,8 @@ class UpstreamConfig(_Strict):
 
 class DiagnosticsConfig(_Strict):
     loop_lag_probe_ms: float | None = Field(default=None, gt=0)  # probe interval; None = off
+    # Time every event-loop callback (api.loop_lag.CallbackTimer); serves on asyncio's own loop.
+    time_callbacks: bool = False
 
 
 class Settings(_Strict):

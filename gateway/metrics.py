@@ -58,6 +58,11 @@ LOOP_BUSY_MS = Histogram(
     "CPU time of the event-loop thread between two loop-lag probe wake-ups, in ms",
     buckets=(0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 1000),
 )
+LOOP_CALLBACK_MS = Histogram(
+    "ventana_event_loop_callback_ms",
+    "CPU time of each callback the event loop ran (only with diagnostics.time_callbacks set), in ms",
+    buckets=(0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 1000),
+)
 UPSTREAM_ERRORS = Counter("ventana_upstream_errors_total", "Upstream failures by type", ["model", "type"])
 STORE_QUEUE_DEPTH = Gauge(
     "ventana_store_queue_depth", "Records waiting for the store writer", multiprocess_mode="livesum"

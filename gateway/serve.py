@@ -14,7 +14,7 @@ import socket
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import uvicorn
@@ -109,13 +109,19 @@ def run(settings: Settings, *, host: str, port: int, workers: int = 1, log_level
             workers=workers,
             log_level=log_level,
             access_log=False,
+            loop=_loop(settings),
         )
         return
     from gateway.api.app import create_app
 
     app = create_app(settings, **build_dependencies(settings))
     print(f"Ventana gateway listening on http://{host}:{port}/v1", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, loop=_loop(settings))
+
+
+def _loop(settings: Settings) -> Literal["auto", "asyncio"]:
+    """uvloop when installed, unless callbacks are timed: uvloop's loop runs them from C, unhooked."""
+    return "asyncio" if settings.diagnostics.time_callbacks else "auto"
 
 
 def _simulator_for_workers() -> str:

@@ -26,7 +26,7 @@ from gateway.api.admin import admin_router
 from gateway.api.auth import Access, Principal, require_admin, require_client
 from gateway.api.chat import chat_completions
 from gateway.api.deps import Gateway
-from gateway.api.loop_lag import LoopLagProbe
+from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.rate_limit import RateLimiter
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
@@ -83,6 +83,7 @@ def create_app(
 
     probe_ms = settings.diagnostics.loop_lag_probe_ms
     probe = LoopLagProbe(interval_s=probe_ms / 1000) if probe_ms else None
+    callbacks = CallbackTimer() if settings.diagnostics.time_callbacks else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -92,9 +93,13 @@ def create_app(
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         if probe is not None:
             probe.start()
+        if callbacks is not None:
+            callbacks.install()
         try:
             yield
         finally:
+            if callbacks is not None:
+                callbacks.uninstall()
             if probe is not None:
                 await probe.stop()
             await gw.recorder.close()
@@ -115,6 +120,7 @@ def create_app(
         return principal
 
     app.state.loop_lag_probe = probe
+    app.state.loop_callback_timer = callbacks
 
     @app.exception_handler(VentanaError)
     async def _ventana_error(request: Request, exc: VentanaError) -> Response:

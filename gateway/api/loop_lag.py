@@ -10,15 +10,34 @@ also records the loop thread's own CPU time between two wake-ups
 descheduled process only in the first.
 It must wake often (1 ms) to catch short blocks, which costs a little CPU, so it is off
 unless ``diagnostics.loop_lag_probe_ms`` is set in the config.
+
+A probe interval is only an upper bound of a block: several callbacks may run between two
+wake-ups. ``CallbackTimer`` measures each callback the loop runs (a task's step from one
+``await`` to the next, a timer, an I/O callback) by the loop thread's CPU time: the exact
+length of every block, in ``ventana_event_loop_callback_ms``, and the slowest ones by name
+(a task's coroutine), logged when one passes ``BLOCK_MS``. It wraps asyncio's
+``Handle._run`` for the whole process, ~1 us a callback, so it is off unless
+``diagnostics.time_callbacks`` is set, and then the gateway serves on asyncio's own loop:
+uvloop runs callbacks from C, where they cannot be wrapped. A task step is the same Python
+code on either loop, so its CPU is what it costs under uvloop too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import logging
 import time
+from asyncio.events import Handle
+from collections.abc import Callable
+from typing import Any
 
 from gateway import metrics
+
+#: The gateway's promise: no callback holds the event loop longer than this (CPU ms).
+BLOCK_MS = 5.0
+log = logging.getLogger("ventana")
 
 
 class LoopLagProbe:
@@ -52,3 +71,56 @@ class LoopLagProbe:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+def callback_name(handle: Handle) -> str:
+    """What a loop callback is: a task's coroutine, else the callback's own name."""
+    callback = handle._callback  # type: ignore[attr-defined]
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        coro = owner.get_coro()
+        return "task " + getattr(coro, "__qualname__", type(coro).__name__)
+    return getattr(callback, "__qualname__", type(callback).__name__)
+
+
+class CallbackTimer:
+    """Times every callback of every asyncio loop in the process while installed."""
+
+    def __init__(self, keep: int = 5) -> None:
+        self.keep = keep
+        self.callbacks = 0
+        self.slowest: list[tuple[float, str]] = []  # a min-heap of the ``keep`` slowest (CPU ms, name)
+        self._original: Callable[[Handle], Any] | None = None
+
+    def install(self) -> None:
+        if self._original is not None:
+            return
+        original = self._original = Handle._run
+        timer = self
+
+        def timed_run(handle: Handle) -> None:
+            cpu = time.thread_time()
+            try:
+                original(handle)
+            finally:
+                timer.observe((time.thread_time() - cpu) * 1000, handle)
+
+        Handle._run = timed_run  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            Handle._run = self._original  # type: ignore[method-assign]
+            self._original = None
+
+    def observe(self, cpu_ms: float, handle: Handle) -> None:
+        self.callbacks += 1
+        metrics.LOOP_CALLBACK_MS.observe(cpu_ms)
+        if len(self.slowest) < self.keep or cpu_ms > self.slowest[0][0]:
+            name = callback_name(handle)
+            (heapq.heappush if len(self.slowest) < self.keep else heapq.heapreplace)(self.slowest, (cpu_ms, name))
+            if cpu_ms > BLOCK_MS:
+                log.warning("the event loop was blocked for %.1f ms (CPU) by %s", cpu_ms, name)
+
+    @property
+    def max_ms(self) -> float:
+        return max((ms for ms, _ in self.slowest), default=0.0)

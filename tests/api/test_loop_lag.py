@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
+
+import httpx
+import openai
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.loop_lag import LoopLagProbe
+from tests.procs import SimHandle, run_gateway, sim_models
 
 
 async def test_probe_records_a_block_of_the_loop() -> None:
@@ -20,3 +26,47 @@ async def test_probe_records_a_block_of_the_loop() -> None:
     assert probe.samples > 1
     assert probe.max_busy_ms >= 29
     assert probe.max_ms >= 29  # wall time is at least the CPU time
+
+
+async def test_callback_timer_names_the_task_that_blocked_the_loop() -> None:
+    from asyncio.events import Handle
+
+    from gateway.api.loop_lag import CallbackTimer
+
+    original = Handle._run
+    timer = CallbackTimer()
+    timer.install()
+
+    async def slow_step() -> None:
+        await asyncio.sleep(0)
+        cpu = time.thread_time()
+        while time.thread_time() - cpu < 0.02:  # one step of this task holds the loop for 20 ms of CPU
+            pass
+
+    async def quick_step() -> None:
+        await asyncio.sleep(0)
+
+    try:
+        await asyncio.gather(slow_step(), *(quick_step() for _ in range(10)))
+    finally:
+        timer.uninstall()
+    assert Handle._run is original
+    assert timer.callbacks > 10
+    ms, name = max(timer.slowest)
+    assert ms >= 19 and name.endswith("slow_step")
+    assert sorted(timer.slowest)[-2][0] < 5  # the other callbacks were short, and measured apart
+
+
+def test_a_served_gateway_times_its_loop_callbacks(sim: SimHandle, tmp_path: Path) -> None:
+    """With ``diagnostics.time_callbacks`` every request's task steps land in the callback histogram."""
+    diagnostics = {"loop_lag_probe_ms": 1, "time_callbacks": True}
+    with run_gateway(tmp_path, {"models": sim_models(sim.base_url), "diagnostics": diagnostics}) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key="sk-test", max_retries=0)
+        for i in range(5):
+            client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"hi {i}"}])
+        families = {f.name: f for f in text_string_to_metric_families(httpx.get(gw.url + "/metrics").text)}
+    samples = {s.name: s.value for s in families["ventana_event_loop_callback_ms"].samples}
+    assert samples["ventana_event_loop_callback_ms_count"] > 5 * 3  # a request takes several task steps
+    assert 0 < samples["ventana_event_loop_callback_ms_sum"] < samples["ventana_event_loop_callback_ms_count"] * 5
+    lag = {s.name: s.value for s in families["ventana_event_loop_lag_ms"].samples}
+    assert lag["ventana_event_loop_lag_ms_count"] > 0
