@@ -109,16 +109,37 @@ def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i:
     return assembly.assembled.session if prefix is not None else state
 
 
+def _fresh(body: bytes, k: int) -> bytes:
+    """The body with every text made new: a first turn of a conversation nobody has seen."""
+    data = orjson.loads(body)
+    for m in data["messages"]:
+        if isinstance(m.get("content"), str):
+            m["content"] = f"[run {k}] " + m["content"]
+    return orjson.dumps(data)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profiles", default="agent14k,agent105k")
     parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="every request a first turn with every text new (its tokens counted beforehand, untimed, "
+        "as the gateway counts big new text in a worker thread)",
+    )
     args = parser.parse_args()
     policy = load_settings().policy
     for profile in build_profiles(tuple(args.profiles.split(","))):
         stages, state = Stages(), SessionState(session_id="stage-costs")
         for i in range(args.requests):
-            state = one_request(stages, profile.body, policy, state, i)
+            raw = profile.body
+            if args.fresh:
+                raw, state = _fresh(raw, i), SessionState(session_id=f"stage-costs-{i}")
+                data = orjson.loads(raw)
+                counter = counter_for("o200k_base")
+                counter.learn(counter.missing(data["messages"], data.get("tools")))
+            state = one_request(stages, raw, policy, state, i)
         skip = args.requests // 4
         medians = {name: statistics.median(values[skip:]) for name, values in stages.times.items()}
         request_path = sum(v for k, v in medians.items() if not k.startswith(("after", "writer")))

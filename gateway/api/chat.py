@@ -23,7 +23,7 @@ from gateway import metrics
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
-from gateway.api.incremental_parse import IncrementalParser
+from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
 from gateway.api.memory_runtime import memory_runtime
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
@@ -76,10 +76,47 @@ def parse_request(raw: bytes, parser: IncrementalParser, caller: str) -> tuple[d
     try:
         body, reused = parser.parse(raw, caller)
     except orjson.JSONDecodeError as exc:
-        raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+        raise _invalid_json(exc) from exc
+    return _json_object(body), reused
+
+
+def _invalid_json(exc: orjson.JSONDecodeError) -> RequestError:
+    return RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json")
+
+
+def _json_object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
-    return body, reused
+    return body
+
+
+def configured_model(gw: Gateway, body: dict[str, Any]) -> ModelConfig:
+    model = gw.settings.model(body["model"])
+    if model is None:
+        raise UnknownModel(
+            f"the model {body['model']!r} does not exist here; configured models: "
+            f"{[m.name for m in gw.settings.models]}",
+            param="model",
+        )
+    return model
+
+
+def read_new_body(
+    raw: bytes, gw: Gateway, caller: str, named: str | None
+) -> tuple[dict[str, Any], ModelConfig, str, Layout]:
+    """Parse and check a body parsed whole, name its session and find its message ends.
+
+    Touches no shared state of the gateway's (the parser's memory is updated on the loop),
+    so it can run in a worker thread.
+    """
+    try:
+        body = _json_object(orjson.loads(raw))
+    except orjson.JSONDecodeError as exc:
+        raise _invalid_json(exc) from exc
+    validate_chat_request(body, max_messages=gw.settings.limits.max_messages)
+    model = configured_model(gw, body)
+    session_id = identify_session(named, caller, model.name, body["messages"])
+    return body, model, session_id, message_ends(raw, body["messages"])
 
 
 def caller_hash(request: Request) -> tuple[str, str | None]:
@@ -133,17 +170,20 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     await gw.recorder.room()  # a store far behind slows clients down rather than filling memory
     raw = await read_body(request, gw.settings.limits.max_body_bytes)
     caller, client_key = caller_hash(request)
-    body, reused = parse_request(raw, gw.parser, caller)
-    validate_chat_request(body, max_messages=gw.settings.limits.max_messages, known_valid=reused)
-    gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
-    model = gw.settings.model(body["model"])
-    if model is None:
-        raise UnknownModel(
-            f"the model {body['model']!r} does not exist here; configured models: "
-            f"{[m.name for m in gw.settings.models]}",
-            param="model",
-        )
-    session_id = identify_session(request.headers.get("x-session-id"), caller, model.name, body["messages"])
+    named = request.headers.get("x-session-id")
+    if len(raw) >= ASSEMBLE_OFF_LOOP_BYTES and gw.parser.new_bytes(raw, caller) >= ASSEMBLE_OFF_LOOP_BYTES:
+        # A long body mostly new to the gateway (a first turn of 105K tokens): parsing, checking,
+        # naming it and finding its message ends is ~5 ms of Python holding the loop, so a worker
+        # thread does it (the loop gets the GIL back every switch interval, and between C calls).
+        body, model, session_id, layout = await asyncio.to_thread(read_new_body, raw, gw, caller, named)
+        reused = 0
+        gw.parser.remember(raw, caller, body, reused, layout)
+    else:
+        body, reused = parse_request(raw, gw.parser, caller)
+        validate_chat_request(body, max_messages=gw.settings.limits.max_messages, known_valid=reused)
+        gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
+        model = configured_model(gw, body)
+        session_id = identify_session(named, caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
     recognised = gw.resent.adopt(session_id, body, len(raw), known=reused)
     compaction = compaction_runtime(gw)

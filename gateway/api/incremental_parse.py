@@ -64,12 +64,8 @@ class IncrementalParser:
         self._groups: OrderedDict[tuple[str, bytes], list[_Body]] = OrderedDict()
         self._used: _Body | None = None  # the body ``parse`` reused, for the ``remember`` that follows
 
-    def parse(self, raw: bytes, caller: str) -> tuple[Any, int]:
-        """``(orjson.loads(raw), n)``, where the first ``n`` messages are last turn's (checked) objects.
-
-        Raises orjson.JSONDecodeError exactly when ``orjson.loads(raw)`` would.
-        """
-        self._used = None
+    def _best(self, raw: bytes, caller: str) -> tuple[_Body | None, int]:
+        """The remembered body ``raw`` shares the most messages with, and how many."""
         best, shared = None, 0
         for candidate in self._groups.get((caller, raw[:PROBE_BYTES]), ()):
             n = _shared_messages(raw, candidate)
@@ -77,6 +73,20 @@ class IncrementalParser:
                 best, shared = candidate, n
                 if n == len(candidate.ends):
                     break
+        return best, shared
+
+    def new_bytes(self, raw: bytes, caller: str) -> int:
+        """How many bytes of ``raw`` a ``parse`` would parse (past the messages it can reuse); cheap."""
+        best, shared = self._best(raw, caller)
+        return len(raw) - (best.ends[shared - 1] if best is not None else 0)
+
+    def parse(self, raw: bytes, caller: str) -> tuple[Any, int]:
+        """``(orjson.loads(raw), n)``, where the first ``n`` messages are last turn's (checked) objects.
+
+        Raises orjson.JSONDecodeError exactly when ``orjson.loads(raw)`` would.
+        """
+        self._used = None
+        best, shared = self._best(raw, caller)
         if best is not None:
             reused = _reuse(raw, best, shared)
             if reused is not None:
@@ -84,11 +94,14 @@ class IncrementalParser:
                 return reused
         return orjson.loads(raw), 0
 
-    def remember(self, raw: bytes, caller: str, body: Any, reused: int) -> None:
+    def remember(self, raw: bytes, caller: str, body: Any, reused: int, layout: Layout | None = None) -> None:
         """Keep ``body`` (parsed from ``raw`` by the last ``parse``, checked valid) for the next turn.
 
         It replaces the body it reused (the same conversation, a turn later), whose offsets
-        for the first ``reused`` messages still hold. Kept only if its layout allows.
+        for the first ``reused`` messages still hold. Kept only if its layout allows. A body
+        parsed whole elsewhere (``reused`` 0, not by ``parse``) may bring its ``layout``,
+        worked out in a worker thread, since finding a long new body's message ends is
+        ~3 us a message.
         """
         used, self._used = self._used, None
         if len(raw) > self.max_bytes or body.__class__ is not dict or body.get("messages").__class__ is not list:
@@ -100,20 +113,9 @@ class IncrementalParser:
             self._forget(used)
         messages: list[Any] = body["messages"]
         if reused and used is not None:
-            start, ends = used.start, used.ends[:reused]
+            start, ends = message_ends(raw, messages, used.start, used.ends[:reused])
         else:
-            opening = _OPENING.match(raw)
-            start, ends, reused = (opening.end() if opening else -1), [], 0
-        position = ends[-1] + 1 if ends else start
-        for message in messages[reused:] if start >= 0 else ():
-            try:
-                encoded = orjson.dumps(message)
-            except TypeError:
-                break
-            if not raw.startswith(encoded, position):
-                break  # not written compactly (or not in orjson's spelling): stop recognising here
-            ends.append(position + len(encoded))
-            position += len(encoded) + 1
+            start, ends = layout if layout is not None else message_ends(raw, messages)
         if ends:
             group.insert(0, _Body(raw, memoryview(raw), start, ends, messages[: len(ends)]))
             self._bytes += len(raw)
@@ -132,6 +134,33 @@ class IncrementalParser:
 
     def __len__(self) -> int:
         return self._count
+
+
+#: Where a body's messages start, and where each recognised message ends.
+Layout = tuple[int, list[int]]
+
+
+def message_ends(raw: bytes, messages: list[Any], start: int = -1, known: list[int] | None = None) -> Layout:
+    """Where the messages of ``raw`` (parsed as ``messages``) end, as far as each is its compact
+    serialisation; ``known`` ends of the first messages may be given with their ``start``.
+
+    Pure: safe in a worker thread.
+    """
+    ends = list(known or ())
+    if not ends:
+        opening = _OPENING.match(raw)
+        start = opening.end() if opening else -1
+    position = ends[-1] + 1 if ends else start
+    for message in messages[len(ends) :] if start >= 0 else ():
+        try:
+            encoded = orjson.dumps(message)
+        except TypeError:
+            break
+        if not raw.startswith(encoded, position):
+            break  # not written compactly (or not in orjson's spelling): stop recognising here
+        ends.append(position + len(encoded))
+        position += len(encoded) + 1
+    return start, ends
 
 
 def _shared_messages(raw: bytes, last: _Body) -> int:
