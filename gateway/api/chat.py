@@ -33,8 +33,9 @@ from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
 from gateway.assembly.lint_context import violations
-from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, assemble, lint_findings
-from gateway.assembly.prefix import track_prefix
+from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, PassSpec, assemble, lint_findings
+from gateway.assembly.policy import Policy
+from gateway.assembly.prefix import PrefixReport, track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
@@ -150,6 +151,13 @@ def build_context(
     return context_from_body(body, env, state)
 
 
+def assemble_and_track(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...]) -> tuple[Assembly, PrefixReport]:
+    """Assemble, then report the prefix: together, so a long new body does both in its thread
+    (its prefix blocks are ~2 ms of hashing and encoding at 105K tokens)."""
+    assembly = assemble(ctx, policy, passes)
+    return assembly, track_prefix(assembly.assembled)
+
+
 def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
     """The body the provider receives; the client's own object when nothing changed it."""
     original, assembled = assembly.original, assembly.assembled
@@ -202,10 +210,9 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
     if compaction.needs_thread or slow_scorer or big:
-        assembly = await asyncio.to_thread(assemble, ctx, gw.settings.policy, passes)
+        assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, gw.settings.policy, passes)
     else:
-        assembly = assemble(ctx, gw.settings.policy, passes)
-    prefix = track_prefix(assembly.assembled)
+        assembly, prefix = assemble_and_track(ctx, gw.settings.policy, passes)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     await compaction.publish(state, assembly.assembled.session)
     prepared = await compaction.prepare(ctx, assembly.assembled)

@@ -83,6 +83,26 @@ def callback_name(handle: Handle) -> str:
     return getattr(callback, "__qualname__", type(callback).__name__)
 
 
+def suspended_at(handle: Handle) -> str | None:
+    """Where a task's step starts or ended: the innermost coroutine frame it waits in (file:line)."""
+    owner = getattr(handle._callback, "__self__", None)  # type: ignore[attr-defined]
+    if not isinstance(owner, asyncio.Task):
+        return None
+    coro: Any = owner.get_coro()
+    frame = None
+    while coro is not None:  # coroutines, async generators and generator-based awaitables
+        frame = (
+            getattr(coro, "cr_frame", None)
+            or getattr(coro, "ag_frame", None)
+            or getattr(coro, "gi_frame", None)
+            or frame
+        )
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None) or getattr(coro, "gi_yieldfrom", None)
+    if frame is None:
+        return None
+    return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+
+
 class CallbackTimer:
     """Times every callback of every asyncio loop in the process while installed."""
 
@@ -99,11 +119,12 @@ class CallbackTimer:
         timer = self
 
         def timed_run(handle: Handle) -> None:
+            start = suspended_at(handle)
             cpu = time.thread_time()
             try:
                 original(handle)
             finally:
-                timer.observe((time.thread_time() - cpu) * 1000, handle)
+                timer.observe((time.thread_time() - cpu) * 1000, handle, start)
 
         Handle._run = timed_run  # type: ignore[method-assign]
 
@@ -112,11 +133,13 @@ class CallbackTimer:
             Handle._run = self._original  # type: ignore[method-assign]
             self._original = None
 
-    def observe(self, cpu_ms: float, handle: Handle) -> None:
+    def observe(self, cpu_ms: float, handle: Handle, start: str | None = None) -> None:
         self.callbacks += 1
         metrics.LOOP_CALLBACK_MS.observe(cpu_ms)
         if len(self.slowest) < self.keep or cpu_ms > self.slowest[0][0]:
             name = callback_name(handle)
+            if start is not None:  # a task's step: from where it resumed to where it waits now
+                name += f" ({start} -> {suspended_at(handle) or 'done'})"
             (heapq.heappush if len(self.slowest) < self.keep else heapq.heapreplace)(self.slowest, (cpu_ms, name))
             if cpu_ms > BLOCK_MS:
                 log.warning("the event loop was blocked for %.1f ms (CPU) by %s", cpu_ms, name)
