@@ -10,8 +10,8 @@
   ~105K-token conversations (every text new, so everything must be encoded) while 4
   clients send tiny requests; reports probe samples over 5 ms and the largest lag bucket;
 - workers: tiny at 32 clients against ``--workers 1`` and ``--workers 2``, interleaved; then
-  the same with requests whose cost is the gateway's own CPU (agent14k turns with new goals,
-  tools pruned by the embedding scorer), where workers are meant to scale throughput;
+  the same with requests whose cost is the gateway's own CPU (the 199 MetaTool questions
+  with all 199 tools, pruned per request), where workers are meant to scale throughput;
 - long conversations (``--long N``, off by default): resident set size while N different
   ~105K-token conversations (every text new) each send two turns, one client at a time:
   what the gateway's caches hold when every conversation is long.
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from tqdm import tqdm
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.loadclient import Connection, Target, saturate
 from benchmarks.profiles import MODEL, build_profiles
+from benchmarks.tool_cases import selection_cases
 from tests.procs import REPO_ROOT, _env, free_port, run_gateway, run_simulator, wait_http
 
 
@@ -186,35 +188,35 @@ def workers(tmp: Path, base_url: str, rounds: int, seconds: float, *, cpu_bound:
     """Median throughput at 32 clients for 1 and 2 workers, measured in interleaved rounds.
 
     By default tiny requests: on 2 cores the load generator and the simulator need a core
-    too, so this shows what a shared small machine gives. ``cpu_bound``: agent14k turns,
-    each with a new goal, pruned with the ``embedding`` scorer (~20-40 ms of the gateway's
-    CPU a request against well under 1 ms for client and simulator), so the gateway's cores
-    are what limits throughput, which is what ``--workers`` is for.
+    too, so this shows what a shared small machine gives. ``cpu_bound``: the 199 MetaTool
+    questions, each offering all 199 tools, pruned by the default bm25 scorer: ~12 ms of the
+    gateway's own Python a request against well under 1 ms for client and simulator, so the
+    gateway's cores are what limits throughput, which is what ``--workers`` is for. Both
+    gateways then keep session state in the database, as several workers must; a single
+    worker defaults to memory, and ``"memory"`` is that one worker measured the same way.
     """
     config: dict[str, Any] = {"models": _models(base_url)}
     body, bodies = build_profiles(("tiny",))[0].body, []
     if cpu_bound:
-        config["policy"] = {"tools": {"scorer": "embedding"}}
-        body = build_profiles(("agent14k",))[0].body
-        for k in range(5_000):  # more distinct goals than the rounds send: each query is embedded anew
-            data = orjson.loads(body)
-            goal = next(m for m in data["messages"] if m["role"] == "user")
-            goal["content"] = f"[task {k}] {goal['content']}"
-            bodies.append(orjson.dumps(data))
-    with (
-        run_gateway(tmp, config) as one,
-        run_gateway(tmp, config, workers=2) as two,
-    ):
+        cases = [c for c in selection_cases("metatool.jsonl") if len(c.tools) >= 150]
+        bodies = [orjson.dumps({"model": MODEL, "messages": c.messages, "tools": c.tools}) for c in cases]
+        body = bodies[0]
+    gateways = {1: ({**config, "session_state": "database"} if cpu_bound else config, 1), 2: (config, 2)}
+    if cpu_bound:
+        gateways["memory"] = (config, 1)  # type: ignore[index]
+    with ExitStack() as stack:
+        targets = {
+            key: Target(str(key), stack.enter_context(run_gateway(tmp, cfg, workers=n)).base_url)
+            for key, (cfg, n) in gateways.items()
+        }
         time.sleep(2)  # let both workers of the second gateway accept
-        targets = {1: Target("w1", one.base_url), 2: Target("w2", two.base_url)}
-        for target in targets.values():  # load the embedding model in every worker before timing
-            asyncio.run(saturate(target, body, 4, 1.0, bodies[-64:]))
-        rates: dict[int, list[float]] = {1: [], 2: []}
-        for r in tqdm(range(rounds), desc="workers", unit="round"):
-            for n, target in targets.items():
-                share = bodies[(2 * r + n) * 500 : (2 * r + n + 1) * 500]  # no goal twice to one gateway
-                rates[n].append(asyncio.run(saturate(target, body, 32, seconds, share))[0])
-    return {n: statistics.median(r) for n, r in rates.items()}
+        for target in targets.values():  # every worker's memos warm (tool documents, token counts)
+            asyncio.run(saturate(target, body, 8, 2.0 if bodies else 0.2, bodies))
+        rates: dict[Any, list[float]] = {key: [] for key in targets}
+        for _ in tqdm(range(rounds), desc="workers", unit="round"):
+            for key, target in targets.items():
+                rates[key].append(asyncio.run(saturate(target, body, 32, seconds, bodies))[0])
+    return {key: statistics.median(r) for key, r in rates.items()}
 
 
 def long_conversations(tmp: Path, base_url: str, conversations: int) -> list[tuple[int, float]]:
@@ -270,10 +272,10 @@ def main() -> None:
             ratio = rates[2] / rates[1]
             print(f"workers: tiny c=32 {rates[1]:.0f} req/s with 1, {rates[2]:.0f} req/s with 2 ({ratio:.2f}x)")
             rates = workers(tmp, sim.base_url, 2 if args.quick else 4, 2.0 if args.quick else 4.0, cpu_bound=True)
-            ratio = rates[2] / rates[1]
             print(
-                f"workers, CPU-bound (agent14k, embedding scorer, new goals) c=32: {rates[1]:.1f} req/s with 1, "
-                f"{rates[2]:.1f} req/s with 2 ({ratio:.2f}x)"
+                f"workers, CPU-bound (199 MetaTool tools pruned per request) c=32, database session state: "
+                f"{rates[1]:.0f} req/s with 1, {rates[2]:.0f} with 2 ({rates[2] / rates[1]:.2f}x); "
+                f"1 worker with memory session state {rates['memory']:.0f} req/s"  # type: ignore[index]
             )
             if args.long:
                 points = long_conversations(tmp, sim.base_url, args.long)
