@@ -142,3 +142,12 @@ def build_profiles(names: tuple[str, ...] = ("tiny", "agent14k", "agent105k", "s
         "stream": lambda: build_tiny("stream", stream=True),
     }
     return [makers[n]() for n in names]
+
+
+def fresh(body: bytes, k: int) -> bytes:
+    """``body`` with every text made new: a first turn of a conversation nobody has counted yet."""
+    data = orjson.loads(body)
+    for m in data["messages"]:
+        if isinstance(m.get("content"), str):
+            m["content"] = f"[run {k}] " + m["content"]
+    return orjson.dumps(data)

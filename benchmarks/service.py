@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.loadclient import Connection, Target, saturate
-from benchmarks.profiles import MODEL, build_profiles
+from benchmarks.profiles import MODEL, build_profiles, fresh
 from benchmarks.tool_cases import selection_cases
 from tests.procs import REPO_ROOT, _env, free_port, run_gateway, run_simulator, wait_http
 
@@ -129,15 +129,6 @@ def memory(tmp: Path, base_url: str, requests: int) -> tuple[float, float, int]:
         return before, rss_mb(gw.proc.pid), errors
 
 
-def _fresh_agent(body: bytes, k: int) -> bytes:
-    """The agent profile with every text made new (a first turn nobody has counted yet)."""
-    data = orjson.loads(body)
-    for m in data["messages"]:
-        if isinstance(m.get("content"), str):
-            m["content"] = f"[run {k}] " + m["content"]
-    return orjson.dumps(data)
-
-
 def _histogram(text: str, name: str) -> tuple[int, int, float]:
     """(observations, observations over 5 ms, smallest bucket bound holding all) of a histogram."""
     buckets = {float(le): float(v) for le, v in re.findall(rf'{name}_bucket\{{le="([^"]+)"\}} (\S+)', text)}
@@ -172,7 +163,7 @@ def loop_lag(
             tasks = [asyncio.create_task(small()) for _ in range(4)]
             conn = Connection(target)
             for k in tqdm(range(firsts), desc="first turns", unit="req"):
-                await conn.send(target.request_bytes(_fresh_agent(agent.body, k)))
+                await conn.send(target.request_bytes(fresh(agent.body, k)))
             stop = True
             await asyncio.gather(*tasks)
             await conn.close()
@@ -240,7 +231,7 @@ def long_conversations(tmp: Path, base_url: str, conversations: int) -> list[tup
                 await conn.close()
 
         for k in tqdm(range(conversations), desc="long conversations", unit="conv"):
-            asyncio.run(two_turns(_fresh_agent(agent.body, k)))
+            asyncio.run(two_turns(fresh(agent.body, k)))
             if (k + 1) % 50 == 0:
                 out.append((k + 1, rss_mb(gw.proc.pid)))
     return out

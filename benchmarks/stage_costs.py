@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import orjson
 
 import gateway  # noqa: F401  (offline tiktoken)
-from benchmarks.profiles import MODEL, build_profiles
+from benchmarks.profiles import MODEL, build_profiles, fresh
 from gateway import metrics
 from gateway.api.chat import forward_body, parse_request
 from gateway.api.incremental_parse import IncrementalParser
@@ -109,15 +109,6 @@ def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i:
     return assembly.assembled.session if prefix is not None else state
 
 
-def _fresh(body: bytes, k: int) -> bytes:
-    """The body with every text made new: a first turn of a conversation nobody has seen."""
-    data = orjson.loads(body)
-    for m in data["messages"]:
-        if isinstance(m.get("content"), str):
-            m["content"] = f"[run {k}] " + m["content"]
-    return orjson.dumps(data)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profiles", default="agent14k,agent105k")
@@ -135,7 +126,7 @@ def main() -> None:
         for i in range(args.requests):
             raw = profile.body
             if args.fresh:
-                raw, state = _fresh(raw, i), SessionState(session_id=f"stage-costs-{i}")
+                raw, state = fresh(raw, i), SessionState(session_id=f"stage-costs-{i}")
                 data = orjson.loads(raw)
                 counter = counter_for("o200k_base")
                 counter.learn(counter.missing(data["messages"], data.get("tools")))
