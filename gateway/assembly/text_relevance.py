@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from functools import lru_cache
-from typing import Any
+
+from rank_bm25 import BM25Okapi
 
 #: Words that carry no topic in English or Spanish questions; a small fixed list keeps scores reproducible.
 _STOPWORD_TEXT = (
@@ -78,29 +78,23 @@ def term_scores(question_terms: Sequence[str], corpus: Sequence[Sequence[str]]) 
         return []
     if not query:
         return [0.0] * len(corpus)
-    bm25 = _smoothed_bm25()([list(c) or ["\x00"] for c in corpus])
+    bm25 = _SmoothedBM25([list(c) or ["\x00"] for c in corpus])
     absent = max(bm25.idf.values(), default=1.0)
     reference = sum(bm25.idf.get(t, absent) for t in query)
     raw = bm25.get_scores(query)
     return [max(0.0, min(1.0, float(s) / reference)) if reference > 0 else 0.0 for s in raw]
 
 
-@lru_cache(maxsize=1)
-def _smoothed_bm25() -> type[Any]:
+class _SmoothedBM25(BM25Okapi):  # type: ignore[misc]
     """BM25 with Lucene's IDF, ``log(1 + (N - n + 0.5) / (n + 0.5))``: never negative, even among three passages.
 
     rank_bm25's Okapi IDF goes negative for a term in more than half the passages and is
     then floored to a corpus-wide average, which makes a five-document request's scores
     swing with unrelated words; the smoothed form keeps common question words worth a little.
-    The class is made on first use: rank_bm25 brings numpy, ~0.07 s of the gateway's start-up.
     """
-    from rank_bm25 import BM25Okapi
 
-    class SmoothedBM25(BM25Okapi):  # type: ignore[misc]
-        def _calc_idf(self, nd: dict[str, int]) -> None:
-            self.idf = {t: math.log(1 + (self.corpus_size - n + 0.5) / (n + 0.5)) for t, n in nd.items()}
-
-    return SmoothedBM25
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        self.idf = {t: math.log(1 + (self.corpus_size - n + 0.5) / (n + 0.5)) for t, n in nd.items()}
 
 
 def shingles(text: str, size: int = 3) -> frozenset[int]:

@@ -23,14 +23,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import orjson
 
 from gateway.assembly.tool_scoring.documents import tool_name
-
-if TYPE_CHECKING:  # numpy is imported where vectors are made: only embedding scorers have any
-    import numpy as np
 
 #: Tools whose profile is kept; the least recently updated is forgotten beyond this.
 DEFAULT_MAX_PROFILES = 10_000
@@ -90,8 +88,6 @@ class UsageProfiles:
 
     def observe(self, keys: Iterable[str], vector: np.ndarray) -> None:
         """The model called the tools ``keys`` after a turn whose embedding is ``vector``."""
-        import numpy as np
-
         v = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(v))
         if not np.isfinite(norm) or norm == 0.0:
@@ -120,8 +116,6 @@ class UsageProfiles:
 
 
 def _unit(mean: np.ndarray) -> np.ndarray:
-    import numpy as np
-
     norm = float(np.linalg.norm(mean))
     out = mean / norm if norm > 0 else mean.copy()
     out.flags.writeable = False
