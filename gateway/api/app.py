@@ -25,8 +25,10 @@ from gateway import metrics
 from gateway.api.admin import admin_router
 from gateway.api.auth import Access, Principal, require_admin, require_client
 from gateway.api.chat import chat_completions
+from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
+from gateway.api.memory_runtime import memory_runtime
 from gateway.api.rate_limit import RateLimiter
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
@@ -89,6 +91,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gw.recorder.start()
         await asyncio.to_thread(gw.load_tokenizers)
+        # Built now, not by the first request: a configured LLM summariser or fact extractor
+        # imports its HTTP client (~0.15 s), which must not hold the event loop.
+        compaction_runtime(gw)
+        memory_runtime(gw)
         freeze_startup_objects()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         if probe is not None:
