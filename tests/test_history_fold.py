@@ -19,12 +19,12 @@ from gateway.api.validate import validate_chat_request
 from gateway.assembly import budget_report as budget
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState
-from gateway.assembly.lint_context import _client_user_index, _reminder_index, _summary_index
+from gateway.assembly.lint_context import _reminder_index, _summary_index
 from gateway.assembly.message_text import system_indices, user_indices
 from gateway.assembly.prefix import PrefixBlock, cacheable_tokens, prefix_blocks, track_prefix
 from gateway.assembly.prune_tools import _called_names
 from gateway.assembly.render_reminder import parse_reminder
-from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
+from gateway.assembly.verify_assembly import client_user_indices, is_gateway_block, last_client_user
 from gateway.errors import RequestError
 from gateway.history_fold import CHUNK, chunks
 from gateway.tokens import counter_for
@@ -120,7 +120,7 @@ def _check(messages: list[Message], previous: tuple[str, ...]) -> tuple[str, ...
         i for i, m in enumerate(messages) if str(m.get("content") or "").startswith("<summary")
     )
     client_users = [i for i, m in enumerate(messages) if m["role"] == "user" and not is_gateway_block(m)]
-    assert _client_user_index(as_tuple) == tuple(client_users)
+    assert client_user_indices(as_tuple) == tuple(client_users)
     assert last_client_user(as_tuple) == (client_users[-1] if client_users else -1)
     counter = counter_for("o200k_base")
     assert counter.messages(messages) == sum(counter.message(m) for m in messages)

@@ -33,7 +33,7 @@ from gateway.assembly.move_volatile import PLACEHOLDER_RX, compiled_patterns, pa
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, find_rules
-from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.assembly.verify_assembly import client_user_indices, is_gateway_block
 from gateway.history_fold import index_fold
 
 Severity = Literal["error", "warning", "off"]
@@ -76,11 +76,10 @@ def _prefix_values(ctx: Context, policy: LintPolicy) -> list[Finding]:
     return found
 
 
-#: Where the reminders, summaries and client-written user messages are: per chunk of history
+#: Where the reminders and summaries are: per chunk of history
 #: (``gateway.history_fold``), so linting a long agent turn walks only what is new.
 _reminder_index = index_fold(lambda m: parse_reminder(m.get("content")) is not None)
 _summary_index = index_fold(lambda m: str(m.get("content") or "").startswith("<summary"))
-_client_user_index = index_fold(lambda m: m.get("role") == "user" and not is_gateway_block(m))
 
 
 def _tail(ctx: Context) -> list[Finding]:
@@ -134,7 +133,7 @@ def _compaction(ctx: Context, policy: LintPolicy) -> list[Finding]:
     summaries = _summary_index(messages)
     if not summaries:
         return found
-    users = _client_user_index(messages)
+    users = client_user_indices(messages)
     leading = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
     for i in summaries:
         if i < leading or not users or i < users[0] or i > users[-1]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.assembly.context import Context, Decision, Message
-from gateway.assembly.message_text import user_indices
+from gateway.history_fold import index_fold
 
 #: Openings of messages the gateway itself writes. A pass that inserts or rewrites a
 #: message starts its content with one of these, so the check (and a person) can tell.
@@ -66,12 +66,14 @@ def tool_pairing_problems(messages: Sequence[Message]) -> list[str]:
     return problems
 
 
+#: Where the user messages the client wrote are (not gateway blocks), per chunk of history.
+client_user_indices = index_fold(lambda m: m.get("role") == "user" and not is_gateway_block(m))
+
+
 def last_client_user(messages: Sequence[Message]) -> int:
     """Index of the last user message the client wrote (not a gateway block), or -1."""
-    for i in reversed(user_indices(messages)):
-        if not is_gateway_block(messages[i]):
-            return i
-    return -1
+    users = client_user_indices(messages)
+    return users[-1] if users else -1
 
 
 def comparable(message: Message) -> Message:
