@@ -114,10 +114,17 @@ def read_new_body(
         body = _json_object(orjson.loads(raw))
     except orjson.JSONDecodeError as exc:
         raise _invalid_json(exc) from exc
-    validate_chat_request(body, max_messages=gw.settings.limits.max_messages)
-    model = configured_model(gw, body)
-    session_id = identify_session(named, caller, model.name, body["messages"])
+    model, session_id = check_and_name(body, 0, gw, caller, named)
     return body, model, session_id, message_ends(raw, body["messages"])
+
+
+def check_and_name(
+    body: dict[str, Any], reused: int, gw: Gateway, caller: str, named: str | None
+) -> tuple[ModelConfig, str]:
+    """Validate the body (its first ``reused`` messages were checked before), find its model, name its session."""
+    validate_chat_request(body, max_messages=gw.settings.limits.max_messages, known_valid=reused)
+    model = configured_model(gw, body)
+    return model, identify_session(named, caller, model.name, body["messages"])
 
 
 def caller_hash(request: Request) -> tuple[str, str | None]:
@@ -188,10 +195,8 @@ async def chat_completions(request: Request, gw: Gateway) -> Response:
         gw.parser.remember(raw, caller, body, reused, layout)
     else:
         body, reused = parse_request(raw, gw.parser, caller)
-        validate_chat_request(body, max_messages=gw.settings.limits.max_messages, known_valid=reused)
+        model, session_id = check_and_name(body, reused, gw, caller, named)
         gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
-        model = configured_model(gw, body)
-        session_id = identify_session(named, caller, model.name, body["messages"])
     headers["x-ventana-session-id"] = session_id
     recognised = gw.resent.adopt(session_id, body, len(raw), known=reused)
     compaction = compaction_runtime(gw)
