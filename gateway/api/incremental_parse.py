@@ -63,6 +63,7 @@ class IncrementalParser:
         self._count = 0
         self._groups: OrderedDict[tuple[str, bytes], list[_Body]] = OrderedDict()
         self._used: _Body | None = None  # the body ``parse`` reused, for the ``remember`` that follows
+        self._probed: tuple[bytes, str, _Body | None, int] | None = None  # what ``new_bytes`` just found
 
     def _best(self, raw: bytes, caller: str) -> tuple[_Body | None, int]:
         """The remembered body ``raw`` shares the most messages with, and how many."""
@@ -76,8 +77,13 @@ class IncrementalParser:
         return best, shared
 
     def new_bytes(self, raw: bytes, caller: str) -> int:
-        """How many bytes of ``raw`` a ``parse`` would parse (past the messages it can reuse); cheap."""
+        """How many bytes of ``raw`` a ``parse`` would parse (past the messages it can reuse).
+
+        A ``parse`` of the same body right after uses what this found (comparing a resent
+        105K-token body with the remembered one is a ~0.4 MB memcmp).
+        """
         best, shared = self._best(raw, caller)
+        self._probed = (raw, caller, best, shared)
         return len(raw) - (best.ends[shared - 1] if best is not None else 0)
 
     def parse(self, raw: bytes, caller: str) -> tuple[Any, int]:
@@ -86,7 +92,11 @@ class IncrementalParser:
         Raises orjson.JSONDecodeError exactly when ``orjson.loads(raw)`` would.
         """
         self._used = None
-        best, shared = self._best(raw, caller)
+        probed, self._probed = self._probed, None
+        if probed is not None and probed[0] is raw and probed[1] == caller:
+            best, shared = probed[2], probed[3]
+        else:
+            best, shared = self._best(raw, caller)
         if best is not None:
             reused = _reuse(raw, best, shared)
             if reused is not None:

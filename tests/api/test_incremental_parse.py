@@ -83,7 +83,8 @@ def test_a_resent_agent_history_is_reused_whole_and_the_new_turn_parsed() -> Non
     body = orjson.loads(raw)
     body["messages"].append({"role": "user", "content": "Thanks. Now book the cheapest one."})
     again = orjson.dumps(body)
-    parsed, reused = parser.parse(again, "caller")
+    assert parser.new_bytes(again, "caller") < len(again) // 20, "only the new turn and the tools after it"
+    parsed, reused = parser.parse(again, "caller")  # uses what new_bytes found
     assert reused == len(first["messages"]) and parsed == body
     assert parsed["messages"][5] is first["messages"][5]
     parser.remember(again, "caller", parsed, reused)
