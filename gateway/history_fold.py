@@ -41,7 +41,7 @@ CHUNK_LIMIT = DEFAULT_LIMIT // CHUNK
 class Chunk:
     """``CHUNK`` messages (fewer at the end) at position ``start``; compared and hashed by identity."""
 
-    __slots__ = ("__weakref__", "messages", "start")
+    __slots__ = ("messages", "start")
 
     def __init__(self, start: int, messages: tuple[Message, ...]) -> None:
         self.start = start
@@ -98,9 +98,6 @@ class HistoryFold(Generic[P]):
         compute = part or self._part
         assert compute is not None, "a fold made without a part needs one per call"
         return [get_or(chunk, compute) for chunk in chunks(messages)]
-
-    def clear(self) -> None:
-        self._memo.clear()
 
 
 def index_fold(predicate: Callable[[Message], Any]) -> Callable[[Sequence[Message]], tuple[int, ...]]:
