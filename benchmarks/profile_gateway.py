@@ -1,6 +1,6 @@
 """Where the gateway's own time goes: py-spy samples a served gateway under load.
 
-    python -m benchmarks.profile_gateway [--profile tiny] [--clients 32] [--seconds 8]
+    python -m benchmarks.profile_gateway [--profile tiny] [--clients 32] [--seconds 8] [--config session_state=database]
 
 Starts the provider simulator (``--no-cache``) and a gateway with the default policy,
 warms it up, then attaches ``py-spy record`` (raw collapsed stacks) to the gateway process
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.loadclient import Target, saturate, sequential
+from benchmarks.overhead import variant_config
 from benchmarks.profiles import MODEL, build_profiles
 from tests.procs import run_gateway, run_simulator
 
@@ -52,6 +53,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--config", default="", help="config changes as in overhead --variant: session_state=database")
     args = parser.parse_args()
     if shutil.which("py-spy") is None:
         raise SystemExit("py-spy is not installed: pip install py-spy")
@@ -60,7 +62,7 @@ def main() -> None:
         tmp = Path(tmp_name)
         with run_simulator(tmp, record=False, cache=False) as sim:
             models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
-            with run_gateway(tmp, {"models": models}) as gw:
+            with run_gateway(tmp, {"models": models, **variant_config(args.config)}) as gw:
                 target = Target("ventana", gw.base_url)
                 asyncio.run(sequential(target, profile.body, 20))
                 out = tmp / "stacks.txt"

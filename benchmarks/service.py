@@ -9,7 +9,9 @@
 - loop lag: a gateway with ``diagnostics.loop_lag_probe_ms: 1`` takes first turns of
   ~105K-token conversations (every text new, so everything must be encoded) while 4
   clients send tiny requests; reports probe samples over 5 ms and the largest lag bucket;
-- workers: tiny at 32 clients against ``--workers 1`` and ``--workers 2``, interleaved; then
+- workers: tiny at 32 clients against ``--workers 1`` and ``--workers 2`` (both keeping
+  session state in the database, as several workers must) and the default single worker
+  (session state in memory), interleaved; then
   the same with requests whose cost is the gateway's own CPU (the 199 MetaTool questions
   with all 199 tools, pruned per request), where workers are meant to scale throughput;
 - long conversations (``--long N``, off by default): resident set size while N different
@@ -175,16 +177,17 @@ def loop_lag(
     return {name: _histogram(text, f"ventana_event_loop_{name}_ms") for name in names}, blocks
 
 
-def workers(tmp: Path, base_url: str, rounds: int, seconds: float, *, cpu_bound: bool = False) -> dict[int, float]:
+def workers(tmp: Path, base_url: str, rounds: int, seconds: float, *, cpu_bound: bool = False) -> dict[Any, float]:
     """Median throughput at 32 clients for 1 and 2 workers, measured in interleaved rounds.
 
     By default tiny requests: on 2 cores the load generator and the simulator need a core
     too, so this shows what a shared small machine gives. ``cpu_bound``: the 199 MetaTool
     questions, each offering all 199 tools, pruned by the default bm25 scorer: ~12 ms of the
     gateway's own Python a request against well under 1 ms for client and simulator, so the
-    gateway's cores are what limits throughput, which is what ``--workers`` is for. Both
-    gateways then keep session state in the database, as several workers must; a single
-    worker defaults to memory, and ``"memory"`` is that one worker measured the same way.
+    gateway's cores are what limits throughput, which is what ``--workers`` is for. The 1-
+    and 2-worker gateways both keep session state in the database, as several workers must,
+    so the ratio compares like with like; a single worker defaults to memory, and
+    ``"memory"`` is that default measured in the same rounds.
     """
     config: dict[str, Any] = {"models": _models(base_url)}
     body, bodies = build_profiles(("tiny",))[0].body, []
@@ -192,9 +195,11 @@ def workers(tmp: Path, base_url: str, rounds: int, seconds: float, *, cpu_bound:
         cases = [c for c in selection_cases("metatool.jsonl") if len(c.tools) >= 150]
         bodies = [orjson.dumps({"model": MODEL, "messages": c.messages, "tools": c.tools}) for c in cases]
         body = bodies[0]
-    gateways = {1: ({**config, "session_state": "database"} if cpu_bound else config, 1), 2: (config, 2)}
-    if cpu_bound:
-        gateways["memory"] = (config, 1)  # type: ignore[index]
+    gateways: dict[Any, tuple[dict[str, Any], int]] = {
+        1: ({**config, "session_state": "database"}, 1),
+        2: (config, 2),
+        "memory": (config, 1),
+    }
     with ExitStack() as stack:
         targets = {
             key: Target(str(key), stack.enter_context(run_gateway(tmp, cfg, workers=n)).base_url)
@@ -259,15 +264,15 @@ def main() -> None:
                     print(f"loop {name} ({where}): {over} of {total} {what} over 5 ms; all <= {bound:g} ms")
                 for line in blocks:
                     print("  " + line)
-            rates = workers(tmp, sim.base_url, 2 if args.quick else 4, 1.0 if args.quick else 2.0)
-            ratio = rates[2] / rates[1]
-            print(f"workers: tiny c=32 {rates[1]:.0f} req/s with 1, {rates[2]:.0f} req/s with 2 ({ratio:.2f}x)")
-            rates = workers(tmp, sim.base_url, 2 if args.quick else 4, 2.0 if args.quick else 4.0, cpu_bound=True)
-            print(
-                f"workers, CPU-bound (199 MetaTool tools pruned per request) c=32, database session state: "
-                f"{rates[1]:.0f} req/s with 1, {rates[2]:.0f} with 2 ({rates[2] / rates[1]:.2f}x); "
-                f"1 worker with memory session state {rates['memory']:.0f} req/s"  # type: ignore[index]
-            )
+            for cpu_bound in (False, True):
+                what = "CPU-bound (199 MetaTool tools pruned per request)" if cpu_bound else "tiny"
+                seconds = (2.0 if args.quick else 4.0) if cpu_bound else (1.0 if args.quick else 2.0)
+                rates = workers(tmp, sim.base_url, 2 if args.quick else 4, seconds, cpu_bound=cpu_bound)
+                print(
+                    f"workers, {what} c=32, database session state: "
+                    f"{rates[1]:.0f} req/s with 1, {rates[2]:.0f} with 2 ({rates[2] / rates[1]:.2f}x); "
+                    f"1 worker with memory session state {rates['memory']:.0f} req/s"
+                )
             if args.long:
                 points = long_conversations(tmp, sim.base_url, args.long)
                 print("RSS with long conversations: " + ", ".join(f"{n}: {mb:.0f} MB" for n, mb in points))
