@@ -50,10 +50,10 @@ async def published_checkpoints(sessions: SessionStore, session_id: str, wait_s:
     """
     prefix = f"{CHECKPOINT_PREFIX}{session_id}:"
     deadline = time.monotonic() + wait_s
-    claims = await store_call(sessions, sessions.claimed, prefix)
+    claims = await sessions.read_claims(prefix)
     while any(r is None for r in claims.values()) and time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)
-        claims = await store_call(sessions, sessions.claimed, prefix)
+        claims = await sessions.read_claims(prefix)
     for key in [k for k, r in claims.items() if r is None]:  # its preparer vanished: nobody waits again
         await store_call(sessions, sessions.finish, key, _ABANDONED)
         claims[key] = await store_call(sessions, sessions.result, key)

@@ -67,5 +67,8 @@ class MemorySessionStore:
             return dict(self._claims.get(prefix, {}))
         return {k: v for g in self._claims.values() for k, v in g.items() if k.startswith(prefix)}
 
+    async def read_claims(self, prefix: str) -> dict[str, str | None]:
+        return self.claimed(prefix)
+
     async def close(self) -> None:
         self._states.clear()

@@ -48,6 +48,10 @@ class SessionStore(Protocol):
         """Every claim whose key starts with ``prefix``, with its result (None while in flight)."""
         ...
 
+    async def read_claims(self, prefix: str) -> dict[str, str | None]:
+        """``claimed`` from the event loop: the shared store batches concurrent reads into one hop."""
+        ...
+
     async def close(self) -> None: ...
 
 

@@ -4,8 +4,10 @@ The tables (``session_states``, ``session_claims``) are part of the store's sche
 created by its migrations (``ventana migrate``).
 
 Replicas behind a round-robin balancer see consecutive turns of one conversation, so the
-state one replica saves must be what the next loads: ``save`` is a synchronous upsert
-(write-through to Redis when configured) completed before the request is forwarded.
+state one replica saves must be what the next loads: ``save`` returns once its upsert is
+committed (written through to Redis when configured), before the request is forwarded.
+Loads and saves made while another is in flight are batched (``batcher.py``): one worker
+thread hop, one SELECT or one write transaction for all of them.
 
 ``claim`` is the cross-replica "only one of us does this" primitive: the first replica
 to insert a key wins (a unique key, so it works the same on SQLite and PostgreSQL);
@@ -15,7 +17,6 @@ run the summariser twice for the same checkpoint.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import time
@@ -27,6 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from gateway.assembly.context import SessionState
+from gateway.sessions.batcher import Batcher
 from gateway.store.engine import make_engine
 from gateway.store.models import SessionClaim, SessionStateRow
 from gateway.store.session_retention import forget_sessions
@@ -38,27 +40,23 @@ REDIS_TTL_S = 24 * 3600
 _REDIS_PREFIX = "ventana:session:"
 
 
-def _upsert(engine: Engine, session_id: str, payload: str) -> None:
-    values = {"session_id": session_id, "state": payload, "updated_at": time.time()}
+_IN_CHUNK = 500  # ids per IN (...) list: under SQLite's oldest limit of 999 bound parameters
+
+
+def _upsert_many(engine: Engine, payloads: dict[str, str]) -> None:
+    """Write every state of a batch in one transaction (one commit however many sessions)."""
+    now = time.time()
+    rows = [{"session_id": sid, "state": payload, "updated_at": now} for sid, payload in payloads.items()]
     if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        stmt = pg_insert(session_states).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["session_id"], set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at}
-        )
+        from sqlalchemy.dialects.postgresql import insert
     else:
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        lite = sqlite_insert(session_states).values(**values)
-        lite = lite.on_conflict_do_update(
-            index_elements=["session_id"], set_={"state": lite.excluded.state, "updated_at": lite.excluded.updated_at}
-        )
-        with engine.begin() as conn:
-            conn.execute(lite)
-        return
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+    stmt = insert(session_states)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["session_id"], set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at}
+    )
     with engine.begin() as conn:
-        conn.execute(stmt)
+        conn.execute(stmt, rows)
 
 
 class SharedSessionStore:
@@ -73,23 +71,36 @@ class SharedSessionStore:
 
             self._redis = redis.Redis.from_url(redis_url)
         self.owner = (owner or f"{socket.gethostname()}:{os.getpid()}")[:64]  # who claimed what, for debugging
+        # Concurrent requests share a hop and a transaction (see batcher.py for the numbers).
+        self._loads: Batcher[str, None, SessionState] = Batcher(self._load_many)
+        self._saves: Batcher[str, str, None] = Batcher(self._save_many)
+        self._claims: Batcher[str, None, dict[str, str | None]] = Batcher(self._claimed_many)
 
-    def _load(self, session_id: str) -> SessionState:
+    def _load_many(self, ids: dict[str, None]) -> dict[str, SessionState]:
+        """The states of a batch of sessions: Redis first when configured, then one SELECT for the rest."""
+        payloads: dict[str, bytes | str] = {}
         if self._redis is not None:
-            cached = self._redis.get(_REDIS_PREFIX + session_id)
-            if cached:
-                return SessionState.from_dict(orjson.loads(cached))
-        with self._engine.connect() as conn:
-            row = conn.execute(select(session_states.c.state).where(session_states.c.session_id == session_id)).first()
-        if row is None:
-            return SessionState(session_id=session_id)
-        return SessionState.from_dict(orjson.loads(row[0]))
+            cached = self._redis.mget([_REDIS_PREFIX + sid for sid in ids])
+            payloads = {sid: value for sid, value in zip(ids, cached, strict=True) if value}
+        missing = [sid for sid in ids if sid not in payloads]
+        if missing:
+            with self._engine.connect() as conn:
+                for start in range(0, len(missing), _IN_CHUNK):
+                    chunk = missing[start : start + _IN_CHUNK]
+                    query = select(session_states.c.session_id, session_states.c.state)
+                    for sid, payload in conn.execute(query.where(session_states.c.session_id.in_(chunk))):
+                        payloads[sid] = payload
+        found = {sid: SessionState.from_dict(orjson.loads(payload)) for sid, payload in payloads.items()}
+        return {sid: found.get(sid) or SessionState(session_id=sid) for sid in ids}
 
-    def _save(self, state: SessionState) -> None:
-        payload = orjson.dumps(state.to_dict()).decode()
-        _upsert(self._engine, state.session_id, payload)
+    def _save_many(self, payloads: dict[str, str]) -> dict[str, None]:
+        _upsert_many(self._engine, payloads)
         if self._redis is not None:
-            self._redis.set(_REDIS_PREFIX + state.session_id, payload, ex=REDIS_TTL_S)
+            pipe = self._redis.pipeline(transaction=False)
+            for sid, payload in payloads.items():
+                pipe.set(_REDIS_PREFIX + sid, payload, ex=REDIS_TTL_S)
+            pipe.execute()
+        return dict.fromkeys(payloads)
 
     def _claim(self, key: str) -> bool:
         try:
@@ -100,10 +111,11 @@ class SharedSessionStore:
         return True
 
     async def load(self, session_id: str) -> SessionState:
-        return await asyncio.to_thread(self._load, session_id)
+        return await self._loads.call(session_id, None)
 
     async def save(self, state: SessionState) -> None:
-        await asyncio.to_thread(self._save, state)
+        """Return once the state is committed: the next turn may land on another replica."""
+        await self._saves.call(state.session_id, orjson.dumps(state.to_dict()).decode())
 
     def claim(self, key: str) -> bool:
         """Return True for exactly one caller per key, across every replica (blocking; call off-loop)."""
@@ -125,17 +137,28 @@ class SharedSessionStore:
         return None if row is None else row[0]
 
     def claimed(self, prefix: str) -> dict[str, str | None]:
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        stmt = select(session_claims.c.claim_key, session_claims.c.result).where(
-            session_claims.c.claim_key.like(escaped + "%", escape="\\")
-        )
+        return self._claimed_many({prefix: None})[prefix]
+
+    def _claimed_many(self, prefixes: dict[str, None]) -> dict[str, dict[str, str | None]]:
+        """The claims under each prefix, read on one connection."""
+        out: dict[str, dict[str, str | None]] = {}
         with self._engine.connect() as conn:
-            return {key: result for key, result in conn.execute(stmt)}
+            for prefix in prefixes:
+                escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                stmt = select(session_claims.c.claim_key, session_claims.c.result).where(
+                    session_claims.c.claim_key.like(escaped + "%", escape="\\")
+                )
+                out[prefix] = {key: result for key, result in conn.execute(stmt)}
+        return out
+
+    async def read_claims(self, prefix: str) -> dict[str, str | None]:
+        return await self._claims.call(prefix, None)
 
     def forget_before(self, cutoff: float) -> int:
         return forget_sessions(self._engine, cutoff)
 
     async def close(self) -> None:
+        await self._saves.wait_idle()
         if self._redis is not None:
             self._redis.close()
         self._engine.dispose()
