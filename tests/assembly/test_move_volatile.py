@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.assembly.context import SessionState
-from gateway.assembly.move_volatile import VolatilePolicy, move_volatile
+from gateway.assembly.move_volatile import VolatilePolicy, compiled_patterns, move_volatile, pattern_spans
+from gateway.assembly.volatile_patterns import compile_named
 from tests.assembly.case_files import check_case, context_of, load_cases
 
 _LINES = st.sampled_from(
@@ -81,3 +82,15 @@ def test_prefix_is_byte_identical_from_the_second_turn_whatever_the_values(n: in
         context_of({"request": {"messages": [{"role": "system", "content": outputs[2]}]}}), state, VolatilePolicy()
     )[0]
     assert out.messages[0]["content"] == outputs[2], "not idempotent"
+
+
+def test_span_memo_answers_for_the_pattern_set_it_is_asked_with() -> None:
+    text = "Build 4711 at 2026-11-30T10:00:00Z, ticket ABC-9"
+    default = compiled_patterns(())
+    ticket = compiled_patterns((("ticket", r"ABC-\d+"),))
+    assert {name for _, _, name in pattern_spans(text, default)} == {"iso_datetime"}
+    assert {name for _, _, name in pattern_spans(text, ticket)} == {"iso_datetime", "ticket"}
+    for _ in range(40):  # equal sets built anew (new objects, ids reused after they are freed)
+        fresh = compile_named({"ticket": r"ABC-\d+"})
+        assert pattern_spans(text, fresh) == pattern_spans(text, ticket)
+        assert pattern_spans(text, compile_named({})) == pattern_spans(text, default)
