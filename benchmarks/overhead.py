@@ -68,7 +68,9 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextmanager
-def servers(tmp: Path, *, litellm: bool, variant: str = "", checkout: str = "") -> Iterator[dict[str, Target]]:
+def servers(
+    tmp: Path, *, litellm: bool, variant: str = "", checkout: str = "", checkout_variant: str = ""
+) -> Iterator[dict[str, Target]]:
     """Start the simulator, the gateway, a variant gateway and one from another checkout (optional), LiteLLM."""
     with ExitStack() as stack:
         sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
@@ -80,7 +82,9 @@ def servers(tmp: Path, *, litellm: bool, variant: str = "", checkout: str = "") 
             other = stack.enter_context(run_gateway(tmp, config))
             targets[f"ventana[{variant}]"] = Target("variant", other.base_url)
         if checkout:
-            config = {"models": models, "database_url": f"sqlite:///{tmp}/checkout.db"}
+            config = _merge(
+                {"models": models, "database_url": f"sqlite:///{tmp}/checkout.db"}, variant_config(checkout_variant)
+            )
             other = stack.enter_context(run_gateway(tmp, config, env={"PYTHONPATH": str(Path(checkout).resolve())}))
             targets[f"ventana[{Path(checkout).name}]"] = Target("checkout", other.base_url)
         if litellm:
@@ -216,6 +220,11 @@ def main() -> None:
         help="also measure the gateway of another checkout of this repo (e.g. a git worktree of an older "
         "commit), interleaved: before/after comparisons in one run",
     )
+    parser.add_argument(
+        "--checkout-variant",
+        default="",
+        help="config changes for the --checkout gateway, as --variant (e.g. session_state=database)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 2)
@@ -228,7 +237,13 @@ def main() -> None:
         pass
     with (
         tempfile.TemporaryDirectory(prefix="ventana-bench-") as tmp,
-        servers(Path(tmp), litellm=not args.no_litellm, variant=args.variant, checkout=args.checkout) as t,
+        servers(
+            Path(tmp),
+            litellm=not args.no_litellm,
+            variant=args.variant,
+            checkout=args.checkout,
+            checkout_variant=args.checkout_variant,
+        ) as t,
     ):
         results = asyncio.run(measure(t, profiles, args))
     table = report(results, profiles)
