@@ -73,7 +73,7 @@ class SharedSessionStore:
         self.owner = (owner or f"{socket.gethostname()}:{os.getpid()}")[:64]  # who claimed what, for debugging
         # Concurrent requests share a hop and a transaction (see batcher.py for the numbers).
         self._loads: Batcher[str, None, SessionState] = Batcher(self._load_many)
-        self._saves: Batcher[str, str, None] = Batcher(self._save_many)
+        self._saves: Batcher[str, SessionState, None] = Batcher(self._save_many)
         self._claims: Batcher[str, None, dict[str, str | None]] = Batcher(self._claimed_many)
 
     def _load_many(self, ids: dict[str, None]) -> dict[str, SessionState]:
@@ -93,7 +93,8 @@ class SharedSessionStore:
         found = {sid: SessionState.from_dict(orjson.loads(payload)) for sid, payload in payloads.items()}
         return {sid: found.get(sid) or SessionState(session_id=sid) for sid in ids}
 
-    def _save_many(self, payloads: dict[str, str]) -> dict[str, None]:
+    def _save_many(self, states: dict[str, SessionState]) -> dict[str, None]:
+        payloads = {sid: orjson.dumps(state.to_dict()).decode() for sid, state in states.items()}
         _upsert_many(self._engine, payloads)
         if self._redis is not None:
             pipe = self._redis.pipeline(transaction=False)
@@ -115,7 +116,7 @@ class SharedSessionStore:
 
     async def save(self, state: SessionState) -> None:
         """Return once the state is committed: the next turn may land on another replica."""
-        await self._saves.call(state.session_id, orjson.dumps(state.to_dict()).decode())
+        await self._saves.call(state.session_id, state)
 
     def claim(self, key: str) -> bool:
         """Return True for exactly one caller per key, across every replica (blocking; call off-loop)."""
