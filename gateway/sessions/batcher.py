@@ -1,8 +1,8 @@
 """Coalesce concurrent blocking calls into one worker-thread hop each batch.
 
-A shared session store makes two database round trips a request (load before assembly,
-save after). Made one by one, each is a hop to a worker thread and, for a save, a write
-transaction of its own: at 32 concurrent tiny requests that was two thirds of the
+A shared session store makes three database round trips a request (load the state, read
+its checkpoint claims, save the new state). Made one by one, each is a hop to a worker
+thread and, for a save, a write transaction of its own: at 32 concurrent tiny requests that was two thirds of the
 gateway's CPU (2,300 req/s with state in memory, 780 with it in SQLite). Concurrent
 calls arriving while a batch is in flight wait for the next one, which runs them all in
 one hop and one transaction; a lone call goes straight through, so one client at a time
