@@ -100,6 +100,22 @@ class HistoryFold(Generic[P]):
         return [get_or(chunk, compute) for chunk in chunks(messages)]
 
 
+class FoldPerKey(Generic[P]):
+    """A ``HistoryFold`` per key (an encoding, say), for a question whose answer depends on it:
+    answers are remembered by chunk alone, so two meanings must not share a fold."""
+
+    __slots__ = ("_folds",)
+
+    def __init__(self) -> None:
+        self._folds: dict[str, HistoryFold[P]] = {}
+
+    def __getitem__(self, key: str) -> HistoryFold[P]:
+        fold = self._folds.get(key)
+        if fold is None:
+            fold = self._folds.setdefault(key, HistoryFold())
+        return fold
+
+
 def index_fold(predicate: Callable[[Message], Any]) -> Callable[[Sequence[Message]], tuple[int, ...]]:
     """``messages -> indices where predicate(message)``, remembered per chunk."""
 

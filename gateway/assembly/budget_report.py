@@ -28,7 +28,7 @@ from gateway.assembly.context import Context, Message
 from gateway.assembly.message_text import is_system
 from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
-from gateway.history_fold import Chunk, HistoryFold
+from gateway.history_fold import Chunk, FoldPerKey
 from gateway.object_memo import ObjectMemo
 from gateway.tokens import REPLY_PRIMING, TokenCounter
 
@@ -115,7 +115,7 @@ def _kind(message: Message) -> str:
 
 #: Tokens per content kind ("" counted as history) per chunk of history, per encoding: a long
 #: agent turn counts only its new chunk (``gateway.history_fold``).
-_BY_KIND: dict[str, HistoryFold[dict[str, int]]] = {}
+_BY_KIND: FoldPerKey[dict[str, int]] = FoldPerKey()
 
 
 def _tokens_by_kind(messages: Sequence[Message], counter: TokenCounter) -> list[dict[str, int]]:
@@ -126,10 +126,7 @@ def _tokens_by_kind(messages: Sequence[Message], counter: TokenCounter) -> list[
             out[name] = out.get(name, 0) + counter.message(m)
         return out
 
-    fold = _BY_KIND.get(counter.encoding_name)
-    if fold is None:
-        fold = _BY_KIND.setdefault(counter.encoding_name, HistoryFold())
-    return fold.parts(messages, part)
+    return _BY_KIND[counter.encoding_name].parts(messages, part)
 
 
 def generation_reserve(params: Mapping[str, Any], default: int = DEFAULT_GENERATION_RESERVE) -> int:

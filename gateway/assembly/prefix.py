@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from gateway.assembly.context import Context, Message
-from gateway.history_fold import CHUNK, HistoryFold
+from gateway.history_fold import CHUNK, FoldPerKey
 from gateway.object_memo import ObjectMemo
 from gateway.tokens import REPLY_PRIMING, TOOLS_OVERHEAD, TokenCounter, render_tool
 
@@ -150,7 +150,7 @@ class _Part:
 
 
 #: A chunk of history's part, per encoding: a long agent turn splits only its new chunk (``gateway.history_fold``).
-_PARTS: dict[str, HistoryFold[_Part]] = {}
+_PARTS: FoldPerKey[_Part] = FoldPerKey()
 
 
 def _parts(ctx: Context) -> list[_Part]:
@@ -180,8 +180,7 @@ def _parts(ctx: Context) -> list[_Part]:
             found = _BY_OBJECT.put(message, (encoding, False, block))
         return found[2]
 
-    fold = _PARTS.get(encoding) or _PARTS.setdefault(encoding, HistoryFold())
-    chunks = fold.parts(ctx.messages, lambda chunk: _Part.of(tuple(map(message_block, chunk.messages))))
+    chunks = _PARTS[encoding].parts(ctx.messages, lambda chunk: _Part.of(tuple(map(message_block, chunk.messages))))
     return [_Part.of(tuple(tools)), *chunks]
 
 
@@ -225,7 +224,7 @@ def compare_prefix(
     if shared < stable_end:
         current = blocks[shared] if shared < len(blocks) else None
         broken = _label(previous[shared], current)
-    components = None
+    components: dict[str, int] | None = None
     if parts is not None:
         components = {}
         for part in parts:
