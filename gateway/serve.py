@@ -55,11 +55,12 @@ def with_simulator(settings: Settings, base_url: str, models: list[ModelConfig])
 
 
 def build_dependencies(settings: Settings) -> dict[str, Any]:
-    """The recorder and session store a served gateway uses.
+    """The recorder, session store and tool profile store a served gateway uses.
 
     Checks the store first (a fresh SQLite file is migrated, an unmigrated database
     raises StoreNotMigrated), so a gateway never serves requests it cannot record.
     """
+    from gateway.api.tool_usage_runtime import learns
     from gateway.store.migrate import check_store
     from gateway.store.sql_recorder import SqlRecorder
 
@@ -69,6 +70,11 @@ def build_dependencies(settings: Settings) -> dict[str, Any]:
         from gateway.sessions.shared import SharedSessionStore
 
         deps["sessions"] = SharedSessionStore(settings.database_url, redis_url=settings.redis_url)
+    if settings.policy.tools.usage_persist and learns(settings):
+        from gateway.assembly.tool_scoring.minilm import ENCODER_ID
+        from gateway.store.tool_profiles import ToolProfileStore
+
+        deps["tool_profiles"] = ToolProfileStore(settings.database_url, ENCODER_ID)
     return deps
 
 

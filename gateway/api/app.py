@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 from fastapi import Depends, FastAPI
@@ -30,6 +30,7 @@ from gateway.api.deps import Gateway
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.memory_runtime import memory_runtime
 from gateway.api.rate_limit import RateLimiter
+from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
 from gateway.sessions.memory import MemorySessionStore
@@ -37,6 +38,9 @@ from gateway.sessions.protocol import SessionStore
 from gateway.store.record import MemoryRecorder, Recorder
 from gateway.ui.pages import login_router, ui_router
 from gateway.upstream.router import UpstreamRouter
+
+if TYPE_CHECKING:
+    from gateway.store.tool_profiles import ToolProfileStore
 
 log = logging.getLogger("ventana")
 
@@ -75,6 +79,7 @@ def create_app(
     *,
     recorder: Recorder | None = None,
     sessions: SessionStore | None = None,
+    tool_profiles: ToolProfileStore | None = None,
 ) -> FastAPI:
     gw = Gateway(
         settings=settings,
@@ -82,6 +87,8 @@ def create_app(
         sessions=sessions or MemorySessionStore(),
         recorder=recorder or MemoryRecorder(),
     )
+    if tool_profiles is not None:
+        gw.background["tool_profile_store"] = tool_profiles
 
     probe_ms = settings.diagnostics.loop_lag_probe_ms
     probe = LoopLagProbe(interval_s=probe_ms / 1000) if probe_ms else None
@@ -95,6 +102,7 @@ def create_app(
         # imports its HTTP client (~0.15 s), which must not hold the event loop.
         compaction_runtime(gw)
         memory_runtime(gw)
+        await tool_usage_runtime(gw).start()
         freeze_startup_objects()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         if probe is not None:
@@ -108,6 +116,7 @@ def create_app(
                 callbacks.uninstall()
             if probe is not None:
                 await probe.stop()
+            await tool_usage_runtime(gw).stop()
             await gw.recorder.close()
             await gw.sessions.close()
             await gw.upstream.close()

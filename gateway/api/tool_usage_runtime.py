@@ -9,9 +9,13 @@ thread, never on the event loop.
 
 Only requests the pass scored teach (an embedding scorer, ``usage_weight`` above 0, at least
 ``min_offered`` tools, the last message the user's): a call after a tool result says more about
-the result than about what the user asked for. Profiles live in memory, one store per gateway
-process, bounded (``usage_profiles.DEFAULT_MAX_PROFILES`` tools); they start empty after a restart.
-A failure here is logged and never fails a request.
+the result than about what the user asked for. Profiles live in memory, bounded
+(``usage_profiles.DEFAULT_MAX_PROFILES`` tools). With a profile store (a served gateway,
+``usage_persist``), they are loaded at start-up and, every ``usage_sync_s`` and at shutdown,
+this worker's new observations are merged into the database and the rows other workers changed
+are read back: a restart forgets nothing that was synced, and N workers learn from all the
+traffic instead of 1/N of it each. A failure here is logged and never fails a request; a merge
+that fails keeps its observations for the next attempt.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.assembly.context import Context
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, query_text
@@ -28,20 +32,35 @@ from gateway.assembly.tool_scoring.usage_profiles import UsageProfiles, tool_key
 from gateway.config import Settings
 from gateway.store.record import RequestRecord
 
+if TYPE_CHECKING:
+    from gateway.store.tool_profiles import ToolProfileStore
+
 log = logging.getLogger("ventana.tool_usage")
 #: Requests in flight whose answer may still teach a profile (a request that never finishes is forgotten).
 MAX_PENDING = 10_000
+#: Rows read back are those updated since the last read, less this much for clocks that disagree.
+CLOCK_SLACK_S = 5.0
 _NONE: Mapping[str, Any] = {}
 
 
+def learns(settings: Settings) -> bool:
+    """Whether this configuration scores with usage profiles, hence learns them."""
+    policy = settings.policy.tools
+    return policy.enabled and policy.scorer in EMBEDDING_SCORERS and policy.usage_weight > 0
+
+
 class ToolUsageRuntime:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, store: ToolProfileStore | None = None) -> None:
         policy = settings.policy.tools
-        self.enabled = policy.enabled and policy.scorer in EMBEDDING_SCORERS and policy.usage_weight > 0
+        self.enabled = learns(settings)
         self.min_offered = policy.min_offered
-        self.profiles = UsageProfiles()
+        self.sync_s = policy.usage_sync_s
+        self.store = store if self.enabled else None
+        self.profiles = UsageProfiles(track_delta=self.store is not None)
         self._pending: OrderedDict[str, tuple[str, dict[str, str]]] = OrderedDict()  # request id -> (turn, keys)
         self._tasks: set[asyncio.Future[None]] = set()
+        self._syncer: asyncio.Task[None] | None = None
+        self._read_since: float | None = None  # None: nothing read yet, the next read takes every row
 
     def snapshot(self) -> Mapping[str, Any]:
         return self.profiles.snapshot() if self.enabled else _NONE
@@ -97,6 +116,55 @@ class ToolUsageRuntime:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def start(self) -> None:
+        """Load the stored profiles and start syncing (a gateway's start-up; no store: nothing to do)."""
+        if self.store is None:
+            return
+        await self.sync()
+        self._syncer = asyncio.get_running_loop().create_task(self._sync_forever())
+
+    async def stop(self) -> None:
+        """Stop syncing and merge what is left, so a clean shutdown loses no observation."""
+        if self._syncer is not None:
+            self._syncer.cancel()
+            await asyncio.gather(self._syncer, return_exceptions=True)
+            self._syncer = None
+        if self.store is not None:
+            await self.drain()
+            await self.sync()
+            self.store.close()
+
+    async def _sync_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.sync_s)
+            await self.sync()
+
+    async def sync(self) -> bool:
+        """Merge this worker's new observations and read back what others merged; False on a failure."""
+        if self.store is None:
+            return True
+        try:
+            await asyncio.to_thread(self._sync, self.store)
+        except Exception:
+            log.exception("syncing tool usage profiles with the store failed; retrying in %.0f s", self.sync_s)
+            return False
+        return True
+
+    def _sync(self, store: ToolProfileStore) -> None:
+        delta = self.profiles.take_delta()
+        try:
+            merged, unmerged = store.merge(delta, self.profiles.max_examples) if delta else ([], {})
+        except BaseException:
+            self.profiles.return_delta(delta)
+            raise
+        if unmerged:
+            self.profiles.return_delta(unmerged)
+        since = self._read_since
+        read = store.load(since=None if since is None else since - CLOCK_SLACK_S, limit=self.profiles.max_profiles)
+        self.profiles.apply_stored([*merged, *read])  # read after the merge: newer where they differ
+        newest = max((p.updated_at for p in (*read, *merged)), default=since)
+        self._read_since = newest
+
 
 def _called(tool_calls: Any) -> list[str]:
     names: list[str] = []
@@ -111,5 +179,5 @@ def tool_usage_runtime(gw: Any) -> ToolUsageRuntime:
     """The gateway's one tool usage runtime, built on first use and kept in ``gw.background``."""
     found = gw.background.get("tool_usage")
     if found is None:
-        found = gw.background["tool_usage"] = ToolUsageRuntime(gw.settings)
+        found = gw.background["tool_usage"] = ToolUsageRuntime(gw.settings, gw.background.get("tool_profile_store"))
     return found  # type: ignore[no-any-return]

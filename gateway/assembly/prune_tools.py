@@ -57,6 +57,7 @@ DEFAULT_GROW_RATIO = 0.15
 DEFAULT_MAX_SET_TOOLS = 48  # 3 x max_tools: room to grow over a long session before one reset
 #: Weight of a tool's usage profile against its description (chosen on MetaTool-47's tuning half).
 DEFAULT_USAGE_WEIGHT = 0.3
+DEFAULT_USAGE_SYNC_S = 5.0
 
 
 class ToolPolicy(PassPolicy):
@@ -77,6 +78,9 @@ class ToolPolicy(PassPolicy):
     max_set_tools: int = Field(default=DEFAULT_MAX_SET_TOOLS, gt=0)
     # Embedding scorers: weight of what users said before the model called a tool (0: descriptions only).
     usage_weight: float = Field(default=DEFAULT_USAGE_WEIGHT, ge=0, le=1)
+    # Keep the profiles in the store's database: they survive restarts and every worker learns from all.
+    usage_persist: bool = True
+    usage_sync_s: float = Field(default=DEFAULT_USAGE_SYNC_S, gt=0)  # how often a worker merges and reads back
     mode: ToolMode = "prune"
     modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, Float, Index, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -156,3 +156,23 @@ class MemoryFact(Base):
     source_session: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ToolProfile(Base):
+    """A tool's usage profile, shared by every worker and kept across restarts (``store/tool_profiles.py``).
+
+    ``mean`` is the running mean of the embeddings of the turns after which the model called the
+    tool (float32 bytes, ``dim`` of them), from the encoder ``encoder``: a profile from another
+    encoder is not comparable and is never read. ``version`` counts merges, so two workers merging
+    into the same row at once cannot overwrite each other (the second retries).
+    """
+
+    __tablename__ = "tool_profiles"
+
+    tool_key: Mapped[str] = mapped_column(String(256), primary_key=True)  # name#definition-hash
+    encoder: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dim: Mapped[int] = mapped_column(Integer)
+    mean: Mapped[bytes] = mapped_column(LargeBinary)
+    examples: Mapped[int] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)

@@ -34,6 +34,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+#: Names the vector space of ``encode``: stored vectors from another encoder are not comparable.
+ENCODER_ID = "all-MiniLM-L6-v2"
 _DTYPES = {"F32": np.float32, "I64": np.int64}
 _LAYERS = 6
 _HEADS = 12

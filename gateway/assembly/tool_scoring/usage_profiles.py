@@ -14,6 +14,12 @@ examples of what it used to do. The store is bounded (least recently updated too
 forgotten first), thread-safe, and hands out read-only snapshots: a request scores against
 the profiles as they were when it started, and a later observation never mutates a vector
 a running selection holds.
+
+Profiles outlive the process through the store (``store/tool_profiles.py``): observations
+accumulate as a *delta* (sum of unit vectors and a count per tool) that the runtime takes,
+merges into the shared rows and replaces with what the rows then hold, so workers and
+restarts see every observation once. The merge is the same running mean, applied in bulk
+(``fold``): k examples at once weigh what k single updates would while a profile is young.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -37,6 +44,37 @@ DEFAULT_MAX_PROFILES = 10_000
 DEFAULT_MAX_EXAMPLES = 200
 
 _EMPTY: Mapping[str, np.ndarray] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Observations of one tool not yet merged into the store: their sum of unit vectors and count."""
+
+    total: np.ndarray
+    count: int
+
+    def plus(self, other: Delta) -> Delta:
+        return Delta(self.total + other.total, self.count + other.count)
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """One tool's profile as the store holds it: the running mean (not normalised) and its examples."""
+
+    key: str
+    mean: np.ndarray
+    examples: int
+    updated_at: float = 0.0
+
+
+def fold(mean: np.ndarray | None, examples: int, delta: Delta, max_examples: int) -> tuple[np.ndarray, int]:
+    """``mean`` over ``examples`` with ``delta``'s examples added: the exact mean while the total stays
+    within ``max_examples``, past it each new example weighs 1/max_examples (as ``observe`` does)."""
+    total = examples + delta.count
+    if mean is None or examples <= 0:
+        return (delta.total / delta.count).astype(np.float32), total
+    weight = min(1.0, delta.count / max(min(total, max_examples), 1))
+    return (mean + (delta.total / delta.count - mean) * weight).astype(np.float32), total
 
 
 def tool_key(tool: Mapping[str, Any]) -> str:
@@ -66,14 +104,22 @@ class UsageProfiles:
     (copy-on-write), and the vectors in it are read-only arrays never written again.
     """
 
-    def __init__(self, max_profiles: int = DEFAULT_MAX_PROFILES, max_examples: int = DEFAULT_MAX_EXAMPLES) -> None:
+    def __init__(
+        self,
+        max_profiles: int = DEFAULT_MAX_PROFILES,
+        max_examples: int = DEFAULT_MAX_EXAMPLES,
+        *,
+        track_delta: bool = False,
+    ) -> None:
         if max_profiles <= 0 or max_examples <= 0:
             raise ValueError("max_profiles and max_examples must be positive")
         self.max_profiles = max_profiles
         self.max_examples = max_examples
+        self.track_delta = track_delta  # only when something stores the deltas: else they would pile up
         self._lock = threading.Lock()
         self._means: OrderedDict[str, tuple[np.ndarray, int]] = OrderedDict()  # key -> (mean, examples)
         self._view: Mapping[str, np.ndarray] = _EMPTY
+        self._delta: dict[str, Delta] = {}  # observed here, not yet in the store
 
     def __len__(self) -> int:
         return len(self._means)
@@ -104,14 +150,55 @@ class UsageProfiles:
                 mean = v.copy() if mean is None else mean + (v - mean) / min(n, self.max_examples)
                 self._means[key] = (mean, n)  # re-inserted last: most recently updated
                 view[key] = _unit(mean)
-            while len(self._means) > self.max_profiles:
-                old, _ = self._means.popitem(last=False)
-                view.pop(old, None)
-            self._view = MappingProxyType(view)
+                if self.track_delta:
+                    found = self._delta.get(key)
+                    self._delta[key] = Delta(v.copy(), 1) if found is None else found.plus(Delta(v, 1))
+            self._publish(view)
+
+    def take_delta(self) -> dict[str, Delta]:
+        """The observations not yet stored, handed over (and forgotten here) for a merge."""
+        with self._lock:
+            taken, self._delta = self._delta, {}
+        return taken
+
+    def return_delta(self, delta: Mapping[str, Delta]) -> None:
+        """A merge that failed gives its observations back, to be merged next time."""
+        with self._lock:
+            for key, d in delta.items():
+                found = self._delta.get(key)
+                self._delta[key] = d if found is None else d.plus(found)
+
+    def apply_stored(self, rows: Iterable[StoredProfile]) -> None:
+        """Adopt the store's profiles (which hold every worker's merged observations); what was
+        observed here since the delta was taken is folded on top, so it is not lost."""
+        with self._lock:
+            view = dict(self._view)
+            for row in rows:
+                mean = np.asarray(row.mean, dtype=np.float32)
+                if row.examples <= 0 or not np.all(np.isfinite(mean)):
+                    continue
+                n = row.examples
+                pending = self._delta.get(row.key)
+                if pending is not None:
+                    mean, n = fold(mean, n, pending, self.max_examples)
+                self._means.pop(row.key, None)
+                self._means[row.key] = (mean, n)
+                view[row.key] = _unit(mean)
+            self._publish(view)
+
+    def _publish(self, view: dict[str, np.ndarray]) -> None:
+        """Bound the store (least recently updated first) and publish ``view`` as the new snapshot."""
+        while len(self._means) > self.max_profiles:
+            old, _ = self._means.popitem(last=False)
+            view.pop(old, None)
+        while len(self._delta) > self.max_profiles:  # a store down for long: the oldest wait is dropped
+            del self._delta[next(iter(self._delta))]
+        self._view = MappingProxyType(view)
 
     def clear(self) -> None:
         with self._lock:
             self._means.clear()
+            self._delta.clear()
             self._view = _EMPTY
 
 

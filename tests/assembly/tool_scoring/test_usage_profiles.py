@@ -11,7 +11,14 @@ import pytest
 
 from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.prune_tools import ToolPolicy, prune_tools
-from gateway.assembly.tool_scoring.usage_profiles import UsageProfiles, tool_key, tool_keys
+from gateway.assembly.tool_scoring.usage_profiles import (
+    Delta,
+    StoredProfile,
+    UsageProfiles,
+    fold,
+    tool_key,
+    tool_keys,
+)
 from gateway.config import parse_settings
 from gateway.store.record import RequestRecord
 from tests.assembly.tool_fixtures import catalogue, make_ctx, tool, user
@@ -169,3 +176,59 @@ def test_bm25_or_a_zero_weight_learns_nothing() -> None:
     assert not ToolUsageRuntime(parse_settings({})).enabled  # the default scorer is bm25
     settings = parse_settings({"policy": {"tools": {"scorer": "embedding", "usage_weight": 0}}})
     assert not ToolUsageRuntime(settings).enabled
+
+
+# Deltas: what a worker hands to the store, and what it adopts back.
+
+
+def test_a_delta_is_what_was_observed_since_it_was_last_taken() -> None:
+    profiles = UsageProfiles(track_delta=True)
+    profiles.observe(["a#1"], unit(1, 0))
+    profiles.observe(["a#1", "b#1"], unit(0, 1))
+    taken = profiles.take_delta()
+    assert {k: d.count for k, d in taken.items()} == {"a#1": 2, "b#1": 1}
+    np.testing.assert_allclose(taken["a#1"].total, unit(1, 0) + unit(0, 1), atol=1e-6)
+    assert profiles.take_delta() == {}
+    profiles.return_delta(taken)  # a failed merge gives it back, added to what came meanwhile
+    profiles.observe(["a#1"], unit(1, 0))
+    assert profiles.take_delta()["a#1"].count == 3
+
+
+def test_without_a_store_no_delta_piles_up() -> None:
+    profiles = UsageProfiles()
+    profiles.observe(["a#1"], unit(1, 0))
+    assert profiles.take_delta() == {}
+
+
+def test_folding_deltas_is_the_running_mean_of_every_example() -> None:
+    one_by_one = UsageProfiles(max_examples=5)
+    vectors = [unit(1, 0), unit(0, 1), unit(1, 1), unit(1, -1), unit(0, 1), unit(1, 0), unit(2, 1)]
+    for v in vectors:
+        one_by_one.observe(["t#1"], v)
+    # the same examples, folded in bulk: 2 then 5 (the cap is crossed inside the second batch)
+    mean, n = fold(None, 0, Delta(vectors[0] + vectors[1], 2), 5)
+    mean, n = fold(mean, n, Delta(sum(vectors[2:]), 5), 5)
+    assert n == 7
+    # within the cap the bulk fold is exact; across it the bulk step weighs the batch like the
+    # single steps do on average, so both point the same way closely
+    exact, _ = fold(None, 0, Delta(sum(vectors[:5]), 5), 5)
+    np.testing.assert_allclose(exact, np.mean(vectors[:5], axis=0), atol=1e-6)
+    assert float(one_by_one.snapshot()["t#1"] @ (mean / np.linalg.norm(mean))) > 0.95
+
+
+def test_adopting_stored_rows_keeps_what_was_observed_meanwhile() -> None:
+    profiles = UsageProfiles(track_delta=True)
+    profiles.observe(["a#1"], unit(1, 0))
+    profiles.take_delta()  # being merged...
+    profiles.observe(["a#1"], unit(0, 1))  # ...while this arrives
+    # the store now holds a#1 = merged from this and other workers: 3 examples pointing at (1, 0)
+    profiles.apply_stored([StoredProfile("a#1", unit(1, 0), 3), StoredProfile("c#1", unit(0, 1), 4)])
+    assert profiles.examples("a#1") == 4 and profiles.examples("c#1") == 4
+    np.testing.assert_allclose(profiles.snapshot()["a#1"], unit(3, 1), atol=1e-6)
+    assert profiles.take_delta()["a#1"].count == 1  # still to be merged, once
+
+
+def test_adopted_rows_that_are_empty_or_broken_are_skipped() -> None:
+    profiles = UsageProfiles()
+    profiles.apply_stored([StoredProfile("a#1", unit(1, 0), 0), StoredProfile("b#1", np.array([np.nan, 1.0]), 2)])
+    assert not profiles.snapshot()
