@@ -411,5 +411,56 @@ def memory_forget(config_path: str | None, user: str | None, caller: str | None)
         raise click.ClickException(str(exc)) from exc
 
 
+@main.group()
+def tools() -> None:
+    """What the gateway learnt about the tools it prunes (policy.tools.usage_weight)."""
+
+
+@tools.command("profiles")
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def tools_profiles(config_path: str | None, as_json: bool) -> None:
+    """List the stored tool usage profiles: which tools the model was seen calling, how often."""
+    from gateway.store.commands import reading
+    from gateway.store.tool_profiles import list_profiles
+
+    try:
+        with reading(_settings(config_path)) as engine:
+            rows = list_profiles(engine)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    console = _console()
+    if as_json:
+        import orjson
+
+        console.print_json(orjson.dumps(rows).decode())
+        return
+    import time
+
+    from rich.table import Table
+
+    table = Table("tool", "definition", "encoder", "examples", "updated (UTC)", title=f"{len(rows)} profile(s)")
+    for r in rows:
+        updated = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["updated_at"]))
+        table.add_row(r["tool"], r["key"].split("#")[-1], r["encoder"], str(r["examples"]), updated)
+    console.print(table)
+
+
+@tools.command("forget")
+@_config_option
+@click.argument("tool")
+def tools_forget(config_path: str | None, tool: str) -> None:
+    """Delete the usage profiles of TOOL (every definition of that name), e.g. one the model misused."""
+    from gateway.store.commands import reading
+    from gateway.store.tool_profiles import forget_profiles
+
+    try:
+        with reading(_settings(config_path)) as engine:
+            gone = forget_profiles(engine, tool)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"forgot {gone} profile(s) of {tool}; running gateways keep theirs until they restart")
+
+
 if __name__ == "__main__":
     sys.exit(main())
