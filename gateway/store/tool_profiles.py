@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, and_, delete, select, update
+from sqlalchemy import Engine, and_, bindparam, delete, select, update
 from sqlalchemy.exc import OperationalError
 
 from gateway.assembly.tool_scoring.usage_profiles import DEFAULT_MAX_EXAMPLES, Delta, StoredProfile, fold
@@ -32,6 +32,10 @@ MAX_ATTEMPTS = 8
 CHUNK = 500
 RETRY_PAUSE_S = 0.01
 KEY_COLUMNS = ["tool_key", "encoder"]
+
+
+class _RowMoved(Exception):
+    """A row changed between this merge's SELECT and its UPDATE: another worker merged first."""
 
 
 def _insert(engine: Engine) -> Any:
@@ -93,49 +97,50 @@ class ToolProfileStore:
         return merged, pending
 
     def _merge_chunk(self, deltas: dict[str, Delta], max_examples: int, lost: dict[str, Delta]) -> list[StoredProfile]:
+        """One transaction: one SELECT, one batched UPDATE (all or none: a row that moved since the
+        SELECT rolls the chunk back for a retry) and one batched INSERT of the new keys (a key
+        another worker inserted first is handed back, to be folded into theirs)."""
         merged: list[StoredProfile] = []
         now = time.time()
-        with self.engine.begin() as conn:
-            current = {
-                r.tool_key: r
-                for r in conn.execute(
-                    select(ToolProfile).where(
-                        and_(ToolProfile.encoder == self.encoder, ToolProfile.tool_key.in_(deltas))
-                    )
-                )
-            }
-            new_rows: list[dict[str, Any]] = []
-            for key, delta in deltas.items():
-                row = current.get(key)
-                if row is None:
-                    mean, n = fold(None, 0, delta, max_examples)
-                    new_rows.append(self._values(key, mean, n, 1, now))
+        try:
+            with self.engine.begin() as conn:
+                mine = and_(ToolProfile.encoder == self.encoder, ToolProfile.tool_key.in_(deltas))
+                current = {r.tool_key: r for r in conn.execute(select(ToolProfile).where(mine))}
+                updates: list[dict[str, Any]] = []
+                inserts: list[dict[str, Any]] = []
+                for key, delta in deltas.items():
+                    row = current.get(key)
+                    if row is None:
+                        mean, n = fold(None, 0, delta, max_examples)
+                        inserts.append(self._values(key, mean, n, 1, now))
+                    else:
+                        old = _stored(row)
+                        mean, n = fold(old.mean, old.examples, delta, max_examples)
+                        values = self._values(key, mean, n, row.version + 1, now)
+                        del values["tool_key"], values["encoder"]  # the SET clause is what remains
+                        updates.append({**values, "b_key": key, "b_seen": row.version})
                     merged.append(StoredProfile(key, mean, n, now))
-                    continue
-                old = _stored(row)
-                mean, n = fold(old.mean, old.examples, delta, max_examples)
-                done = conn.execute(
-                    update(ToolProfile)
-                    .where(
-                        and_(
-                            ToolProfile.tool_key == key,
-                            ToolProfile.encoder == self.encoder,
-                            ToolProfile.version == row.version,
-                        )
-                    )
-                    .values(self._values(key, mean, n, row.version + 1, now))
-                )
-                if done.rowcount == 1:
-                    merged.append(StoredProfile(key, mean, n, now))
-                else:
-                    lost[key] = delta
-            for values in new_rows:
-                stmt = _insert(self.engine).values(values).on_conflict_do_nothing(index_elements=KEY_COLUMNS)
-                # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT here
-                if conn.execute(stmt.returning(ToolProfile.tool_key)).first() is None:  # another worker won
-                    lost[values["tool_key"]] = deltas[values["tool_key"]]
-        lost_keys = set(lost)
-        return [m for m in merged if m.key not in lost_keys]
+                if updates and conn.execute(self._update, updates).rowcount != len(updates):
+                    raise _RowMoved
+                if inserts:
+                    stmt = _insert(self.engine).on_conflict_do_nothing(index_elements=KEY_COLUMNS)
+                    won = set(conn.execute(stmt.returning(ToolProfile.tool_key), inserts).scalars())
+                    lost.update({v["tool_key"]: deltas[v["tool_key"]] for v in inserts if v["tool_key"] not in won})
+        except _RowMoved:
+            lost.update(deltas)
+            return []
+        return [m for m in merged if m.key not in lost]
+
+    @property
+    def _update(self) -> Any:
+        """The row of this encoder with key ``b_key`` if still at version ``b_seen`` (SET: the other keys)."""
+        return update(ToolProfile).where(
+            and_(
+                ToolProfile.tool_key == bindparam("b_key"),
+                ToolProfile.encoder == self.encoder,
+                ToolProfile.version == bindparam("b_seen"),
+            )
+        )
 
     def _values(self, key: str, mean: np.ndarray, examples: int, version: int, now: float) -> dict[str, Any]:
         return {
