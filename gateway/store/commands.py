@@ -104,5 +104,6 @@ def run_prune(settings: Settings, console: Console, *, days: int | None) -> None
         sessions = forget_sessions(engine, time.time() - retention * 86400)
     console.print(
         f"pruned requests older than {retention} days: {pruned.requests} requests, "
-        f"{pruned.nodes} message nodes, {pruned.blobs} blobs, {sessions} idle session states"
+        f"{pruned.nodes} message nodes, {pruned.blobs} blobs, {sessions} idle session states, "
+        f"{pruned.profiles} tool usage profiles not updated since"
     )

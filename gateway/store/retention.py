@@ -5,6 +5,10 @@ the old request rows go, every message chain still reachable from a remaining re
 (its original or assembled head, walked back to the root by one recursive query) is
 kept, and so is every blob such a chain, tool list or answer points at; the rest goes.
 
+Tool usage profiles not updated since the cutoff go too: a profile is derived from users'
+turns (a mean of their embeddings), and a tool nobody called for that long has either left the
+catalogue or changed its definition (hence its key).
+
 Runs in one transaction. In a gateway it runs in the writer's own loop, so it never
 interleaves with that process's writes; with several gateway processes on one database
 a write racing a prune can, rarely, reference content the prune just removed.
@@ -18,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import CTE, CompoundSelect, Engine, delete, func, select, union
 
-from gateway.store.models import Blob, MessageNode, Request
+from gateway.store.models import Blob, MessageNode, Request, ToolProfile
 
 SECONDS_PER_DAY = 86_400
 
@@ -28,6 +32,7 @@ class Pruned:
     requests: int
     nodes: int
     blobs: int
+    profiles: int = 0
 
 
 def reachable_nodes() -> CTE:
@@ -57,4 +62,5 @@ def prune(engine: Engine, *, retention_days: int, now: float | None = None) -> P
             select(Request.answer).where(Request.answer.is_not(None)),
         )
         blobs = conn.execute(delete(Blob).where(Blob.hash.not_in(used))).rowcount
-    return Pruned(requests=requests, nodes=nodes, blobs=blobs)
+        profiles = conn.execute(delete(ToolProfile).where(ToolProfile.updated_at < cutoff)).rowcount
+    return Pruned(requests=requests, nodes=nodes, blobs=blobs, profiles=profiles)

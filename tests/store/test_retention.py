@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from sqlalchemy import Engine, func, select
+import numpy as np
+from sqlalchemy import Engine, func, select, update
 
+from gateway.assembly.tool_scoring.usage_profiles import Delta
 from gateway.store.content import canonical_json
-from gateway.store.models import Blob, MessageNode, Request
+from gateway.store.models import Blob, MessageNode, Request, ToolProfile
 from gateway.store.queries import get_request
 from gateway.store.retention import SECONDS_PER_DAY, prune
+from gateway.store.tool_profiles import ToolProfileStore
 from gateway.store.writer import write_records
 from tests.store.records import agent_session, make_record
 
@@ -49,3 +52,17 @@ def test_prune_with_nothing_old_changes_nothing(engine: Engine) -> None:
     before = _counts(engine)
     assert prune(engine, retention_days=1) == type(prune(engine, retention_days=1))(0, 0, 0)
     assert _counts(engine) == before
+
+
+def test_prune_forgets_tool_profiles_not_updated_since_the_cutoff(engine: Engine, db_url: str) -> None:
+    now = time.time()
+    store = ToolProfileStore(db_url, "enc")
+    store.merge({"old#1": Delta(np.ones(4, dtype=np.float32), 1), "new#1": Delta(np.ones(4, dtype=np.float32), 1)})
+    with engine.begin() as conn:
+        conn.execute(
+            update(ToolProfile).where(ToolProfile.tool_key == "old#1").values(updated_at=now - 40 * SECONDS_PER_DAY)
+        )
+    pruned = prune(engine, retention_days=30, now=now)
+    assert pruned.profiles == 1
+    assert [p.key for p in store.load()] == ["new#1"]
+    store.close()
