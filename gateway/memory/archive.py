@@ -19,12 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from sqlalchemy import Engine, Table, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from gateway.assembly.memory_blocks import Passage
 from gateway.assembly.text_relevance import term_scores, terms, windows
 from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.store.engine import insert_for
 from gateway.store.models import MemoryPassage
 from gateway.summarize.transcript import render_transcript
 
@@ -77,8 +76,8 @@ def archive(engine: Engine, session_id: str, owner: str, rows: Sequence[Mapping[
         return 0
     now = time.time()
     values = [{**r, "session_id": session_id, "owner": owner, "created_at": now} for r in rows]
-    insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
-    stmt = insert(passages_table).values(values).on_conflict_do_nothing(index_elements=["session_id", "start", "part"])
+    stmt = insert_for(engine, passages_table).values(values)
+    stmt = stmt.on_conflict_do_nothing(index_elements=["session_id", "start", "part"])
     with engine.begin() as conn:
         conn.execute(stmt)
     return len(values)

@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gateway.assembly.context import SessionState
 from gateway.sessions.batcher import Batcher
-from gateway.store.engine import make_engine
+from gateway.store.engine import insert_for, make_engine
 from gateway.store.models import SessionClaim, SessionStateRow
 from gateway.store.session_retention import forget_sessions
 
@@ -47,11 +47,7 @@ def _upsert_many(engine: Engine, payloads: dict[str, str]) -> None:
     """Write every state of a batch in one transaction (one commit however many sessions)."""
     now = time.time()
     rows = [{"session_id": sid, "state": payload, "updated_at": now} for sid, payload in payloads.items()]
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-    stmt = insert(session_states)
+    stmt = insert_for(engine, session_states)
     stmt = stmt.on_conflict_do_update(
         index_elements=["session_id"], set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at}
     )

@@ -48,6 +48,16 @@ def json_text(value: Any) -> str:
         return json.dumps(value)
 
 
+def insert_for(engine: Engine, table: Any) -> Any:
+    """An INSERT into ``table`` in ``engine``'s dialect, so it has ``on_conflict_do_update`` and
+    ``on_conflict_do_nothing`` (SQLite and PostgreSQL spell them the same; core INSERT has neither)."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+    return insert(table)
+
+
 def make_engine(database_url: str, **kwargs: Any) -> Engine:
     """An engine for ``database_url``; SQLite connections are switched to WAL on connect."""
     url = normalise_url(database_url)

@@ -23,7 +23,7 @@ from sqlalchemy import Engine, and_, bindparam, delete, select, update
 from sqlalchemy.exc import OperationalError
 
 from gateway.assembly.tool_scoring.usage_profiles import DEFAULT_MAX_EXAMPLES, Delta, StoredProfile, fold
-from gateway.store.engine import make_engine
+from gateway.store.engine import insert_for, make_engine
 from gateway.store.models import ToolProfile
 
 #: Attempts at a key whose row other workers keep changing under us, before the delta is given back.
@@ -36,14 +36,6 @@ KEY_COLUMNS = ["tool_key", "encoder"]
 
 class _RowMoved(Exception):
     """A row changed between this merge's SELECT and its UPDATE: another worker merged first."""
-
-
-def _insert(engine: Engine) -> Any:
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-    return insert(ToolProfile)
 
 
 def _stored(row: Any) -> StoredProfile:
@@ -123,7 +115,7 @@ class ToolProfileStore:
                 if updates and conn.execute(self._update, updates).rowcount != len(updates):
                     raise _RowMoved
                 if inserts:
-                    stmt = _insert(self.engine).on_conflict_do_nothing(index_elements=KEY_COLUMNS)
+                    stmt = insert_for(self.engine, ToolProfile).on_conflict_do_nothing(index_elements=KEY_COLUMNS)
                     won = set(conn.execute(stmt.returning(ToolProfile.tool_key), inserts).scalars())
                     lost.update({v["tool_key"]: deltas[v["tool_key"]] for v in inserts if v["tool_key"] not in won})
         except _RowMoved:
