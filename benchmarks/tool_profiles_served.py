@@ -106,12 +106,6 @@ def score(db: Path, heldout: Sequence[ToolCase], tag: str) -> tuple[float, float
     return found / max(needed, 1), 1 - after / max(before, 1), len(rows)
 
 
-@contextmanager
-def gateway(tmp: Path, cfg: dict[str, Any], workers: int = 1) -> Iterator[GatewayHandle]:
-    with run_gateway(tmp, cfg, workers=workers) as gw:
-        yield gw
-
-
 def served(cases: list[ToolCase], tmp: Path) -> list[str]:
     tune, heldout = split_cases(cases, "tune"), split_cases(cases, "heldout")
     rows = [
@@ -120,20 +114,20 @@ def served(cases: list[ToolCase], tmp: Path) -> list[str]:
     rows += ["", "| phase | recall | tool tokens removed | requests scored |", "| --- | --- | --- | --- |"]
     with run_simulator(tmp, record=False) as sim:
         db = tmp / "cold.db"
-        with gateway(tmp, config(sim, db)) as gw:
+        with run_gateway(tmp, config(sim, db)) as gw:
             evaluate(gw, heldout, "cold")
         rows.append(row("cold (no calls seen)", score(db, heldout, "cold")))
 
         db = tmp / "restart.db"
-        with gateway(tmp, config(sim, db)) as gw:
+        with run_gateway(tmp, config(sim, db)) as gw:
             teach(gw, tune)
-        with gateway(tmp, config(sim, db)) as gw:  # a new process: only the store carries the profiles
+        with run_gateway(tmp, config(sim, db)) as gw:  # a new process: only the store carries the profiles
             evaluate(gw, heldout, "restarted")
         rows.append(row("taught, then restarted", score(db, heldout, "restarted")))
 
         for label, persist in (("2 workers", True), ("2 workers, not persisted", False)):
             db = tmp / f"workers-{persist}.db"
-            with gateway(tmp, config(sim, db, usage_persist=persist), workers=2) as gw:
+            with run_gateway(tmp, config(sim, db, usage_persist=persist), workers=2) as gw:
                 teach(gw, tune)
                 time.sleep(3 * SYNC_S)  # every worker has merged and read back
                 evaluate(gw, heldout, "workers")

@@ -44,9 +44,9 @@ def _stored(row: Any) -> StoredProfile:
 
 
 class ToolProfileStore:
-    def __init__(self, database_url: str, encoder: str, *, engine: Engine | None = None) -> None:
+    def __init__(self, database_url: str, encoder: str) -> None:
         self.encoder = encoder
-        self._engine = engine
+        self._engine: Engine | None = None
         self._url = database_url
 
     @property
@@ -81,8 +81,10 @@ class ToolProfileStore:
                 chunk = {k: pending[k] for k in keys[start : start + CHUNK]}
                 try:
                     merged.extend(self._merge_chunk(chunk, max_examples, lost))
-                except OperationalError:  # SQLite: another writer committed since this one read; again
-                    lost.update(chunk)
+                except OperationalError:
+                    if self.engine.dialect.name != "sqlite":
+                        raise  # a database that went away: the caller logs it and keeps the delta
+                    lost.update(chunk)  # SQLite: another writer committed since this one read; again
             pending = lost
             if pending:  # back off, at random so racing workers do not collide again in step
                 time.sleep(RETRY_PAUSE_S * (2**attempt) * random.random())

@@ -145,9 +145,7 @@ class UsageProfiles:
         with self._lock:
             view = dict(self._view)
             for key in keys:
-                mean, n = self._means.pop(key, (None, 0))
-                n += 1
-                mean = v.copy() if mean is None else mean + (v - mean) / min(n, self.max_examples)
+                mean, n = fold(*self._means.pop(key, (None, 0)), Delta(v, 1), self.max_examples)
                 self._means[key] = (mean, n)  # re-inserted last: most recently updated
                 view[key] = _unit(mean)
                 if self.track_delta:
