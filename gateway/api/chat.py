@@ -180,12 +180,29 @@ def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
 
 async def chat_completions(request: Request, gw: Gateway) -> Response:
     started = time.perf_counter()
-    request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
-    headers = {"x-ventana-request-id": request_id}
     await gw.recorder.room()  # a store far behind slows clients down rather than filling memory
     raw = await read_body(request, gw.settings.limits.max_body_bytes)
     caller, client_key = caller_hash(request)
-    named = request.headers.get("x-session-id")
+    return await answer_chat(gw, raw, caller, client_key, request.headers.get("x-session-id"), started=started)
+
+
+async def answer_chat(
+    gw: Gateway,
+    raw: bytes,
+    caller: str,
+    client_key: str | None,
+    named: str | None,
+    *,
+    started: float | None = None,
+) -> Response:
+    """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
+
+    ``raw`` is the Chat Completions JSON; ``named`` the client's session name, if any. Returns a JSON
+    response or an event stream of chat chunks; raises a ``VentanaError`` the front door renders.
+    """
+    started = time.perf_counter() if started is None else started
+    request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
+    headers = {"x-ventana-request-id": request_id}
     if len(raw) >= ASSEMBLE_OFF_LOOP_BYTES and gw.parser.new_bytes(raw, caller) >= ASSEMBLE_OFF_LOOP_BYTES:
         # A long body mostly new to the gateway (a first turn of 105K tokens): parsing, checking,
         # naming it and finding its message ends is ~5 ms of Python holding the loop, so a worker
