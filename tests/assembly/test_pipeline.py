@@ -67,3 +67,21 @@ def test_no_per_turn_value_is_left_in_the_prefix(ctx: Context) -> None:
     checks = {d.detail.get("check") for d in result.decisions if d.pass_name == "lint_context"}
     assert "volatile_in_prefix" not in checks
     assert "dynamic_tail_last" not in checks
+
+
+def _raising_pass(ctx: Context, state: object, policy: object) -> tuple[Context, list[object]]:
+    raise KeyError("a bug in a pass")
+
+
+def test_a_pass_that_raises_forwards_the_original_and_says_so() -> None:
+    """Before: the KeyError escaped ``assemble`` and the client got a 500 with no answer."""
+    from gateway.assembly.pipeline import PassSpec
+    from tests.assembly.make_context import make_context
+
+    ctx = make_context({"messages": [{"role": "user", "content": "hello"}]})
+    broken = PassSpec("broken_pass", _raising_pass, lambda p: p.volatile)  # type: ignore[arg-type]
+    result = assemble(ctx, POLICY, (PASSES[0], broken, *PASSES[1:]))
+    assert result.reverted and result.assembled is ctx
+    failed = [d for d in result.decisions if d.action == "pass_failed"]
+    assert [d.pass_name for d in failed] == ["broken_pass"]
+    assert "KeyError" in failed[0].reason
