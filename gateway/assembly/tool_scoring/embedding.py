@@ -34,16 +34,22 @@ _queries: OrderedDict[str, np.ndarray] = OrderedDict()
 
 
 def _document_vectors(documents: Sequence[str]) -> np.ndarray:
-    missing = list(dict.fromkeys(d for d in documents if d not in _vectors))
+    """Each document's vector, encoding only those not remembered.
+
+    The remembered vectors are taken before anything is encoded: adding the new ones may clear
+    the cache (here or in another thread), and a document found before must not be looked up again.
+    """
+    with _lock:
+        known = {d: _vectors[d] for d in documents if d in _vectors}
+    missing = list(dict.fromkeys(d for d in documents if d not in known))
     if missing:
         encoded = load_minilm().encode(missing)
         with _lock:
             if len(_vectors) + len(missing) > _CACHE_LIMIT:
                 _vectors.clear()
             _vectors.update(zip(missing, encoded, strict=True))
-        found = dict(zip(missing, encoded, strict=True))  # in case another thread cleared the cache
-        return np.stack([found[d] if d in found else _vectors[d] for d in documents])
-    return np.stack([_vectors[d] for d in documents])
+        known.update(zip(missing, encoded, strict=True))
+    return np.stack([known[d] for d in documents])
 
 
 def query_vector(query: str) -> np.ndarray:
