@@ -171,8 +171,8 @@ class TokenCounter:
         return message_overhead(message) + sum(self.text(p) for p in pieces) + images * IMAGE_TOKENS
 
     def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
-        if messages.__class__ in (tuple, list) and len(messages) > CHUNK:  # type: ignore[arg-type]
-            return sum(self._chunk_sums.parts(messages, self._chunk_sum))  # type: ignore[arg-type]
+        if messages.__class__ in (tuple, list) and len(messages) > CHUNK:  # type: ignore[arg-type,unused-ignore]
+            return sum(self._chunk_sums.parts(messages, self._chunk_sum))  # type: ignore[arg-type,unused-ignore]
         return sum(self.message(m) for m in messages)
 
     def _chunk_sum(self, chunk: Chunk) -> int:
