@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import orjson
 from fastapi import Depends, FastAPI
@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway import metrics
 from gateway.api.admin import admin_router
-from gateway.api.auth import Access, Principal, require_admin, require_client
+from gateway.api.auth import Access, require_admin, require_client
 from gateway.api.chat import chat_completions
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
@@ -116,6 +116,11 @@ def create_app(
                 callbacks.uninstall()
             if probe is not None:
                 await probe.stop()
+            # Summaries being prepared and passages being archived finish before the store closes,
+            # so a shutdown loses neither; their HTTP clients and engine are released after.
+            for runtime in (compaction_runtime(gw), memory_runtime(gw)):
+                await runtime.drain()
+                runtime.close()
             await tool_usage_runtime(gw).stop()
             await gw.recorder.close()
             await gw.sessions.close()
@@ -127,12 +132,6 @@ def create_app(
     app.state.gateway = gw
     app.state.access = Access(settings.auth)
     limiter = RateLimiter.from_config(settings.limits)
-
-    async def admitted(principal: Annotated[Principal, Depends(require_client)]) -> Principal:
-        """A valid key (when auth is on) within its rate limit (when one is set)."""
-        if limiter is not None:
-            limiter.admit(principal.caller)
-        return principal
 
     app.state.loop_lag_probe = probe
     app.state.loop_callback_timer = callbacks
