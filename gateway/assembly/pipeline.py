@@ -28,6 +28,7 @@ from gateway.assembly.render_reminder import render_reminder
 from gateway.assembly.restate_rules import restate_rules
 from gateway.assembly.shrink_oversize import shrink_oversize
 from gateway.assembly.verify_assembly import verify_assembly
+from gateway.object_memo import ObjectMemo
 
 log = logging.getLogger("ventana")
 
@@ -44,20 +45,14 @@ def _compaction_threshold(policy: Policy) -> float | None:
     return policy.compaction.threshold if policy.compaction.enabled else None
 
 
-#: id(policy) -> (policy, its lint policy): a pydantic copy costs ~30 us, and the policy is the
-#: gateway's settings, the same object on every request. The policy is held, so its id stays its own.
-_LINT_POLICIES: dict[int, tuple[Policy, LintPolicy]] = {}
+#: policy -> its lint policy: a pydantic copy costs ~30 us, and the policy is the gateway's
+#: settings, the same (frozen) object on every request.
+_LINT_POLICIES: ObjectMemo[LintPolicy] = ObjectMemo(limit=64)
 
 
 def _lint_policy(policy: Policy) -> LintPolicy:
     """The lint policy with what the other passes declare, so the gate checks the real config."""
-    found = _LINT_POLICIES.get(id(policy))
-    if found is not None and found[0] is policy:
-        return found[1]
-    if len(_LINT_POLICIES) >= 64:
-        _LINT_POLICIES.clear()
-    lint = _LINT_POLICIES[id(policy)] = (policy, _merged_lint_policy(policy))
-    return lint[1]
+    return _LINT_POLICIES.get_or(policy, _merged_lint_policy)
 
 
 def _merged_lint_policy(policy: Policy) -> LintPolicy:
