@@ -66,7 +66,7 @@ def whatif_command(
                     context_window=model.context_window,
                     cache_kind=cache_model or model.cache_model,
                     policy_name=name,
-                    progress=bar.update,
+                    progress=lambda n: None if bar.update(n) else None,  # tqdm.update returns a bool
                 )
             )
     console = Console(width=None if sys.stdout.isatty() else 160)

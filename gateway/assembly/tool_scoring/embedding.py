@@ -56,7 +56,7 @@ def query_vector(query: str) -> np.ndarray:
     """The whole turn's unit vector, encoded now and remembered for a while, so the finishing edge
     can learn a usage profile from it without encoding the turn again (the scorer itself always
     encodes: a repeated turn costs what a new one does)."""
-    vector = load_minilm().encode([query])[0]
+    vector: np.ndarray = load_minilm().encode([query])[0]
     vector.flags.writeable = False
     with _lock:
         _queries[query] = vector
@@ -121,7 +121,7 @@ def score_with_profiles(
 
 def _match(query: str, vectors: np.ndarray, *, sentences: bool) -> np.ndarray:
     """Each vector's cosine to the whole turn, mixed with its best sentence when ``sentences``."""
-    scores = vectors @ query_vector(query)
+    scores: np.ndarray = vectors @ query_vector(query)
     parts = split_sentences(query) if sentences else []
     if len(parts) > 1:
         best = (vectors @ load_minilm().encode(parts).T).max(axis=1)
