@@ -252,8 +252,7 @@ async def answer_chat(
         original=body,
         assembled=outgoing,
         decisions=[
-            d.to_dict()
-            for d in (*assembly.decisions, *([prepared] if prepared else []), *compaction.reports(scoped))
+            d.to_dict() for d in (*assembly.decisions, *([prepared] if prepared else []), *compaction.reports(scoped))
         ],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
