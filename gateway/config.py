@@ -84,6 +84,10 @@ class AuthConfig(_Strict):
     admin_keys: tuple[str, ...] = ()
     passthrough: bool = False  # forward the client's own key as the provider key
     protect_metrics: bool = False  # /metrics needs an admin key (open by default for Prometheus scrapes)
+    # Browser pages of these origins may call the gateway (CSRF guard; docs/hardening.md), e.g. "https://app.example".
+    allowed_origins: tuple[str, ...] = ()
+    # Host names admin surfaces answer under with auth off, besides localhost/127.0.0.1/::1 (DNS rebinding guard).
+    allowed_hosts: tuple[str, ...] = ()
 
     @field_validator("keys", "admin_keys")
     @classmethod
