@@ -88,7 +88,8 @@ def _validate_depth(value: Any, param: str) -> None:
         orjson.dumps(value)
     except TypeError as exc:
         if "ecursion" in str(exc):
-            raise _fail(f"'{param}' is nested too deep: at most {254 - _HEADROOM} levels of arrays and objects", param)
+            too_deep = f"'{param}' is nested too deep: at most {254 - _HEADROOM} levels of arrays and objects"
+            raise _fail(too_deep, param) from exc
         # anything else orjson will not write (an integer past 64 bits) is handled where it is encoded
 
 
