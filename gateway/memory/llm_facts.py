@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import orjson
 
+from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.memory_blocks import Fact
 from gateway.config import ModelConfig
 from gateway.errors import UpstreamError
@@ -75,7 +76,7 @@ class LLMFactExtractor:
         return list(merged.values())
 
     def _ask(self, texts: Sequence[str]) -> str:
-        data = "\n".join(f"user: {' '.join(t.split())}" for t in texts).replace("</data", "<\\/data")
+        data = defuse_closers("\n".join(f"user: {' '.join(t.split())}" for t in texts))
         chat = [
             {"role": "system", "content": FACT_PROMPT},
             {"role": "user", "content": f'<data kind="user messages">\n{data}\n</data>'},
