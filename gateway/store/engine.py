@@ -12,6 +12,7 @@ keeps the mode its operator gave it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -80,10 +81,8 @@ def make_engine(database_url: str, **kwargs: Any) -> Engine:
 def create_private(path: Path) -> None:
     """Create ``path`` (empty) readable and writable by its owner only, whatever the umask."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with contextlib.suppress(FileExistsError):  # another process created it since the caller looked
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:  # another process created it between the check and here
-        pass
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
