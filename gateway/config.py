@@ -60,6 +60,8 @@ class ModelConfig(_Strict):
 class StoreConfig(_Strict):
     retention_days: int | None = Field(default=None, gt=0)
     redact: tuple[str, ...] = ()
+    # Mask well-known secret shapes (store/redact.py SECRET_PATTERNS) as well as ``redact``.
+    redact_secrets: bool = True
     queue_size: int = Field(default=10_000, gt=0)
     batch_size: int = Field(default=200, gt=0)
     spool_path: str = "ventana-spool.jsonl"

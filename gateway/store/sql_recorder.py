@@ -69,6 +69,7 @@ class SqlRecorder:
         batch_size: int = 200,
         spool_path: str = "ventana-spool.jsonl",
         redact: Sequence[str] = (),
+        redact_secrets: bool = False,
         retention_days: int | None = None,
         retry_s: float = DEFAULT_RETRY_S,
         prune_every_s: float = DEFAULT_PRUNE_EVERY_S,
@@ -80,7 +81,7 @@ class SqlRecorder:
         self.retry_s = retry_s
         self.prune_every_s = prune_every_s
         self.spool = Spool(spool_path)
-        self.redactor = Redactor(redact)
+        self.redactor = Redactor(redact, secrets=redact_secrets)
         self.written = self.spooled = self.dropped = 0
         self.database_up = True
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=queue_size)
@@ -106,6 +107,7 @@ class SqlRecorder:
             batch_size=store.batch_size,
             spool_path=store.spool_path,
             redact=store.redact,
+            redact_secrets=store.redact_secrets,
             retention_days=store.retention_days,
             writer=store.writer,
         )
