@@ -38,6 +38,8 @@ SECRET_PATTERNS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("eyJ",), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JWTs
     (("PRIVATE KEY-----",), r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
 )
+#: PostgreSQL refuses NUL in ``text`` and ``\u0000`` in ``jsonb``: stored as U+FFFD there instead.
+NUL_RULE = (("\x00",), re.compile("\x00"), "\ufffd")
 
 
 class Redactor:
@@ -47,10 +49,15 @@ class Redactor:
     'write to [REDACTED]'
     """
 
-    def __init__(self, patterns: Iterable[str], *, secrets: bool = False) -> None:
+    def __init__(self, patterns: Iterable[str], *, secrets: bool = False, nul_free: bool = False) -> None:
         self.patterns = tuple(re.compile(p) for p in patterns)
-        self.secrets = tuple((markers, re.compile(p)) for markers, p in SECRET_PATTERNS) if secrets else ()
-        self._markers = tuple(m.encode() for markers, _ in self.secrets for m in markers)
+        rules = [(markers, re.compile(p), MASK) for markers, p in SECRET_PATTERNS] if secrets else []
+        self.secrets: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
+            *rules,
+            *([NUL_RULE] if nul_free else []),
+        )
+        # each literal as it appears inside encoded JSON (a NUL is written "\u0000")
+        self._markers = tuple(orjson.dumps(m)[1:-1] for markers, _, _ in self.secrets for m in markers)
         self._clean: ObjectMemo[bool] = ObjectMemo()  # object -> whether it may hold a secret
 
     def __bool__(self) -> bool:
@@ -58,9 +65,9 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every match masked; the same object when nothing matched."""
-        for markers, pattern in self.secrets:
+        for markers, pattern, replacement in self.secrets:
             if any(m in value for m in markers) and pattern.search(value):
-                value = pattern.sub(MASK, value)
+                value = pattern.sub(replacement, value)
         for pattern in self.patterns:
             if pattern.search(value):
                 value = pattern.sub(MASK, value)
