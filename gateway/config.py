@@ -114,6 +114,7 @@ class LimitsConfig(_Strict):
     max_messages: int = Field(default=5_000, gt=0)
     requests_per_minute: int | None = Field(default=None, gt=0)  # per caller (key hash), token bucket
     rate_burst: int | None = Field(default=None, gt=0)  # bucket size; default requests_per_minute
+    max_concurrent_per_caller: int | None = Field(default=None, gt=0)  # requests in flight per key; None = no cap
 
 
 class UpstreamConfig(_Strict):
@@ -122,6 +123,8 @@ class UpstreamConfig(_Strict):
     max_retries: int = Field(default=2, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)
     max_connections: int = Field(default=200, gt=0)
+    # How long a request waits for one of those connections before a 503 gateway_busy.
+    pool_timeout_s: float = Field(default=5.0, gt=0)
 
 
 class DiagnosticsConfig(_Strict):
