@@ -60,6 +60,8 @@ class ModelConfig(_Strict):
 class StoreConfig(_Strict):
     retention_days: int | None = Field(default=None, gt=0)
     redact: tuple[str, ...] = ()
+    # Mask well-known secret shapes (store/redact.py SECRET_PATTERNS) as well as ``redact``.
+    redact_secrets: bool = True
     queue_size: int = Field(default=10_000, gt=0)
     batch_size: int = Field(default=200, gt=0)
     spool_path: str = "ventana-spool.jsonl"
@@ -84,6 +86,10 @@ class AuthConfig(_Strict):
     admin_keys: tuple[str, ...] = ()
     passthrough: bool = False  # forward the client's own key as the provider key
     protect_metrics: bool = False  # /metrics needs an admin key (open by default for Prometheus scrapes)
+    # Browser pages of these origins may call the gateway (CSRF guard; docs/hardening.md), e.g. "https://app.example".
+    allowed_origins: tuple[str, ...] = ()
+    # Host names admin surfaces answer under with auth off, besides localhost/127.0.0.1/::1 (DNS rebinding guard).
+    allowed_hosts: tuple[str, ...] = ()
 
     @field_validator("keys", "admin_keys")
     @classmethod
@@ -108,6 +114,7 @@ class LimitsConfig(_Strict):
     max_messages: int = Field(default=5_000, gt=0)
     requests_per_minute: int | None = Field(default=None, gt=0)  # per caller (key hash), token bucket
     rate_burst: int | None = Field(default=None, gt=0)  # bucket size; default requests_per_minute
+    max_concurrent_per_caller: int | None = Field(default=None, gt=0)  # requests in flight per key; None = no cap
 
 
 class UpstreamConfig(_Strict):
@@ -116,6 +123,8 @@ class UpstreamConfig(_Strict):
     max_retries: int = Field(default=2, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)
     max_connections: int = Field(default=200, gt=0)
+    # How long a request waits for one of those connections before a 503 gateway_busy.
+    pool_timeout_s: float = Field(default=5.0, gt=0)
 
 
 class DiagnosticsConfig(_Strict):

@@ -6,10 +6,12 @@
     │   ├── BodyTooLarge              (413)
     │   ├── UnknownModel              (404, model_not_found)
     │   ├── ContextTooLong            (400, context_length_exceeded)
-    │   └── LintViolation             (400) strict lint rejected the assembled context
+    │   ├── LintViolation             (400) strict lint rejected the assembled context
+    │   └── UnsupportedMediaType      (415) a POST whose body is not declared JSON (a CSRF form post)
     ├── AuthError                     (401, invalid_api_key)
-    │   └── PermissionDenied          (403) a valid key that may not use an admin surface
+    │   └── PermissionDenied          (403) a valid key that may not use an admin surface, a cross-site browser
     ├── RateLimited                   (429, rate_limit_exceeded) the gateway's own per-key limit
+    ├── GatewayBusy                   (503, gateway_busy) no upstream connection came free in time
     ├── StoreError                    the context store cannot be used
     │   └── StoreNotMigrated          the database is not at the schema this gateway writes; raised before serving
     └── UpstreamError                 the provider failed; status mirrors it faithfully
@@ -78,6 +80,11 @@ class LintViolation(RequestError):
     code = "context_lint_failed"
 
 
+class UnsupportedMediaType(RequestError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
 class AuthError(VentanaError):
     status_code = 401
     error_type = "authentication_error"
@@ -94,6 +101,11 @@ class RateLimited(VentanaError):
     status_code = 429
     error_type = "rate_limit_error"
     code = "rate_limit_exceeded"
+
+
+class GatewayBusy(VentanaError):
+    status_code = 503
+    code = "gateway_busy"
 
 
 class StoreError(VentanaError):

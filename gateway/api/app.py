@@ -24,6 +24,8 @@ from starlette.responses import JSONResponse, Response
 from gateway import metrics
 from gateway.api.admin import admin_router
 from gateway.api.auth import Access, require_admin, require_client
+from gateway.api.browser_guard import BrowserGuard
+from gateway.api.caller_concurrency import CallerConcurrency
 from gateway.api.chat import chat_completions
 from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
@@ -220,4 +222,7 @@ def create_app(
     app.include_router(admin_router(gw))
     app.include_router(ui_router(gw))
     app.include_router(login_router())
+    if settings.limits.max_concurrent_per_caller:
+        app.add_middleware(CallerConcurrency, access=access, limit=settings.limits.max_concurrent_per_caller)
+    app.add_middleware(BrowserGuard, allowed_origins=settings.auth.allowed_origins)
     return app

@@ -12,8 +12,10 @@ Two FastAPI dependencies are the whole surface other modules use:
 - ``require_admin``: an admin key. Every administrative route (the UI, admin APIs) uses
   it, for example ``APIRouter(prefix="/ui", dependencies=[Depends(require_admin)])``.
   With ``auth.admin_keys`` empty and auth off, admin surfaces answer loopback clients
-  only (and not through a reverse proxy, which makes every client look local); with
-  auth on and no admin keys they answer nobody.
+  only: not through a reverse proxy (which makes every client look local: any of
+  ``X-Forwarded-For``, ``Forwarded``, ``X-Real-IP`` refuses), and only under a loopback
+  ``Host`` or one in ``auth.allowed_hosts`` (a page on a rebound DNS name reaches 127.0.0.1
+  with its own name as the Host). With auth on and no admin keys they answer nobody.
 
 Digests are compared by set membership: the timing of a lookup reveals at most
 something about the sha256 of a guess, never about a stored key.
@@ -26,6 +28,7 @@ import ipaddress
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
@@ -99,7 +102,7 @@ class Access:
     def admin(self, headers: Mapping[str, str], client_host: str | None) -> Principal:
         """Admit an administrative request, or raise AuthError (401) / PermissionDenied (403)."""
         if not self._admin:
-            if not self.config.enabled and _is_loopback(client_host):
+            if not self.config.enabled and _is_loopback(client_host) and self._local_name(headers.get("host")):
                 return Principal(caller="loopback", admin=True)
             raise PermissionDenied(
                 "admin surfaces need an admin key: set auth.admin_keys (or, with auth off, call from loopback)"
@@ -113,6 +116,22 @@ class Access:
         if digest in self._clients:
             raise PermissionDenied("this key may call the gateway but not administer it")
         raise AuthError("invalid admin key")
+
+    def _local_name(self, host: str | None) -> bool:
+        """Whether the Host header names this machine (or a configured name), port ignored.
+
+        No Host at all is not a browser (every browser sends one), so it is not refused here."""
+        if not host:
+            return True
+        try:
+            name = urlsplit("//" + host).hostname or ""  # [::1]:8080 -> ::1, lower-cased
+        except ValueError:
+            return False
+        return name in LOCAL_NAMES or name in {h.lower() for h in self.config.allowed_hosts}
+
+
+#: Host names that can only mean this machine.
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -138,8 +157,12 @@ async def require_client(request: Request) -> Principal:
 PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
 
 
+def socket_host(request: Request) -> str | None:
+    """The peer's address, or None when a proxy header says the request came from elsewhere."""
+    proxied = any(h in request.headers for h in PROXY_HEADERS)
+    return request.client.host if request.client and not proxied else None
+
+
 async def require_admin(request: Request) -> Principal:
     """FastAPI dependency: an admin key. Every administrative route must depend on it."""
-    proxied = any(h in request.headers for h in PROXY_HEADERS)
-    host = request.client.host if request.client and not proxied else None
-    return _access(request).admin(request.headers, host)
+    return _access(request).admin(request.headers, socket_host(request))

@@ -39,7 +39,7 @@ from gateway.assembly.prefix import PrefixReport, track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
-from gateway.sessions.identify import identify_session
+from gateway.sessions.identify import identify_session, scope_session
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import normalise_usage
 
@@ -215,10 +215,11 @@ async def answer_chat(
         model, session_id = check_and_name(body, reused, gw, caller, named)
         gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
     headers["x-ventana-session-id"] = session_id
-    recognised = gw.resent.adopt(session_id, body, len(raw), known=reused)
+    scoped = scope_session(caller, session_id)  # state is the caller's own, whatever name a client sends
+    recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)
     compaction = compaction_runtime(gw)
-    state = await compaction.adopt(await gw.sessions.load(session_id))
-    await count_off_loop(gw.counter(model), body, len(raw), session_id)
+    state = await compaction.adopt(await gw.sessions.load(scoped))
+    await count_off_loop(gw.counter(model), body, len(raw), scoped)
     tool_usage = tool_usage_runtime(gw)
     ctx = build_context(body, gw, model, state, caller, compaction.summarizer, tool_usage.snapshot())
     memory = memory_runtime(gw)
@@ -251,8 +252,7 @@ async def answer_chat(
         original=body,
         assembled=outgoing,
         decisions=[
-            d.to_dict()
-            for d in (*assembly.decisions, *([prepared] if prepared else []), *compaction.reports(session_id))
+            d.to_dict() for d in (*assembly.decisions, *([prepared] if prepared else []), *compaction.reports(scoped))
         ],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,

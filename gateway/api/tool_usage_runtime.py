@@ -69,7 +69,7 @@ class ToolUsageRuntime:
         """Remember what this request's answer would teach: its turn's text and its tools' keys."""
         if not self.enabled or not ctx.tools or not ctx.messages or ctx.messages[-1].get("role") != "user":
             return
-        keys = tool_keys(t for t in ctx.tools if isinstance(t.get("function"), Mapping))
+        keys = tool_keys((t for t in ctx.tools if isinstance(t.get("function"), Mapping)), ctx.env.caller)
         query = query_text(ctx.messages)
         if len(keys) < self.min_offered or not query.strip():
             return

@@ -10,12 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from gateway.errors import RequestError
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 #: dict first: parsed JSON is always dicts, and an ABC isinstance check costs ~10x more.
 _MAP = (dict, Mapping)
 _CONTENT_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal", "input_text"})
+
+
+#: Levels of nesting around a checked value: a value is checked as if this deep in some record
+#: (the body, the store's row), since orjson writes at most 254 levels however it was read.
+_HEADROOM = 16
 
 
 def _fail(message: str, param: str) -> RequestError:
@@ -41,6 +48,10 @@ def validate_chat_request(body: Any, *, max_messages: int, known_valid: int = 0)
         raise _fail(f"'messages' has {len(messages)} items, the limit is {max_messages}", "messages")
     for i in range(known_valid, len(messages)):
         _validate_message(messages[i], i)
+        _validate_depth(messages[i], f"messages[{i}]")
+    for name, value in body.items():
+        if name != "messages" and value.__class__ in (dict, list):
+            _validate_depth(value, name)
     _validate_tool_pairs(messages, known_valid)
     _validate_tools(body.get("tools"))
     _validate_choice(body)
@@ -64,6 +75,22 @@ def validate_chat_request(body: Any, *, max_messages: int, known_valid: int = 0)
 
 
 _TEXT_ROLES = frozenset({"system", "developer", "user", "assistant"})
+
+
+def _validate_depth(value: Any, param: str) -> None:
+    """Refuse a value nested deeper than orjson writes (a 500 later, when the body is encoded again).
+
+    orjson reads 1024 levels but writes 254; encoding is also the fastest way to measure the
+    depth (~30x a Python walk), and every value checked here is encoded later anyway."""
+    for _ in range(_HEADROOM):
+        value = [value]
+    try:
+        orjson.dumps(value)
+    except TypeError as exc:
+        if "ecursion" in str(exc):
+            too_deep = f"'{param}' is nested too deep: at most {254 - _HEADROOM} levels of arrays and objects"
+            raise _fail(too_deep, param) from exc
+        # anything else orjson will not write (an integer past 64 bits) is handled where it is encoded
 
 
 def _validate_message(message: Any, i: int) -> None:

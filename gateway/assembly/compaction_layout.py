@@ -23,6 +23,7 @@ import orjson
 
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState
+from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.message_text import system_indices, user_indices
 from gateway.object_memo import ObjectMemo
 
@@ -99,7 +100,7 @@ def matching_checkpoints(messages: Sequence[Message], lay: Layout, state: Sessio
 
 def summary_message(cp: Checkpoint) -> dict[str, str]:
     """The one message that stands in for a checkpoint's range: same checkpoint, same bytes."""
-    body = cp.summary.replace("</summary", "<\\/summary")
+    body = defuse_closers(cp.summary)
     head = f'<summary of="messages {cp.start}-{cp.end - 1}" by="{cp.summarizer}">'
     return {"role": "user", "content": f"{head}\n{body}\n</summary>"}
 

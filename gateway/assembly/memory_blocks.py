@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gateway.assembly.defuse_closers import defuse_closers
+
 #: Annotation keys the API layer fills before assembly.
 CANDIDATES_KEY = "memory_candidates"
 FACTS_KEY = "memory_facts"
@@ -50,7 +52,8 @@ class Fact:
 
 
 def _escape(text: str, tag: str) -> str:
-    return text.replace(f"</{tag}", f"<\\/{tag}").replace("</passage", "<\\/passage")
+    """Defuse every gateway closer (``tag`` is kept for callers; all tags are escaped)."""
+    return defuse_closers(text)
 
 
 def passage_block(passage: Passage) -> str:

@@ -124,7 +124,7 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
             return ctx, [decision]
         # every tool of the sticky set is gone from the offer: forget them, as a selection would
         return ctx.replace(session=replace(state, tool_set=())), [decision]
-    scores, ranked, profiled = _rank(query, tools, names, policy, ctx.env.tool_profiles)
+    scores, ranked, profiled = _rank(query, tools, names, policy, ctx.env.tool_profiles, ctx.env.caller)
     fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
     if not previous:
         return _emit(ctx, state, policy, fresh, before, profiled)
@@ -144,6 +144,7 @@ def _rank(
     names: Sequence[str],
     policy: ToolPolicy,
     profiles: Mapping[str, Any],
+    caller: str = "",
 ) -> tuple[list[float], list[int], int]:
     """Score each named tool against the turn; indexes by descending score (ties: client order);
     how many tools had a usage profile."""
@@ -157,7 +158,7 @@ def _rank(
     elif profiles and policy.usage_weight > 0 and policy.scorer in EMBEDDING_SCORERS:
         from gateway.assembly.tool_scoring.embedding import score_with_profiles
 
-        vectors = [profiles.get(tool_key(first_of[n])) for n in names]
+        vectors = [profiles.get(tool_key(first_of[n], caller)) for n in names]
         profiled = sum(v is not None for v in vectors)
         sentences = policy.scorer == "embedding_sentences"
         scores = score_with_profiles(query, documents, vectors, policy.usage_weight, sentences=sentences)

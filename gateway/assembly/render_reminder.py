@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.policy import PassPolicy
 
 OPEN, CLOSE = "<reminder>", "</reminder>"
@@ -36,7 +37,7 @@ class ReminderPolicy(PassPolicy):
 
 
 def format_reminder(lines: Sequence[tuple[str, str]]) -> str:
-    body = [f"{kind}: {text}".replace("\n", "\n  ") for kind, text in lines]
+    body = [defuse_closers(f"{kind}: {text}").replace("\n", "\n  ") for kind, text in lines]
     return "\n".join([OPEN, HEADER, *body, CLOSE])
 
 

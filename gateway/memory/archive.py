@@ -104,10 +104,12 @@ def search(engine: Engine, question: str, *, session_id: str | None = None, owne
 def archived_count(engine: Engine, *, session_id: str | None = None, owner: str | None = None) -> int:
     from sqlalchemy import func
 
+    from gateway.memory.profile import owner_matches
+
     query = select(func.count()).select_from(passages_table)
     if session_id is not None:
         query = query.where(passages_table.c.session_id == session_id)
     if owner is not None:
-        query = query.where(passages_table.c.owner == owner)
+        query = query.where(owner_matches(passages_table.c.owner, owner))
     with engine.connect() as conn:
         return int(conn.execute(query).scalar_one())

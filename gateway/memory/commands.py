@@ -1,7 +1,9 @@
 """What ``ventana memory list`` and ``ventana memory forget`` do; ``cli.py`` only parses.
 
-An owner is named as the gateway stores it: ``--user U`` is the requests' ``user`` field,
-``--caller C`` the short hash of a caller's key (``ventana logs`` shows it).
+An owner is named as the gateway stores it: ``--caller C`` is the short hash of a caller's
+key (``ventana logs`` shows it), ``--user U`` the requests' ``user`` field. A user only
+exists inside its caller, so ``--user U --caller C`` names one owner and ``--user U`` alone
+names that user under every caller.
 """
 
 from __future__ import annotations
@@ -11,18 +13,17 @@ from rich.console import Console
 from rich.table import Table
 
 from gateway.config import Settings
-from gateway.errors import StoreError
 from gateway.memory.archive import archived_count
-from gateway.memory.profile import forget, list_facts
+from gateway.memory.profile import ANY_CALLER, forget, list_facts
 from gateway.store.commands import reading
 
 
 def owner_name(user: str | None, caller: str | None) -> str | None:
     """The stored owner for ``--user``/``--caller``; None when neither is given."""
     if user and caller:
-        raise StoreError("give --user or --caller, not both")
+        return f"caller:{caller}/user:{user}"
     if user:
-        return "user:" + user
+        return ANY_CALLER + "user:" + user
     return "caller:" + caller if caller else None
 
 

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 
 import orjson
 
+from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.memory_blocks import Fact
 from gateway.config import ModelConfig
 from gateway.errors import UpstreamError
 from gateway.memory.extract_facts import MAX_FACT_CHARS, extract_facts
 from gateway.upstream.openai_compat import DEFAULT_API_BASE, error_for_exception, error_for_status
+from gateway.upstream.router import scrub_key
 
 log = logging.getLogger("ventana.memory")
 
@@ -67,15 +69,16 @@ class LLMFactExtractor:
             return rules
         try:
             found = parse_fact_lines(self._ask(texts))
-        except UpstreamError as exc:
-            log.warning("fact extraction by %s failed (%s); using the rules", self.model.name, exc.message)
+        except UpstreamError as exc:  # a provider may quote the key it rejected: scrubbed before the log
+            message = scrub_key(exc, self._api_key).message
+            log.warning("fact extraction by %s failed (%s); using the rules", self.model.name, message)
             return rules
         merged = {f.slot: f for f in rules}
         merged.update({f.slot: f for f in found})
         return list(merged.values())
 
     def _ask(self, texts: Sequence[str]) -> str:
-        data = "\n".join(f"user: {' '.join(t.split())}" for t in texts).replace("</data", "<\\/data")
+        data = defuse_closers("\n".join(f"user: {' '.join(t.split())}" for t in texts))
         chat = [
             {"role": "system", "content": FACT_PROMPT},
             {"role": "user", "content": f'<data kind="user messages">\n{data}\n</data>'},
@@ -90,7 +93,7 @@ class LLMFactExtractor:
         except self._http_errors as exc:
             raise error_for_exception(exc) from exc
         if response.status_code >= 400:
-            raise error_for_status(response)
+            raise error_for_status(response.status_code, response.headers, response.content, response.reason_phrase)
         try:
             return str(orjson.loads(response.content)["choices"][0]["message"]["content"] or "")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):

@@ -1,8 +1,10 @@
 """Long-term memory: the facts each user stated, one per (owner, slot), in ``memory_facts``.
 
-The owner is ``user:<the request's user field>`` when the client sends one, else
-``caller:<short hash of the caller's key>``; anonymous callers get no long-term memory
-(every keyless client would share it). A fact on a slot already stored replaces it
+The owner is ``caller:<short hash of the caller's key>``, and
+``caller:<hash>/user:<the request's user field>`` when the client sends one: ``user`` is the
+client's to choose, so it only names a user inside its caller's scope (key B sending
+``user: "alice"`` reaches a different owner than key A's alice). Anonymous callers without
+``user`` get no long-term memory (every keyless client would share it). A fact on a slot already stored replaces it
 (contradiction: the newer statement wins); the same text again only touches nothing.
 """
 
@@ -13,22 +15,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Engine, Table, delete, select, update
+from sqlalchemy import ColumnElement, Engine, Table, delete, select, update
 
 from gateway.assembly.memory_blocks import Fact
 from gateway.store.models import MemoryFact, MemoryPassage
 
 facts_table = cast(Table, MemoryFact.__table__)
 ANONYMOUS = "anonymous"
+#: An owner name starting with this matches that user under every caller (``ventana memory --user``).
+ANY_CALLER = "caller:*/"
 _passages = cast(Table, MemoryPassage.__table__)
 
 
 def owner_of(body: dict[str, Any], caller: str) -> str | None:
     """Whose memory this request reads and writes; None for an anonymous caller without ``user``."""
+    caller = caller or ANONYMOUS
     user = body.get("user")
     if isinstance(user, str) and user.strip():
-        return "user:" + user.strip()[:150]
-    return None if caller in ("", ANONYMOUS) else "caller:" + caller
+        return f"caller:{caller}/user:{user.strip()[:150]}"
+    return None if caller == ANONYMOUS else "caller:" + caller
+
+
+def owner_matches(column: ColumnElement[str], owner: str) -> ColumnElement[bool]:
+    """The SQL condition for ``owner``: exact, or a user under any caller when it starts with ``ANY_CALLER``."""
+    if not owner.startswith(ANY_CALLER):
+        return column == owner
+    rest = owner[len(ANY_CALLER) :].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return column.like("caller:%/" + rest, escape="\\")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +108,7 @@ def list_facts(engine: Engine, owner: str | None = None) -> list[StoredFact]:
     t = facts_table.c
     query = select(t.id, t.owner, t.slot, t.text, t.source_session, t.updated_at)
     if owner is not None:
-        query = query.where(t.owner == owner)
+        query = query.where(owner_matches(t.owner, owner))
     with engine.connect() as conn:
         rows = conn.execute(query.order_by(t.owner, t.updated_at.desc(), t.id.desc())).all()
     return [StoredFact(r.id, r.owner, r.slot, r.text, r.source_session, r.updated_at) for r in rows]
@@ -104,6 +117,6 @@ def list_facts(engine: Engine, owner: str | None = None) -> list[StoredFact]:
 def forget(engine: Engine, owner: str) -> tuple[int, int]:
     """Delete every fact and archived passage of ``owner``; return (facts, passages) deleted."""
     with engine.begin() as conn:
-        facts = conn.execute(delete(facts_table).where(facts_table.c.owner == owner)).rowcount
-        passages = conn.execute(delete(_passages).where(_passages.c.owner == owner)).rowcount
+        facts = conn.execute(delete(facts_table).where(owner_matches(facts_table.c.owner, owner))).rowcount
+        passages = conn.execute(delete(_passages).where(owner_matches(_passages.c.owner, owner))).rowcount
     return int(facts or 0), int(passages or 0)

@@ -8,6 +8,12 @@ also folded, so a per-turn number no pattern knows (``worker wp37x``) keeps the 
 too: that is what lets ``move_volatile`` learn it from the previous turn. Two prompts
 that differ only in their numbers, from the same caller, model and first message, are
 taken for one conversation; a client that needs them apart sends ``X-Session-Id``.
+
+A session's name is what the client sees and the store records; its state (the sticky
+tool set, checkpoints, claims, archived passages, the previous prefix) lives under
+``scope_session(caller, name)``. The header is the client's to choose, so without the
+caller in the key, key B sending key A's session id would read A's recalled passages and
+frozen ``<memory>`` block and extend A's session.
 """
 
 from __future__ import annotations
@@ -31,6 +37,13 @@ def _stable(text: str) -> str:
     """``strip_volatile`` memoised: every turn of a conversation resends the same system prompt,
     and running the patterns over it costs ~0.4 ms, the largest item of a small request."""
     return _DIGITS.sub("0", strip_volatile(text))
+
+
+def scope_session(caller: str, session_id: str) -> str:
+    """The key a session's state is kept under: the session's name inside its caller's scope.
+
+    Changing it forgets every stored session state (each conversation starts afresh once)."""
+    return f"{caller or 'anonymous'}/{session_id}"
 
 
 def identify_session(header: str | None, caller: str, model: str, messages: Sequence[Mapping[str, Any]]) -> str:

@@ -4,11 +4,17 @@
 the driver the project ships. Every connection to SQLite gets WAL, a busy timeout (the
 gateway's writer and a CLI reader may touch the file at once) and ``synchronous=NORMAL``,
 which is durable across process crashes in WAL mode.
+
+The SQLite file holds every prompt and answer: it is created readable by its owner only
+(0600), and SQLite gives its ``-wal`` and ``-shm`` files the same mode. An existing file
+keeps the mode its operator gave it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +70,19 @@ def make_engine(database_url: str, **kwargs: Any) -> Engine:
     kwargs.setdefault("json_serializer", json_text)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, **kwargs)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        create_private(path)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` (empty) readable and writable by its owner only, whatever the umask."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # another process created it since the caller looked
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from gateway.store.engine import create_private
 from gateway.store.record import RequestRecord, record_dict
 from gateway.upstream.usage import Usage
 
@@ -40,7 +41,8 @@ class Spool:
 
     def append(self, records: Sequence[RequestRecord]) -> None:
         """Append records durably (flushed and fsynced): they exist nowhere else."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            create_private(self.path)  # it holds prompts and answers, like the database
         with self.path.open("ab") as out:
             out.write(b"".join(record_to_json(r) + b"\n" for r in records))
             out.flush()

@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from gateway import metrics
 from gateway.config import Settings
-from gateway.store.engine import make_engine, safe_url
+from gateway.store.engine import make_engine, normalise_url, safe_url
 from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
@@ -69,6 +69,7 @@ class SqlRecorder:
         batch_size: int = 200,
         spool_path: str = "ventana-spool.jsonl",
         redact: Sequence[str] = (),
+        redact_secrets: bool = False,
         retention_days: int | None = None,
         retry_s: float = DEFAULT_RETRY_S,
         prune_every_s: float = DEFAULT_PRUNE_EVERY_S,
@@ -80,7 +81,9 @@ class SqlRecorder:
         self.retry_s = retry_s
         self.prune_every_s = prune_every_s
         self.spool = Spool(spool_path)
-        self.redactor = Redactor(redact)
+        postgres = normalise_url(database_url).get_backend_name() == "postgresql"
+        self.redactor = Redactor(redact, secrets=redact_secrets, nul_free=postgres)
+        self.rejected = Spool(f"{spool_path}.rejected")  # spooled records the database still refused
         self.written = self.spooled = self.dropped = 0
         self.database_up = True
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=queue_size)
@@ -106,6 +109,7 @@ class SqlRecorder:
             batch_size=store.batch_size,
             spool_path=store.spool_path,
             redact=store.redact,
+            redact_secrets=store.redact_secrets,
             retention_days=store.retention_days,
             writer=store.writer,
         )
@@ -268,18 +272,30 @@ class SqlRecorder:
         if not self.spool.pending():
             return
         with self.spool.take() as spooled:
+            spooled = [self.redactor.record(r) for r in spooled]  # spooled by an older gateway, maybe
             for i in range(0, len(spooled), self.batch_size):
-                self._commit(spooled[i : i + self.batch_size])
+                batch = spooled[i : i + self.batch_size]
+                try:
+                    self._commit(batch)
+                except _RECORD_ERRORS:  # one refused record must not hold back every record after it
+                    log.exception("store: a spooled batch was refused; writing it one by one")
+                    self._write_one_by_one(batch, set_aside=True)
         log.warning("store: replayed %d spooled records into the database", len(spooled))
 
-    def _write_one_by_one(self, records: list[RequestRecord]) -> None:
+    def _write_one_by_one(self, records: list[RequestRecord], *, set_aside: bool = False) -> None:
         for record in records:
             try:
                 self._commit([record])
             except _RECORD_ERRORS:
                 self.dropped += 1
                 metrics.STORE_DROPPED.inc()
-                log.exception("store: request %s cannot be written; dropped", record.request_id)
+                if set_aside:
+                    self.rejected.append([record])
+                    log.exception(
+                        "store: spooled request %s refused; set aside in %s", record.request_id, self.rejected.path
+                    )
+                else:
+                    log.exception("store: request %s cannot be written; dropped", record.request_id)
 
     def _database_down(self, exc: Exception) -> None:
         if self.database_up:

@@ -21,6 +21,7 @@ from gateway.config import ModelConfig
 from gateway.errors import UpstreamError, UpstreamUnavailable
 from gateway.summarize.transcript import render_transcript
 from gateway.upstream.openai_compat import DEFAULT_API_BASE, error_for_exception, error_for_status
+from gateway.upstream.router import scrub_key
 
 SYSTEM_PROMPT = """You compress the older part of a conversation so an assistant can continue it without the \
 original messages.
@@ -65,7 +66,10 @@ class LLMSummarizer:
 
     def __call__(self, messages: tuple[Mapping[str, Any], ...], previous: str | None, max_tokens: int) -> str:
         chat = build_summary_messages(messages, previous, max_tokens)
-        text = self._openai(chat, max_tokens) if self.model.speaks_openai else self._litellm(chat, max_tokens)
+        try:
+            text = self._openai(chat, max_tokens) if self.model.speaks_openai else self._litellm(chat, max_tokens)
+        except UpstreamError as exc:  # a provider quotes the key it rejected: it must not reach the store or log
+            raise scrub_key(exc, self._api_key) from exc.__cause__
         if not isinstance(text, str) or not text.strip():
             raise UpstreamUnavailable(f"summariser model {self.model.name!r} returned no text")
         return text.strip()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gateway.assembly.defuse_closers import defuse_closers
 from gateway.object_memo import ObjectMemo
 from gateway.tokens import content_text
 
@@ -20,7 +21,7 @@ MAX_LINE_CHARS = 4000
 
 
 def _defuse(text: str) -> str:
-    return text.replace("</transcript", "<\\/transcript").replace("</summary", "<\\/summary")
+    return defuse_closers(text)
 
 
 def call_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:

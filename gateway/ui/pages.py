@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from gateway.api.auth import Access, Principal
+from gateway.api.auth import Access, Principal, socket_host
 from gateway.api.deps import Gateway
 from gateway.assembly.budget_report import COMPONENTS
 from gateway.errors import RequestError
@@ -50,8 +50,7 @@ async def require_ui_admin(request: Request) -> Principal:
     cookie = request.cookies.get(COOKIE)
     if cookie and "authorization" not in headers:
         headers["authorization"] = f"Bearer {cookie}"
-    host = request.client.host if request.client else None
-    return access.admin(headers, host)
+    return access.admin(headers, socket_host(request))
 
 
 def _page(name: str, **values: Any) -> HTMLResponse:

@@ -14,7 +14,7 @@ connection failures and on the statuses in ``RETRY_STATUSES``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -22,6 +22,7 @@ import orjson
 
 from gateway.config import ModelConfig, UpstreamConfig
 from gateway.errors import (
+    GatewayBusy,
     UpstreamError,
     UpstreamRateLimited,
     UpstreamRejected,
@@ -108,8 +109,9 @@ async def _read(response: aiohttp.ClientResponse) -> bytes:
 
 
 class _SSEStream:
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, release: Callable[[], None] = lambda: None) -> None:
         self._response = response
+        self._release = release  # the pool slot: given back once, however the stream ends
 
     async def chunks(self) -> AsyncIterator[bytes]:
         # Lines are split here, not by aiohttp: its line reader refuses lines over 64 KiB,
@@ -139,12 +141,42 @@ class _SSEStream:
 
     async def aclose(self) -> None:
         self._response.release()
+        self._give_back()
+
+    def _give_back(self) -> None:
+        release, self._release = self._release, _NOTHING
+        release()
+
+    def __del__(self) -> None:  # a stream nobody read (the client left first) still frees its slot
+        self._give_back()
+
+
+def _nothing() -> None:
+    return None
+
+
+_NOTHING: Callable[[], None] = _nothing
 
 
 class OpenAICompatUpstream:
     def __init__(self, config: UpstreamConfig) -> None:
         self._config = config
         self._session: aiohttp.ClientSession | None = None
+        # The pool's slots, counted here so that waiting for one has a limit and a clear error:
+        # aiohttp's own pool wait has none (200 slow streams made an unrelated request wait 9 s).
+        self._slots = asyncio.Semaphore(config.max_connections)
+
+    async def _slot(self) -> Callable[[], None]:
+        """Wait up to ``upstream.pool_timeout_s`` for a pooled connection; return its release."""
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self._config.pool_timeout_s)
+        except TimeoutError:
+            raise GatewayBusy(
+                f"all {self._config.max_connections} upstream connections stayed busy for "
+                f"{self._config.pool_timeout_s:g} s (upstream.max_connections, upstream.pool_timeout_s)",
+                headers={"retry-after": "1"},
+            ) from None
+        return self._slots.release
 
     def _client(self) -> aiohttp.ClientSession:
         """The shared session, created on first use inside the server's event loop."""
@@ -208,7 +240,11 @@ class OpenAICompatUpstream:
     async def complete(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> dict[str, Any]:
-        content = await _read(await self._send(model, body, api_key, raw))
+        release = await self._slot()
+        try:
+            content = await _read(await self._send(model, body, api_key, raw))
+        finally:
+            release()
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
@@ -220,7 +256,12 @@ class OpenAICompatUpstream:
     async def open_stream(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> _SSEStream:
-        return _SSEStream(await self._send(model, body, api_key, raw))
+        release = await self._slot()
+        try:
+            return _SSEStream(await self._send(model, body, api_key, raw), release)
+        except BaseException:
+            release()
+            raise
 
     async def close(self) -> None:
         if self._session is not None:

@@ -7,7 +7,7 @@ from sqlalchemy import Engine
 from gateway.assembly.memory_blocks import Fact
 from gateway.memory.archive import archive, archived_count
 from gateway.memory.extract_facts import extract_facts
-from gateway.memory.profile import forget, list_facts, owner_of, recall_facts, remember
+from gateway.memory.profile import ANY_CALLER, forget, list_facts, owner_of, recall_facts, remember
 
 
 def test_rules_find_first_person_facts_and_skip_questions() -> None:
@@ -34,10 +34,19 @@ def test_a_later_statement_on_the_same_slot_wins() -> None:
     assert facts == [Fact("uses:postgresql", "The project uses PostgreSQL 17.")]
 
 
-def test_owner_is_the_user_field_else_the_caller_never_anonymous() -> None:
-    assert owner_of({"user": "ana"}, "abc123") == "user:ana"
+def test_owner_is_the_caller_and_its_user_field_never_anonymous_alone() -> None:
+    assert owner_of({"user": "ana"}, "abc123") == "caller:abc123/user:ana"
     assert owner_of({}, "abc123") == "caller:abc123"
     assert owner_of({}, "anonymous") is None
+
+
+def test_user_field_never_reaches_another_callers_facts(engine: Engine) -> None:
+    """Finding 1: key B sending ``user: "alice"`` must not read (or write) key A's alice."""
+    a, b = owner_of({"user": "alice"}, "aaaa"), owner_of({"user": "alice"}, "bbbb")
+    assert a and b and a != b
+    remember(engine, a, "s1", [Fact("prefers", "They prefer TypeScript.")])
+    assert recall_facts(engine, b) == []
+    assert [f.owner for f in list_facts(engine, ANY_CALLER + "user:alice")] == [a]
 
 
 def test_facts_are_deduplicated_and_updated(engine: Engine) -> None:

@@ -77,22 +77,25 @@ def fold(mean: np.ndarray | None, examples: int, delta: Delta, max_examples: int
     return (mean + (delta.total / delta.count - mean) * weight).astype(np.float32), total
 
 
-def tool_key(tool: Mapping[str, Any]) -> str:
-    """The tool's identity for profiles: its name and a short hash of its canonical JSON definition."""
+def tool_key(tool: Mapping[str, Any], caller: str = "") -> str:
+    """The tool's identity for profiles: its name, a short hash of its canonical JSON definition,
+    and the caller who taught it. Learning is a caller's own: what key B says before calling a
+    tool must not move it in or out of key A's kept set (nor tell B what A asks for)."""
     try:
         canonical = orjson.dumps(tool, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON-encodable (e.g. an integer past 64 bits): fall back to repr
         canonical = repr(sorted(tool.items(), key=lambda kv: str(kv[0]))).encode()
-    return f"{tool_name(tool)}#{hashlib.sha256(canonical).hexdigest()[:16]}"
+    key = f"{tool_name(tool)}#{hashlib.sha256(canonical).hexdigest()[:16]}"
+    return f"{key}@{caller}" if caller else key
 
 
-def tool_keys(tools: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def tool_keys(tools: Iterable[Mapping[str, Any]], caller: str = "") -> dict[str, str]:
     """Name -> key of each named tool (the first definition of a repeated name, as the scorer reads it)."""
     keys: dict[str, str] = {}
     for tool in tools:
         name = tool_name(tool)
         if name and name not in keys:
-            keys[name] = tool_key(tool)
+            keys[name] = tool_key(tool, caller)
     return keys
 
 

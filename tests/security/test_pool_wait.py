@@ -1,0 +1,40 @@
+"""Finding: the wait for a pooled upstream connection had no limit (200 slow streams made an
+unrelated request wait 9 s). It is now bounded by ``upstream.pool_timeout_s``, with a clear
+503 ``gateway_busy`` when it runs out, and a slot comes back however a stream ends."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from gateway.config import ModelConfig, UpstreamConfig
+from gateway.errors import GatewayBusy
+from gateway.upstream.openai_compat import OpenAICompatUpstream
+from tests.procs import SimHandle
+
+BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}], "stream": True}
+
+
+def _model(sim: SimHandle) -> ModelConfig:
+    return ModelConfig(name="gpt-4o-mini", litellm_model="openai/gpt-4o-mini", api_base=sim.base_url)
+
+
+async def test_a_full_pool_answers_gateway_busy_after_the_wait_limit(sim: SimHandle) -> None:
+    upstream = OpenAICompatUpstream(UpstreamConfig(max_connections=2, pool_timeout_s=0.3))
+    model = _model(sim)
+    try:
+        held = [await upstream.open_stream(model, BODY, None) for _ in range(2)]
+        with pytest.raises(GatewayBusy) as caught:
+            await upstream.complete(model, {**BODY, "stream": False}, None)
+        assert caught.value.status_code == 503 and caught.value.code == "gateway_busy"
+        assert "upstream.pool_timeout_s" in caught.value.message
+        await held.pop().aclose()  # a stream closed by its reader gives its slot back
+        assert (await upstream.complete(model, {**BODY, "stream": False}, None))["choices"]
+        del held[:]  # a stream nobody closed gives it back when it is collected
+        gc.collect()
+        again = [await upstream.open_stream(model, BODY, None) for _ in range(2)]  # both slots free
+        for stream in again:
+            await stream.aclose()
+    finally:
+        await upstream.close()

@@ -1,0 +1,49 @@
+"""Finding: secrets pasted into messages (``sk-...``, ``AKIA...``, ``ghp_...``, JWTs) were stored verbatim.
+
+Well-known secret shapes are now masked by default before anything is written or hashed;
+``store.redact_secrets: false`` turns it off. A record without a secret is written as it came.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from gateway.config import parse_settings
+from gateway.store.redact import MASK
+from gateway.store.sql_recorder import SqlRecorder
+from tests.store.records import make_record
+
+SECRETS = [
+    "sk-proj-4fJ9aLq2Xw8ZrT6yB1nC3vD5eF7gH9iJ",
+    "sk-ant-api03-Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+    "xoxb-1234567890-abcdefghij",
+    "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    "vk-" + "Q" * 43,
+]
+
+
+def _recorder(**store: object) -> SqlRecorder:
+    return SqlRecorder.from_settings(parse_settings({"store": store}))
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=lambda s: s[:8])
+def test_a_secret_in_a_message_is_masked_by_default(secret: str) -> None:
+    record = make_record([{"role": "user", "content": f"here is my key: {secret} thanks"}])
+    stored = orjson.dumps(_recorder().redactor.record(record).original).decode()
+    assert secret not in stored and MASK in stored and "thanks" in stored
+
+
+def test_redaction_of_secrets_can_be_turned_off() -> None:
+    record = make_record([{"role": "user", "content": f"key {SECRETS[0]}"}])
+    assert _recorder(redact_secrets=False).redactor.record(record) is record
+
+
+def test_a_record_without_secrets_is_written_as_it_came() -> None:
+    record = make_record([{"role": "user", "content": "ask the desk-clerk about the risk-free task-list"}])
+    assert _recorder().redactor.record(record) is record
