@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -181,11 +181,48 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
         return
     _print_zones(stored.assembled, console)
     console.print(_decisions_table(stored.decisions))
-    console.print(Panel(_json(stored.budget) if stored.budget else "no budget report recorded", title="budget"))
+    console.print(_budget_table(stored))
     console.print(_usage_table(stored))
     answer = stored.response_text or ""
     calls = ", ".join(_call_names(stored.tool_calls)) or "none"
     console.print(Panel(f"{answer}\n\ntool calls: {calls}  finish: {stored.finish_reason}", title="response"))
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRow:
+    component: str
+    tokens: int
+    share_of_window: float
+    suggestion: str
+
+
+def budget_rows(stored: StoredRequest) -> list[BudgetRow]:
+    """The budget report's lines, its suggestions read against what this request already did.
+
+    The report is computed on the assembled request: a history still large after a compaction
+    is not a reason to "enable compact_history", which is on; the suggestion says so.
+    """
+    components = (stored.budget or {}).get("components") or {}
+    compacted = any(d.get("pass") == "compact_history" for d in stored.decisions)
+    out = []
+    for name, line in components.items():
+        suggestion = str(line.get("suggestion") or "")
+        if name == "history" and compacted and suggestion:
+            suggestion = "history is compacted already: lower compaction.threshold or keep_recent_turns"
+        out.append(BudgetRow(name, int(line.get("tokens") or 0), float(line.get("share_of_window") or 0), suggestion))
+    return out
+
+
+def _budget_table(stored: StoredRequest) -> Table | str:
+    rows = budget_rows(stored)
+    if not rows:
+        return "no budget report recorded"
+    table = Table(title="budget", title_justify="left")
+    for column, justify in (("component", "left"), ("tokens", "right"), ("of window", "right"), ("suggestion", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for b in rows:
+        table.add_row(b.component, f"{b.tokens:,}", f"{b.share_of_window:.0%}", b.suggestion)
+    return table
 
 
 def _print_zones(body: Mapping[str, Any], console: Console) -> None:
@@ -236,7 +273,3 @@ def _usage_table(stored: StoredRequest) -> Table:
 
 def _call_names(calls: Sequence[Mapping[str, Any]] | None) -> list[str]:
     return [str((c.get("function") or {}).get("name")) for c in calls or ()]
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()

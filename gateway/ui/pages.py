@@ -25,11 +25,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from gateway.api.auth import Access, Principal
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
-from gateway.store.inspect_request import diff_lines, zones
+from gateway.store.inspect_request import budget_rows, diff_lines, zones
 from gateway.store.queries import get_request
 from gateway.tokens import counter_for, encoding_for_model
 from gateway.ui.queries import TurnRow, callers_seen, list_session_rows, models_seen, neighbours, session_turns
-from gateway.ui.request_view import budget_rows, changes, chat_message, outcome, tool_names
+from gateway.ui.request_view import changes, chat_message, outcome, tool_names
 from gateway.ui.session_view import SessionsForm, session_cost, turn_chart
 from gateway.upstream.model_info import ModelInfo
 

@@ -95,7 +95,8 @@ def _change(d: Mapping[str, Any]) -> tuple[str, str] | None:
     if name == "compact_history" and action in ("compacted", "checkpoint_reused"):
         verb = "summarised" if action == "compacted" else "summary resent"
         ahead = " (prepared ahead)" if detail.get("prepared_ahead") else ""
-        return ("summary", f"messages {detail.get('start')}-{detail.get('end')} {verb}{ahead}, {saved:,} tokens saved")
+        last = int(detail.get("end") or 0) - 1  # ``end`` is exclusive
+        return ("summary", f"messages {detail.get('start')}-{last} {verb}{ahead}, {saved:,} tokens saved")
     if name == "move_volatile" and action == "moved":
         spans = ", ".join(f"{s.get('name')}={s.get('text')}" for s in detail.get("spans") or ())
         return ("moved", f"moved to the reminder: {spans}")
@@ -162,28 +163,3 @@ def chat_message(index: int, message: Mapping[str, Any], tokens: int) -> ChatMes
         message.get("tool_call_id"),
         tokens,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetRow:
-    component: str
-    tokens: int
-    share_of_window: float
-    suggestion: str
-
-
-def budget_rows(stored: StoredRequest) -> list[BudgetRow]:
-    """The budget report's lines, its suggestions read against what this request already did.
-
-    The report is computed on the assembled request: a history still large after a compaction
-    is not a reason to "enable compact_history", which is on; the suggestion says so.
-    """
-    components = (stored.budget or {}).get("components") or {}
-    compacted = any(d.get("pass") == "compact_history" for d in stored.decisions)
-    out = []
-    for name, line in components.items():
-        suggestion = str(line.get("suggestion") or "")
-        if name == "history" and compacted and suggestion:
-            suggestion = "history is compacted already: lower compaction.threshold or keep_recent_turns"
-        out.append(BudgetRow(name, int(line.get("tokens") or 0), float(line.get("share_of_window") or 0), suggestion))
-    return out

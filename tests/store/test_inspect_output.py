@@ -112,3 +112,26 @@ def test_logs_show_the_turn_and_the_error_text(store: tuple[Path, list]) -> None
     assert " 8 " in failed and "upstream_unavailable" in failed
     ok = next(line for line in out.splitlines() if "req-aaaa1111" in line)
     assert " 7 " in ok
+
+
+def test_the_budget_does_not_suggest_enabling_compaction_on_a_compacted_request(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    config = tmp_path / "ventana.yaml"
+    config.write_text(yaml.safe_dump({"database_url": url}))
+    line = {"tokens": 5000, "share_of_window": 0.6, "share_of_used": 0.8, "waste": True}
+    budget = {"components": {"history": {**line, "suggestion": "summarise history: enable compact_history"}}}
+    compacted = {"pass": "compact_history", "action": "compacted", "tokens_before": 9000, "tokens_after": 6000}
+    records = [
+        make_record(
+            [{"role": "user", "content": "q"}], request_id="req-compacted", budget=budget, decisions=[compacted]
+        ),
+        make_record([{"role": "user", "content": "q"}], request_id="req-plain", budget=budget),
+    ]
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        write_records(conn, records)
+    engine.dispose()
+    out = _run("inspect", "--config", str(config), "req-compacted")
+    assert "enable compact_history" not in out and "history is compacted already" in out
+    assert "enable compact_history" in _run("inspect", "--config", str(config), "req-plain")
