@@ -26,8 +26,8 @@ from gateway.api.auth import Access, Principal
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
 from gateway.store.inspect_request import budget_rows, diff_lines, zones
-from gateway.store.queries import get_request
-from gateway.tokens import counter_for, encoding_for_model
+from gateway.store.queries import StoredRequest, get_request
+from gateway.tokens import TokenCounter, counter_for, encoding_for_model
 from gateway.ui.queries import TurnRow, callers_seen, list_session_rows, models_seen, neighbours, session_turns
 from gateway.ui.request_view import changes, chat_message, outcome, tool_names
 from gateway.ui.session_view import SessionsForm, session_cost, turn_chart
@@ -84,6 +84,34 @@ def session_page(session_id: str, turns: Sequence[TurnRow]) -> dict[str, Any]:
         "first_compaction": next((t.turn for t in turns if t.compacted), None),
         "compactions": sum(t.compacted for t in turns),
         "tool_changes": sum(t.tool_set_changed for t in turns),
+    }
+
+
+def request_page(
+    stored: StoredRequest,
+    counter: TokenCounter,
+    info: ModelInfo | None,
+    around: tuple[str | None, str | None] = (None, None),
+) -> dict[str, Any]:
+    """The request page's values: the outcome and changes first, then the chat zone by zone."""
+    messages = stored.assembled.get("messages") or []
+    zoned = [
+        (zone, [chat_message(i, m, counter.message(m)) for i, m in items]) for zone, items in zones(messages).items()
+    ]
+    return {
+        "stored": stored,
+        "zones": zoned,
+        "tools_tokens": counter.tools(stored.assembled.get("tools")),
+        "tools_sent": tool_names(stored.assembled.get("tools")),
+        "lint": [d for d in stored.decisions if d.get("pass") == "lint_context"],
+        "diff": diff_lines(stored),
+        "usage": stored.summary,
+        "outcome": outcome(stored, info),
+        "changes": changes(stored),
+        "budget": budget_rows(stored),
+        "prev_id": around[0],
+        "next_id": around[1],
+        "as_json": _json(stored.to_dict()),
     }
 
 
@@ -144,31 +172,10 @@ def ui_router(gw: Gateway) -> APIRouter:
             return _missing("request", request_id)
         model = gw.settings.model(stored.summary.model)
         counter = counter_for(model.tokenizer or encoding_for_model(model.litellm_model) if model else "o200k_base")
-        messages = stored.assembled.get("messages") or []
-        zoned = [
-            (zone, [chat_message(i, m, counter.message(m)) for i, m in items])
-            for zone, items in zones(messages).items()
-        ]
-        prev_id, next_id = await asyncio.to_thread(
-            neighbours, engine(), stored.summary.session_id, stored.summary.created_at
-        )
-        lint = [d for d in stored.decisions if d.get("pass") == "lint_context"]
-        return _page(
-            "request.html",
-            stored=stored,
-            zones=zoned,
-            tools_tokens=counter.tools(stored.assembled.get("tools")),
-            tools_sent=tool_names(stored.assembled.get("tools")),
-            lint=lint,
-            diff=diff_lines(stored),
-            usage=stored.summary,
-            outcome=outcome(stored, price(stored.summary.model)),
-            changes=changes(stored),
-            budget=budget_rows(stored),
-            prev_id=prev_id,
-            next_id=next_id,
-            as_json=_json(stored.to_dict()),
-        )
+        around = await asyncio.to_thread(neighbours, engine(), stored.summary.session_id, stored.summary.created_at)
+        # Counting every message and diffing two bodies is milliseconds for a long agent turn: a thread.
+        values = await asyncio.to_thread(request_page, stored, counter, price(stored.summary.model), around)
+        return _page("request.html", **values)
 
     return router
 
