@@ -104,6 +104,10 @@ def _change(d: Mapping[str, Any]) -> tuple[str, str] | None:
         return ("recalled", f"passage of turns {detail.get('turns')} recalled ({detail.get('tokens')} tokens)")
     if name == "attach_documents" and action in ("kept", "chunked", "dropped"):
         return ("documents", str(d.get("reason", "")))
+    if name == "shrink_oversize" and action == "shrunk":
+        return ("shrunk", f"{d.get('reason', '')} ({saved:,} tokens saved)")
+    if name == "restate_rules" and action == "restated":
+        return ("rules", str(d.get("reason", "")))
     if name == "verify_assembly" and action == "reverted":
         return ("reverted", str(d.get("reason", "")))
     return None
