@@ -132,12 +132,17 @@ def replay_send(request_id: str, model_name: str | None, config_path: str | None
     "--policy",
     "policies",
     multiple=True,
-    default=("default",),
-    show_default=True,
-    help="'default', 'off', or a YAML file (a config or a policy mapping). Repeat to compare.",
+    default=(),
+    help="'served' (the config's policy), 'default' (bundled), 'off', or a YAML file (a config or a policy "
+    "mapping). Repeat to compare. Default: 'served' for --session, else 'default'.",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None)
-@click.option("--model", "model_name", default=None, help="Configured model to account for (default: the first).")
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    help="Configured model to account for (default: the session's model for --session, else the first).",
+)
 @click.option(
     "--cache-model",
     type=click.Choice(["openai", "anthropic", "vllm"]),

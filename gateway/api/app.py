@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -67,12 +68,23 @@ def freeze_startup_objects() -> None:
 GIL_SWITCH_INTERVAL_S = 0.001
 
 
+REQUEST_ID_HEADER = "x-ventana-request-id"
+
+
+def new_request_id() -> str:
+    return "req-" + os.urandom(10).hex()
+
+
 def error_response(exc: VentanaError, headers: dict[str, str] | None = None) -> Response:
+    """The OpenAI error body; every error carries a request id, a refusal before forwarding too.
+
+    A request refused before forwarding (401, 404, 413, 429, bad input) is not recorded in
+    the store; its id is in the gateway's log line, so a client can still quote it.
+    """
+    merged = {**exc.headers, **(headers or {})}
+    merged.setdefault(REQUEST_ID_HEADER, new_request_id())
     return Response(
-        orjson.dumps(exc.body()),
-        status_code=exc.status_code,
-        media_type="application/json",
-        headers={**exc.headers, **(headers or {})},
+        orjson.dumps(exc.body()), status_code=exc.status_code, media_type="application/json", headers=merged
     )
 
 
@@ -140,9 +152,18 @@ def create_app(
 
     @app.exception_handler(VentanaError)
     async def _ventana_error(request: Request, exc: VentanaError) -> Response:
+        response = error_response(exc)
         if exc.status_code < 500 and not isinstance(exc, UpstreamError):  # upstream ones: counted in chat.py
             metrics.REJECTED.labels(exc.code or exc.error_type).inc()
-        return error_response(exc)
+            log.info(
+                "refused %s %s: %s %s (%s)",
+                request.method,
+                request.url.path,
+                exc.status_code,
+                exc.code or exc.error_type,
+                response.headers[REQUEST_ID_HEADER],
+            )
+        return response
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> Response:
@@ -155,7 +176,7 @@ def create_app(
                 "code": None,
             }
         }
-        return JSONResponse(body, status_code=exc.status_code)
+        return JSONResponse(body, status_code=exc.status_code, headers={REQUEST_ID_HEADER: new_request_id()})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
