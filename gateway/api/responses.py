@@ -25,7 +25,14 @@ from gateway.api.chat import answer_chat, caller_hash, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.errors import NotFound, RequestError
-from gateway.formats.responses import chat_body, check_request, input_items, response_from_chat, response_object
+from gateway.formats.responses import (
+    chat_body,
+    check_request,
+    input_items,
+    listed_item,
+    response_from_chat,
+    response_object,
+)
 from gateway.formats.responses_stream import ResponseEvents
 from gateway.store.responses import MemoryResponseStore, ResponseStore, StoredResponse
 
@@ -148,7 +155,7 @@ class ResponsesRoute:
 
     async def input_items(self, request: Request) -> Response:
         stored = await self._own(request)
-        items = list(stored.own_input())
+        items = [listed_item(item) for item in stored.own_input()]
         if request.query_params.get("order", "desc") == "desc":
             items.reverse()
         after = request.query_params.get("after")

@@ -79,6 +79,24 @@ def input_items(request: Mapping[str, Any], response_id: str) -> list[dict[str, 
     return items
 
 
+def listed_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """``item`` as ``input_items`` lists it: text content as parts and a status, as the API returns items.
+
+    The stored item is kept as the client sent it, so the next turn translates to the same chat message.
+    """
+    out = dict(item)
+    kind = item.get("type")
+    if kind == "message" and isinstance(item.get("content"), str):
+        part = "output_text" if item.get("role") == "assistant" else "input_text"
+        text: dict[str, Any] = {"type": part, "text": item["content"]}
+        if part == "output_text":
+            text.update(annotations=[], logprobs=[])
+        out["content"] = [text]
+    if kind in ("function_call", "function_call_output") or (kind == "message" and item.get("role") == "assistant"):
+        out.setdefault("status", "completed")
+    return out
+
+
 def chat_body(request: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The Chat Completions body for ``request`` over the whole conversation ``items``."""
     messages: list[dict[str, Any]] = []
@@ -241,13 +259,19 @@ def response_object(
         "temperature": request.get("temperature", 1.0),
         "text": text or {"format": {"type": "text"}},
         "tool_choice": request.get("tool_choice", "auto"),
-        "tools": list(request.get("tools") or []),
+        "tools": [_echoed_tool(t) for t in request.get("tools") or ()],
         "top_p": request.get("top_p", 1.0),
         "truncation": request.get("truncation", "disabled"),
-        "usage": None,
-        "user": request.get("user"),
         "metadata": dict(request.get("metadata") or {}),
+        **({"user": request["user"]} if isinstance(request.get("user"), str) else {}),
     }
+
+
+def _echoed_tool(tool: Any) -> Any:
+    """A function tool as the Response object describes it: ``strict`` and ``parameters`` always present."""
+    if isinstance(tool, Mapping) and tool.get("type") == "function":
+        return {**tool, "strict": tool.get("strict"), "parameters": tool.get("parameters")}
+    return tool
 
 
 def finished(
@@ -255,13 +279,14 @@ def finished(
 ) -> dict[str, Any]:
     """``base`` with its output, usage and final status (``length`` and ``content_filter`` are incomplete)."""
     reason = {"length": "max_output_tokens", "content_filter": "content_filter"}.get(str(finish_reason))
+    counted = response_usage(usage)
     return {
         **base,
         "status": "incomplete" if reason else "completed",
         "completed_at": None if reason else at,
         "incomplete_details": {"reason": reason} if reason else None,
         "output": output,
-        "usage": response_usage(usage),
+        **({"usage": counted} if counted is not None else {}),
     }
 
 

@@ -142,12 +142,16 @@ class ResponseEvents:
         return events, response
 
     def fail(self, error: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """``error`` (an OpenAI error body's ``error``) as ``response.failed``; open items are left as they were."""
-        code = error.get("code") or error.get("type") or "server_error"
+        """``error`` (an OpenAI error body's ``error``) as ``response.failed``; open items are left as they were.
+
+        The Response error codes are a closed list: a provider's other codes become ``server_error``
+        (the message keeps what the provider said)."""
+        given = error.get("code") or error.get("type")
+        code = "rate_limit_exceeded" if given in ("rate_limit_exceeded", "rate_limit_error") else "server_error"
         failed = {
             **self.base,
             "status": "failed",
             "output": self.output,
-            "error": {"code": str(code), "message": str(error.get("message") or "the provider failed")},
+            "error": {"code": code, "message": str(error.get("message") or "the provider failed")},
         }
         return [self._event("response.failed", response=failed)]

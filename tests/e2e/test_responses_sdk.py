@@ -131,7 +131,12 @@ def test_delete_and_store_false_keep_nothing(passthrough_gateway: GatewayHandle)
 
 def test_json_schema_format_and_unsupported_tools(passthrough_gateway: GatewayHandle, sim: SimHandle) -> None:
     client = _client(passthrough_gateway)
-    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     client.responses.create(
         model="gpt-4o-mini",
         input="json please",
