@@ -32,6 +32,7 @@ from gateway.formats.responses import (
     listed_item,
     response_from_chat,
     response_object,
+    unserved_tools,
 )
 from gateway.formats.responses_stream import ResponseEvents
 from gateway.store.responses import MemoryResponseStore, ResponseStore, StoredResponse
@@ -75,6 +76,9 @@ class ResponsesRoute:
         answer = await answer_chat(self.gw, orjson.dumps(chat), caller, client_key, named, started=started)
         base = response_object(body, response_id, int(time.time()))
         headers = _ventana_headers(answer)
+        unserved = unserved_tools(body)
+        if unserved:
+            headers["x-ventana-unserved-tools"] = ",".join(unserved)
 
         def keep(response: dict[str, Any]) -> StoredResponse | None:
             if body.get("store") is False:

@@ -12,9 +12,12 @@ typed ``ModelResponse`` objects and session machinery (4,000 lines bound to its 
 dispatch), while the gateway needs plain dicts to hand to ``answer_chat`` and back, with
 the ids under its own control.
 
-What chat cannot carry is refused with a 400 naming the field (hosted tools, ``background``,
-``conversation``, prompt templates), except ``reasoning`` items: they are kept in the stored
-conversation (so ``input_items`` returns them) and left out of the chat messages.
+What chat cannot carry is refused with a 400 naming the field (``background``, ``conversation``,
+prompt templates, a ``tool_choice`` naming a hosted tool), with two exceptions clients rely on:
+``reasoning`` items are kept in the stored conversation (so ``input_items`` returns them) and
+left out of the chat messages, and hosted tools (``web_search``, ...; Codex always sends one)
+are left out of the chat tools and named in the answer's ``x-ventana-unserved-tools`` header.
+A ``namespace`` tool's functions are offered by their own names.
 """
 
 from __future__ import annotations
@@ -108,8 +111,10 @@ def chat_body(request: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) ->
     if request.get("max_output_tokens") is not None:
         body["max_completion_tokens"] = request["max_output_tokens"]
     if request.get("tools"):
-        body["tools"] = [_chat_tool(t, i) for i, t in enumerate(request["tools"])]
-    if request.get("tool_choice") is not None:
+        served = [fn for i, t in enumerate(request["tools"]) for fn in _chat_tools(t, i)]
+        if served:
+            body["tools"] = served
+    if request.get("tool_choice") is not None and "tools" in body:  # chat refuses a choice among no tools
         body["tool_choice"] = _chat_tool_choice(request["tool_choice"])
     text = request.get("text") or {}
     if isinstance(text, Mapping):
@@ -205,12 +210,28 @@ def _joined_text(parts: Any, i: int) -> str:
     return "".join(str(p.get("text") or p.get("refusal") or "") for p in parts if isinstance(p, Mapping))
 
 
-def _chat_tool(tool: Any, i: int) -> dict[str, Any]:
-    if not isinstance(tool, Mapping) or tool.get("type") != "function":
-        kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
-        raise _fail(f"tools[{i}] has type {kind!r}; only function tools can be served over chat", f"tools[{i}]")
+def _chat_tools(tool: Any, i: int) -> list[dict[str, Any]]:
+    """The chat function tools for one Responses tool: a namespace's functions by their own names; none
+    for a hosted tool (``unserved_tools`` names those)."""
+    if not isinstance(tool, Mapping) or not isinstance(tool.get("type"), str):
+        raise _fail(f"tools[{i}] must be an object with a 'type'", f"tools[{i}]")
+    if tool["type"] == "namespace":
+        return [fn for j, inner in enumerate(tool.get("tools") or ()) for fn in _chat_tools(inner, i * 1000 + j)]
+    if tool["type"] != "function":
+        return []
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise _fail(f"tools[{i}].name must be a non-empty string", f"tools[{i}].name")
     fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
-    return {"type": "function", "function": fn}
+    return [{"type": "function", "function": fn}]
+
+
+def unserved_tools(request: Mapping[str, Any]) -> list[str]:
+    """The types of the request's hosted tools (web_search, file_search, ...): a provider behind chat
+    cannot run them, so they are left out and the answer's ``x-ventana-unserved-tools`` header names them."""
+    tools = request.get("tools") or ()
+    return [
+        str(t.get("type")) for t in tools if isinstance(t, Mapping) and t.get("type") not in ("function", "namespace")
+    ]
 
 
 def _chat_tool_choice(choice: Any) -> Any:

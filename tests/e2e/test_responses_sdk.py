@@ -149,6 +149,11 @@ def test_json_schema_format_and_unsupported_tools(passthrough_gateway: GatewayHa
         "json_schema": {"name": "thing", "schema": schema, "strict": True},
     }
     assert sent["parallel_tool_calls"] is False
+    searched = client.responses.with_raw_response.create(
+        model="gpt-4o-mini", input="search", tools=[{"type": "web_search"}, *TOOLS]
+    )
+    assert searched.headers["x-ventana-unserved-tools"] == "web_search"
+    assert [t["function"]["name"] for t in sim.received()[-1]["tools"]] == ["get_weather"]
     with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(model="gpt-4o-mini", input="search", tools=[{"type": "web_search"}])
-    assert refused.value.body["param"] == "tools[0]"
+        client.responses.create(model="gpt-4o-mini", input="later", background=True)
+    assert refused.value.body["param"] == "background"
