@@ -35,7 +35,13 @@ from gateway.formats.responses import (
     unserved_tools,
 )
 from gateway.formats.responses_stream import ResponseEvents
-from gateway.store.responses import MemoryResponseStore, ResponseStore, StoredResponse
+from gateway.store.responses import (
+    MemoryResponseStore,
+    ResponseStore,
+    SqlResponseStore,
+    StoredResponse,
+    conversation,
+)
 
 _JSON = "application/json"
 #: Items one page of ``input_items`` holds unless ``limit`` says otherwise (the API's default).
@@ -67,12 +73,11 @@ class ResponsesRoute:
             body = check_request(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
             raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
-        previous = await self._previous(body, caller)
+        chain = await self._chain(body, caller)
         response_id = "resp_" + os.urandom(16).hex()
         own = input_items(body, response_id)
-        conversation = (*(previous.items() if previous else ()), *own)
-        chat = chat_body(body, conversation)
-        named = request.headers.get("x-session-id") or (previous.session_id if previous else None)
+        chat = chat_body(body, (*conversation(chain), *own))
+        named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
         answer = await answer_chat(self.gw, orjson.dumps(chat), caller, client_key, named, started=started)
         base = response_object(body, response_id, int(time.time()))
         headers = _ventana_headers(answer)
@@ -86,10 +91,10 @@ class ResponsesRoute:
             return StoredResponse(
                 response_id=response_id,
                 caller=caller,
+                previous_id=chain[-1].response_id if chain else None,
                 session_id=headers.get("x-ventana-session-id", ""),
                 created_at=time.time(),
-                conversation=conversation,
-                input_count=len(own),
+                items=tuple(own),
                 response=response,
             )
 
@@ -101,12 +106,13 @@ class ResponsesRoute:
             await self.store.put(stored)
         return _json(response, headers)
 
-    async def _previous(self, body: Mapping[str, Any], caller: str) -> StoredResponse | None:
+    async def _chain(self, body: Mapping[str, Any], caller: str) -> list[StoredResponse]:
+        """The stored responses ``previous_response_id`` continues, oldest first (none without one)."""
         previous_id = body.get("previous_response_id")
         if not previous_id:
-            return None
-        found = await self.store.get(previous_id, caller)
-        if found is None:
+            return []
+        found = await self.store.chain(previous_id, caller)
+        if not found:
             raise NotFound(f"previous_response_id {previous_id!r} was not found", param="previous_response_id")
         return found
 
@@ -159,7 +165,7 @@ class ResponsesRoute:
 
     async def input_items(self, request: Request) -> Response:
         stored = await self._own(request)
-        items = [listed_item(item) for item in stored.own_input()]
+        items = [listed_item(item) for item in stored.items]
         if request.query_params.get("order", "desc") == "desc":
             items.reverse()
         after = request.query_params.get("after")
@@ -202,7 +208,8 @@ def _sse(event: Mapping[str, Any]) -> bytes:
 
 def add_responses_routes(app: Starlette, gw: Gateway, admit: Callable[[Request], None]) -> ResponsesRoute:
     """Serve ``/v1/responses`` on ``app``; ``admit`` checks the caller's key and rate limit, raising if refused."""
-    route = ResponsesRoute(gw, MemoryResponseStore())
+    store = SqlResponseStore(gw.settings.database_url) if gw.settings.session_state == "database" else None
+    route = ResponsesRoute(gw, store or MemoryResponseStore())
 
     def admitted(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from tests.procs import GatewayHandle, SimHandle
+from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 TOOLS = [
     {
@@ -157,3 +157,23 @@ def test_json_schema_format_and_unsupported_tools(passthrough_gateway: GatewayHa
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="gpt-4o-mini", input="later", background=True)
     assert refused.value.body["param"] == "background"
+
+
+def test_chain_spans_workers_with_the_database_store(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With ``session_state: database`` every worker reads the same stored responses."""
+    tmp = tmp_path_factory.mktemp("gw-responses-db")
+    config = {
+        "models": sim_models(sim.base_url),
+        "session_state": "database",
+        "database_url": f"sqlite:///{tmp / 'store.db'}",
+    }
+    with run_gateway(tmp, config, workers=2) as gw:
+        previous = None
+        for turn in range(6):
+            body = {"model": "gpt-4o-mini", "input": f"turn {turn}", "previous_response_id": previous}
+            r = httpx.post(gw.base_url + "/responses", json=body, timeout=30)  # a new connection: any worker
+            assert r.status_code == 200, r.text
+            previous = r.json()["id"]
+        users = [m["content"] for m in sim.received()[-1]["messages"] if m["role"] == "user"]
+        assert users == [f"turn {t}" for t in range(6)]
+        assert httpx.get(f"{gw.base_url}/responses/{previous}").json()["id"] == previous
