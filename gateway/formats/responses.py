@@ -311,15 +311,20 @@ def finished(
     }
 
 
-def output_items(message: Mapping[str, Any], response_id: str) -> list[dict[str, Any]]:
-    """Output items for a chat answer's message: its text as a message item, then one item per tool call."""
+def output_items(
+    message: Mapping[str, Any], response_id: str, spaces: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Output items for a chat answer's message: its text as a message item, then one item per tool call
+    (``spaces``: the namespace each namespaced function was offered in)."""
     items: list[dict[str, Any]] = []
     text = message.get("content")
     if (isinstance(text, str) and text) or message.get("refusal"):
         items.append(message_item(response_id, text or "", refusal=message.get("refusal")))
     for i, call in enumerate(message.get("tool_calls") or ()):
         fn = call.get("function") or {}
-        items.append(call_item(response_id, i, call.get("id") or "", fn.get("name") or "", fn.get("arguments") or ""))
+        name = fn.get("name") or ""
+        space = (spaces or {}).get(name)
+        items.append(call_item(response_id, i, call.get("id") or "", name, fn.get("arguments") or "", namespace=space))
     return items
 
 
@@ -339,9 +344,16 @@ def message_item(
 
 
 def call_item(
-    response_id: str, index: int, call_id: str, name: str, arguments: str, *, status: str = "completed"
+    response_id: str,
+    index: int,
+    call_id: str,
+    name: str,
+    arguments: str,
+    *,
+    status: str = "completed",
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    item = {
         "id": f"fc_{response_id[5:]}_{index}",
         "type": "function_call",
         "status": status,
@@ -349,6 +361,20 @@ def call_item(
         "name": name,
         "arguments": arguments,
     }
+    if namespace:
+        item["namespace"] = namespace
+    return item
+
+
+def namespaces(tools: Any) -> dict[str, str]:
+    """Function name -> the ``namespace`` tool it was offered in, so its calls come back naming it."""
+    found: dict[str, str] = {}
+    for tool in tools or ():
+        if isinstance(tool, Mapping) and tool.get("type") == "namespace":
+            for inner in tool.get("tools") or ():
+                if isinstance(inner, Mapping) and isinstance(inner.get("name"), str):
+                    found[inner["name"]] = str(tool.get("name"))
+    return found
 
 
 def response_usage(usage: Any) -> dict[str, Any] | None:
@@ -374,5 +400,5 @@ def response_usage(usage: Any) -> dict[str, Any] | None:
 def response_from_chat(chat: Mapping[str, Any], base: Mapping[str, Any], at: int) -> dict[str, Any]:
     """The finished Response for a chat completion answering the request ``base`` was made from."""
     choice = (chat.get("choices") or [{}])[0]
-    output = output_items(choice.get("message") or {}, str(base["id"]))
+    output = output_items(choice.get("message") or {}, str(base["id"]), namespaces(base.get("tools")))
     return finished(base, output, chat.get("usage"), choice.get("finish_reason"), at)

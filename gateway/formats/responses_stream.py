@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.formats.responses import call_item, finished, message_item
+from gateway.formats.responses import call_item, finished, message_item, namespaces
 
 
 class ResponseEvents:
@@ -30,6 +30,7 @@ class ResponseEvents:
         self.text: list[str] | None = None  # the open message item's text, while one is open
         self.calls: dict[int, int] = {}  # chat tool-call index -> output index of its item
         self.usage: Any = None
+        self.spaces = namespaces(base.get("tools"))
         self.finish_reason: Any = None
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -82,8 +83,15 @@ class ResponseEvents:
         fn = call.get("function") or {}
         if index not in self.calls:
             events += self._close_message()
+            name = fn.get("name") or ""
             item = call_item(
-                self.response_id, index, call.get("id") or "", fn.get("name") or "", "", status="in_progress"
+                self.response_id,
+                index,
+                call.get("id") or "",
+                name,
+                "",
+                status="in_progress",
+                namespace=self.spaces.get(name),
             )
             self.output.append(item)
             self.calls[index] = len(self.output) - 1

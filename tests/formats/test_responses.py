@@ -207,3 +207,14 @@ def test_listed_items_show_text_as_parts_but_the_stored_item_is_unchanged() -> N
     item = {"type": "message", "role": "user", "content": "hi", "id": "msg_1"}
     assert listed_item(item)["content"] == [{"type": "input_text", "text": "hi"}]
     assert item["content"] == "hi"
+
+
+def test_a_namespaced_function_call_comes_back_naming_its_namespace() -> None:
+    inner = {"type": "function", "name": "close_agent", "parameters": {"type": "object"}}
+    base = response_object({"model": "m", "tools": [{"type": "namespace", "name": "agents", "tools": [inner]}]}, RID, 1)
+    call = {"id": "c1", "type": "function", "function": {"name": "close_agent", "arguments": "{}"}}
+    got = response_from_chat({"choices": [{"message": {"content": None, "tool_calls": [call]}}]}, base, 2)
+    assert got["output"][0]["namespace"] == "agents"
+    events = ResponseEvents(base)
+    events.chunk({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **call}]}}]})
+    assert events.complete(2)[1]["output"][0]["namespace"] == "agents"
