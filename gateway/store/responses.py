@@ -64,7 +64,7 @@ class ResponseStore(Protocol):
 
 
 class MemoryResponseStore:
-    """Responses of this process, the newest ``limit`` kept."""
+    """Responses of this process, the ``limit`` most recently used kept (a continued chain counts as used)."""
 
     def __init__(self, *, limit: int = DEFAULT_MEMORY_RESPONSES) -> None:
         self.limit = limit
@@ -74,6 +74,12 @@ class MemoryResponseStore:
         return f"MemoryResponseStore(limit={self.limit}, held={len(self._items)})"
 
     async def put(self, stored: StoredResponse) -> None:
+        """Keep ``stored`` and mark the responses it continues as used now: forgetting the oldest must
+        not cut the start off a chain that is still being continued."""
+        at = stored.previous_id
+        while at is not None and (found := self._items.get(at)) is not None and found.caller == stored.caller:
+            self._items.move_to_end(at)
+            at = found.previous_id
         self._items[stored.response_id] = stored
         while len(self._items) > self.limit:
             self._items.popitem(last=False)

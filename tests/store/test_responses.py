@@ -78,3 +78,13 @@ async def test_memory_store_forgets_the_oldest_past_its_limit() -> None:
         await small.put(_stored(f"resp_{i}", None))
     assert await small.get("resp_0", "alice") is None
     assert await small.get("resp_2", "alice") is not None
+
+
+async def test_memory_store_keeps_a_chain_in_use_whole() -> None:
+    small = MemoryResponseStore(limit=3)
+    await small.put(_stored("resp_root", None))
+    await small.put(_stored("resp_other_1", None))
+    await small.put(_stored("resp_next", "resp_root"))
+    await small.put(_stored("resp_other_2", None))
+    assert [s.response_id for s in await small.chain("resp_next", "alice")] == ["resp_root", "resp_next"]
+    assert await small.get("resp_other_1", "alice") is None
