@@ -59,3 +59,9 @@ async def test_agent_with_a_function_tool_over_several_turns(default_gateway: Ga
     chained = sim.received()[-1]["messages"]
     assert any(m.get("content") == "And tomorrow?" for m in chained), "the stored conversation was rebuilt"
     assert chained[-1]["role"] == "tool" and len(asked) == 3
+
+    # Turn 4, streamed: the SDK consumes the Responses events as they come.
+    streamed = Runner.run_streamed(agent, "Stream it", previous_response_id=third.last_response_id, run_config=config)
+    kinds = [event.type async for event in streamed.stream_events()]
+    assert "raw_response_event" in kinds and len(asked) == 4
+    assert str(streamed.final_output).startswith("Simulated answer")
