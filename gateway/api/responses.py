@@ -25,15 +25,8 @@ from gateway.api.chat import answer_chat, caller_hash, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.errors import NotFound, RequestError
-from gateway.formats.responses import (
-    chat_body,
-    check_request,
-    input_items,
-    listed_item,
-    response_from_chat,
-    response_object,
-    unserved_tools,
-)
+from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools
+from gateway.formats.responses_answer import listed_item, response_from_chat, response_object
 from gateway.formats.responses_stream import ResponseEvents
 from gateway.store.responses import (
     MemoryResponseStore,

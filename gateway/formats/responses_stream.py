@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.formats.responses import call_item, finished, message_item, namespaces
+from gateway.formats.responses_answer import call_item, finished, message_item, namespaces
 
 
 class ResponseEvents:

@@ -20,7 +20,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Message
 
 from gateway.errors import RequestError
-from gateway.formats.responses import chat_body, check_request, input_items, response_from_chat, response_object
+from gateway.formats.responses import chat_body, check_request, input_items
+from gateway.formats.responses_answer import response_from_chat, response_object
 from gateway.formats.responses_stream import ResponseEvents
 
 if TYPE_CHECKING:

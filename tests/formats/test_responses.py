@@ -7,15 +7,8 @@ from typing import Any
 import pytest
 
 from gateway.errors import RequestError
-from gateway.formats.responses import (
-    chat_body,
-    check_request,
-    input_items,
-    listed_item,
-    response_from_chat,
-    response_object,
-    unserved_tools,
-)
+from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools
+from gateway.formats.responses_answer import listed_item, response_from_chat, response_object
 from gateway.formats.responses_stream import ResponseEvents
 
 RID = "resp_abc"
