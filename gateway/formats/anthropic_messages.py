@@ -10,8 +10,8 @@ importing litellm costs seconds that serving never pays (``tests/test_lazy_impor
 What survives the round trip through the chat body, and in what form:
 
 - ``cache_control`` on system blocks, text blocks and tools stays on the chat content part
-  or tool; on a ``tool_result`` it moves to the ``tool`` message (litellm puts it back on
-  the block for Anthropic upstreams, and ``place_cache_breakpoints`` counts it there).
+  or tool; on a ``tool_result`` (or a block inside one) it moves to the ``tool`` message
+  (litellm puts it back for Anthropic upstreams, and ``place_cache_breakpoints`` counts it there).
 - ``thinking``/``redacted_thinking`` blocks ride on the assistant message as
   ``thinking_blocks`` (litellm's field, which it turns back into blocks for Anthropic).
 - ``defer_loading`` stays on the tool, where ``assembly/tool_modes.py`` puts its own.
@@ -200,8 +200,12 @@ def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     if block.get("is_error"):
         text = "[error] " + text
     out: dict[str, Any] = {"role": "tool", "tool_call_id": block["tool_use_id"], "content": text}
-    if block.get("cache_control") is not None:
-        out["cache_control"] = block["cache_control"]
+    # A breakpoint may sit on the result or on a block inside it (litellm writes the latter):
+    # either way it marks the end of this result, which the tool message now is.
+    inner = [b.get("cache_control") for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    marker = block.get("cache_control") or next((c for c in reversed(inner) if c), None)
+    if marker is not None:
+        out["cache_control"] = marker
     return out
 
 

@@ -132,6 +132,30 @@ def test_tool_results_come_before_the_turns_text_whatever_their_order() -> None:
     assert body["messages"][2]["content"] == "[error] denied\n[image]"
 
 
+def test_a_breakpoint_inside_a_tool_result_marks_the_tool_message() -> None:
+    """litellm writes a breakpoint on a tool message as one on the text block inside the tool_result."""
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": [{"type": "text", "text": "ok", "cache_control": EPHEMERAL}],
+    }
+    request = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}]},
+            {"role": "user", "content": [result]},
+        ],
+    }
+    assert chat_body(request, "anthropic")["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "t1",
+        "content": "ok",
+        "cache_control": EPHEMERAL,
+    }
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
