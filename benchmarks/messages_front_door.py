@@ -147,12 +147,16 @@ def _pairs_intact(body: dict[str, Any]) -> bool:
     return True
 
 
-def _translation_us(request: dict[str, Any], answer: dict[str, Any]) -> float:
-    """Microseconds to translate the request to chat and a chat answer back, in process."""
-    start = time.perf_counter()
-    chat_body(request, "anthropic")
-    message_from_chat(answer, MODEL)
-    return (time.perf_counter() - start) * 1e6
+def _translation_us(request: dict[str, Any], answer: dict[str, Any], repeat: int = 5) -> float:
+    """Microseconds to translate the request to chat and a chat answer back, in process: the best
+    of ``repeat`` runs, since the gateway and simulator share the machine's two cores with it."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        chat_body(request, "anthropic")
+        message_from_chat(answer, MODEL)
+        best = min(best, time.perf_counter() - start)
+    return best * 1e6
 
 
 def run_file(client: httpx.Client, sim: SimHandle, name: str, per_file: int, limit: int) -> dict[str, Any]:

@@ -319,3 +319,28 @@ def test_a_long_tool_loop_is_compacted_and_keeps_every_pair(
     with capsys.disabled():
         print(f"\nlong Messages tool loop: compacted from turn {compacted[0]}, cache-read share {read / total:.1%}")
     assert read / total > 0.3
+
+
+def test_a_stream_that_fails_midway_ends_with_an_error_event(gw: GatewayHandle, msim: SimHandle) -> None:
+    msim.reset()
+    msim.faults({"kind": "malformed", "times": 1})
+    request = {
+        "model": "gpt-4o-mini",
+        "max_tokens": 64,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Fail later."}],
+    }
+    with httpx.stream("POST", gw.url + "/v1/messages", json=request, timeout=30) as response:
+        events = parse_sse(response.read())
+    check_events(events)
+    assert events[-1]["type"] == "error" and events[-1]["error"]["type"] == "api_error"
+    text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
+    assert text.startswith("Simulated answer")
+
+
+def test_a_provider_rejection_keeps_its_status_in_anthropics_shape(gw: GatewayHandle, msim: SimHandle) -> None:
+    msim.reset()
+    msim.faults({"kind": "status", "status": 400, "times": 1})
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        _client(gw).messages.create(model="gpt-4o-mini", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    jsonschema.validate(raised.value.body, ERROR)
