@@ -50,8 +50,12 @@ def _fail(message: str, param: str) -> RequestError:
     return RequestError(message, param=param, code="invalid_value")
 
 
-def chat_body(request: Any, provider: str) -> dict[str, Any]:
-    """The Chat Completions body that asks what the Messages ``request`` asks; RequestError if malformed."""
+def chat_body(request: Any, provider: str, *, server_tools: bool = False) -> dict[str, Any]:
+    """The Chat Completions body that asks what the Messages ``request`` asks; RequestError if malformed.
+
+    Server tools (``web_search_...``, the tool search tools) are refused unless ``server_tools``:
+    the gateway's chat seam takes function tools only; the simulator keeps them as they are.
+    """
     if not isinstance(request, Mapping):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
     model, max_tokens, messages = request.get("model"), request.get("max_tokens"), request.get("messages")
@@ -82,7 +86,7 @@ def chat_body(request: Any, provider: str) -> dict[str, Any]:
     if tools:
         if not isinstance(tools, list):
             raise _fail("'tools' must be an array", "tools")
-        body["tools"] = [_tool(t, i) for i, t in enumerate(tools)]
+        body["tools"] = [_tool(t, i, server_tools) for i, t in enumerate(tools)]
     _tool_choice(request.get("tool_choice"), body)
     return body
 
@@ -251,9 +255,11 @@ def _document(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     return part
 
 
-def _tool(tool: Any, i: int) -> dict[str, Any]:
+def _tool(tool: Any, i: int, server_tools: bool = False) -> dict[str, Any]:
     if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str) or not tool["name"]:
         raise _fail(f"tools[{i}] must be an object with a non-empty string 'name'", f"tools[{i}]")
+    if tool.get("type") not in (None, "custom") and server_tools:
+        return dict(tool)
     if tool.get("type") not in (None, "custom"):
         raise _fail(
             f"tools[{i}] is a server tool ({tool['type']!r}); this gateway forwards custom tools only",

@@ -65,7 +65,7 @@ async def create_message(sim: Simulator, request: Request) -> Response:
     raw = await request.body()
     sim.requests += 1
     try:
-        body = chat_body(orjson.loads(raw), "anthropic")
+        body = chat_body(orjson.loads(raw), "anthropic", server_tools=True)
     except orjson.JSONDecodeError:
         return _error(400, "body is not valid JSON")
     except RequestError as exc:

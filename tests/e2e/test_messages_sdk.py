@@ -29,6 +29,7 @@ WEATHER = {
     "description": "Current weather for a city",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
+TOPICS = [f"ledger_{i:02d}" for i in range(30)]  # more than tools.max_tools (16)
 LONG_SYSTEM = "You are a meticulous assistant. Always cite the tool output you rely on. " * 120  # ~1,700 tokens
 
 
@@ -344,3 +345,31 @@ def test_a_provider_rejection_keeps_its_status_in_anthropics_shape(gw: GatewayHa
     with pytest.raises(anthropic.BadRequestError) as raised:
         _client(gw).messages.create(model="gpt-4o-mini", max_tokens=5, messages=[{"role": "user", "content": "x"}])
     jsonschema.validate(raised.value.body, ERROR)
+
+
+def test_defer_loading_mode_sends_every_tool_and_the_providers_tool_search(
+    msim: SimHandle, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With ``tools.modes: {anthropic: defer_loading}`` nothing is pruned: the unselected tools are deferred."""
+    msim.reset()
+    tools = [WEATHER] + [
+        {
+            "name": f"manage_{topic}",
+            "description": f"Create, list and delete {topic} records in the back office",
+            "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}},
+        }
+        for topic in TOPICS
+    ]
+    config = {"models": claude_models(msim.url), "policy": {"tools": {"modes": {"anthropic": "defer_loading"}}}}
+    env = {SIM_KEY_ENV: "sk-sim-anthropic", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with run_gateway(tmp_path_factory.mktemp("gw-messages-defer"), config, env=env) as deferring:
+        _client(deferring).messages.create(
+            model=CLAUDE, max_tokens=16, tools=tools, messages=[{"role": "user", "content": "Weather in Lima today?"}]
+        )
+    (body,) = _answered(msim)
+    jsonschema.validate(body, REQUEST)
+    names = {t["name"]: t for t in body["tools"]}
+    assert set(names) >= {t["name"] for t in tools}
+    assert not names["get_weather"].get("defer_loading")
+    assert sum(1 for t in body["tools"] if t.get("defer_loading")) >= len(tools) // 2
+    assert any(str(t.get("type", "")).startswith("tool_search_tool") for t in body["tools"])

@@ -121,6 +121,12 @@ _TOOL: dict[str, Any] = {
         "defer_loading": {"type": "boolean"},
     },
 }
+#: Anthropic-defined tools (``web_search_20250305``, ``tool_search_tool_bm25_20251119``): a versioned type, a name.
+_SERVER_TOOL: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "name"],
+    "properties": {"type": {"type": "string", "pattern": "^[a-z0-9_]+_[0-9]{8}$"}, "name": {"type": "string"}},
+}
 _TOOL_CHOICE: dict[str, Any] = {
     "oneOf": [
         {"type": "object", "required": ["type"], "properties": {"type": {"enum": ["auto", "any", "none"]}}},
@@ -151,7 +157,7 @@ REQUEST: dict[str, Any] = {
             },
         },
         "system": {"oneOf": [{"type": "string"}, {"type": "array", "items": _TEXT_BLOCK}]},
-        "tools": {"type": "array", "items": _TOOL},
+        "tools": {"type": "array", "items": {"anyOf": [_TOOL, _SERVER_TOOL]}},
         "tool_choice": _TOOL_CHOICE,
         "stop_sequences": {"type": "array", "items": {"type": "string"}},
         "metadata": {"type": "object", "properties": {"user_id": {"type": ["string", "null"]}}},

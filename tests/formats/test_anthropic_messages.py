@@ -312,3 +312,11 @@ def test_a_stream_with_no_chunks_still_opens_and_closes_the_message() -> None:
     events = _translate([b"data: [DONE]\n\n"])
     check_events(events)
     assert [e["type"] for e in events] == ["message_start", "ping", "message_delta", "message_stop"]
+
+
+def test_the_simulator_keeps_server_tools_the_gateway_refuses() -> None:
+    search = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+    request = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "tools": [TOOL, search]}
+    assert chat_body(request, "anthropic", server_tools=True)["tools"][1] == search
+    with pytest.raises(RequestError):
+        chat_body(request, "anthropic")
