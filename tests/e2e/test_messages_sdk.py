@@ -373,3 +373,26 @@ def test_defer_loading_mode_sends_every_tool_and_the_providers_tool_search(
     assert not names["get_weather"].get("defer_loading")
     assert sum(1 for t in body["tools"] if t.get("defer_loading")) >= len(tools) // 2
     assert any(str(t.get("type", "")).startswith("tool_search_tool") for t in body["tools"])
+
+
+def test_thinking_blocks_reach_an_anthropic_upstream_untouched(gw: GatewayHandle, msim: SimHandle) -> None:
+    msim.reset()
+    turn = [
+        {"type": "thinking", "thinking": "I need the tool.", "signature": "sig-abc"},
+        {"type": "redacted_thinking", "data": "opaque-bytes"},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Lima"}},
+    ]
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    _client(gw).messages.create(
+        model=CLAUDE,
+        max_tokens=2000,
+        thinking=thinking,
+        tools=[WEATHER],
+        messages=[
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": turn},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}]},
+        ],
+    )
+    (body,) = _answered(msim)
+    assert body["messages"][1]["content"] == turn and body["thinking"] == thinking
