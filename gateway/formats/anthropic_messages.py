@@ -19,9 +19,11 @@ What survives the round trip through the chat body, and in what form:
   documents become text parts headed by their title; URL documents become a text
   reference to the URL (the gateway never fetches).
 - Lost: images inside a ``tool_result`` (chat tool messages carry text only) are
-  replaced by a ``[image]`` marker; ``is_error`` becomes an ``[error]`` prefix; ``top_k``
-  and ``thinking`` reach only Anthropic upstreams; server tools (``web_search_...``) are
-  refused, as the chat seam carries function tools only.
+  replaced by a ``[image]`` marker; ``is_error`` becomes an ``[error]`` prefix; server
+  tools (``web_search_...``) are refused, as the chat seam carries function tools only.
+  ``cache_control``, thinking blocks, ``defer_loading``, ``top_k`` and ``thinking`` reach
+  only providers litellm speaks Claude's format to (``CLAUDE_PROVIDERS``): OpenAI refuses
+  unknown properties on messages and tools.
 """
 
 from __future__ import annotations
@@ -42,8 +44,13 @@ STOP_REASONS: Mapping[str | None, str] = {
 }
 _CHOICES: Mapping[str, str] = {"auto": "auto", "any": "required", "none": "none"}
 _PASSED = ("temperature", "top_p", "stream")
-#: Parameters only litellm's Anthropic provider understands; an OpenAI upstream would refuse them.
+#: Providers litellm sends Claude's own request format (the ``place_cache_breakpoints`` list).
+CLAUDE_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"})
+#: Parameters only those understand; an OpenAI upstream would refuse them.
 _ANTHROPIC_ONLY = ("top_k", "thinking")
+#: Keys on messages, content parts and tools that only those understand (OpenAI refuses
+#: unknown properties there); for other providers they are dropped.
+_CLAUDE_KEYS = frozenset({"cache_control", "thinking_blocks", "defer_loading"})
 
 
 def _fail(message: str, param: str) -> RequestError:
@@ -70,7 +77,8 @@ def chat_body(request: Any, provider: str, *, server_tools: bool = False) -> dic
         out.extend(_message(message, i))
     body: dict[str, Any] = {"model": model, "messages": out, "max_tokens": max_tokens}
     body.update({k: request[k] for k in _PASSED if request.get(k) is not None})
-    if provider == "anthropic":
+    claude = provider in CLAUDE_PROVIDERS
+    if claude:
         body.update({k: request[k] for k in _ANTHROPIC_ONLY if request.get(k) is not None})
     if body.get("stream"):
         body["stream_options"] = {"include_usage": True}  # message_delta reports the usage
@@ -88,6 +96,21 @@ def chat_body(request: Any, provider: str, *, server_tools: bool = False) -> dic
             raise _fail("'tools' must be an array", "tools")
         body["tools"] = [_tool(t, i, server_tools) for i, t in enumerate(tools)]
     _tool_choice(request.get("tool_choice"), body)
+    return body if claude else _without_claude_keys(body)
+
+
+def _without_claude_keys(body: dict[str, Any]) -> dict[str, Any]:
+    def clean(item: Any) -> Any:
+        if not isinstance(item, dict):
+            return item
+        out = {k: v for k, v in item.items() if k not in _CLAUDE_KEYS}
+        if isinstance(out.get("content"), list):
+            out["content"] = [clean(p) for p in out["content"]]
+        return out
+
+    body["messages"] = [clean(m) for m in body["messages"]]
+    if "tools" in body:
+        body["tools"] = [clean(t) for t in body["tools"]]
     return body
 
 

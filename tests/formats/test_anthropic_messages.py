@@ -101,7 +101,17 @@ def test_full_request_becomes_a_chat_body_the_chat_route_accepts() -> None:
 
 def test_anthropic_only_parameters_do_not_reach_other_providers() -> None:
     body = chat_body(FULL_REQUEST, "openai")
+    validate_chat_request(body, max_messages=100)
     assert "top_k" not in body and "thinking" not in body
+    text = orjson.dumps(body).decode()
+    assert "cache_control" not in text and "thinking_blocks" not in text and "defer_loading" not in text
+    assert body["messages"][2]["tool_calls"][0]["id"] == "toolu_1"  # the rest is kept
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock", "vertex_ai"])
+def test_claude_providers_keep_breakpoints_thinking_and_deferred_tools(provider: str) -> None:
+    text = orjson.dumps(chat_body(FULL_REQUEST, provider)).decode()
+    assert "cache_control" in text and "thinking_blocks" in text and "defer_loading" in text
 
 
 def test_tool_results_come_before_the_turns_text_whatever_their_order() -> None:
