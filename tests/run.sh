@@ -28,6 +28,11 @@ if command -v redis-server >/dev/null && ! redis-cli -h 127.0.0.1 ping >/dev/nul
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null || true
 fi
 
+# Claude Code (npm) for tests/e2e/test_claude_code.py; skipped there when npm cannot reach its registry.
+if command -v npm >/dev/null && ! command -v claude >/dev/null; then
+  as_root npm install -g --silent @anthropic-ai/claude-code >/dev/null 2>&1 || echo "Claude Code not installed: its e2e test will skip"
+fi
+
 python3 -m pip install -q --disable-pip-version-check -e '.[test,embedding]'
 # Codex CLI for the Responses route's end-to-end test; its test is skipped when npm cannot install it.
 if ! command -v codex >/dev/null && command -v npm >/dev/null; then

@@ -32,6 +32,7 @@ from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.memory_runtime import memory_runtime
+from gateway.api.messages import count_tokens, create_message
 from gateway.api.rate_limit import RateLimiter
 from gateway.api.responses import add_responses_routes
 from gateway.api.tool_usage_runtime import tool_usage_runtime
@@ -198,12 +199,23 @@ def create_app(
     app.add_route("/v1/chat/completions", _chat, methods=["POST"])
     app.add_route("/chat/completions", _chat, methods=["POST"])
 
-    def _admit(request: Request) -> None:
-        principal = access.client(request.headers)
+    def _admit(request: Request) -> Principal:
+        principal: Principal = access.client(request.headers)
         if limiter is not None:
             limiter.admit(principal.caller)
+        return principal
 
     add_responses_routes(app, gw, _admit)
+
+    async def _messages(request: Request) -> Response:
+        return await create_message(request, gw, _admit)
+
+    async def _count_tokens(request: Request) -> Response:
+        return await count_tokens(request, gw, _admit)
+
+    # The Anthropic Messages front door renders its own errors, in Anthropic's shape.
+    app.add_route("/v1/messages", _messages, methods=["POST"])
+    app.add_route("/v1/messages/count_tokens", _count_tokens, methods=["POST"])
 
     @app.get("/v1/models", dependencies=[Depends(require_client)])
     @app.get("/models", dependencies=[Depends(require_client)])

@@ -1,4 +1,5 @@
-"""The simulator's HTTP surface: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``GET /v1/models``.
+"""The simulator's HTTP surface: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``POST /v1/messages``
+and ``GET /v1/models``.
 
 Answers are deterministic (a function of the request), so tests can compare what the
 client received with what the simulator sent. A tool call is returned when the request
@@ -28,6 +29,7 @@ from gateway.providersim.cache_models import CacheModel, cache_model_for, defaul
 from gateway.providersim.cutter import ConnectionCutter
 from gateway.providersim.faults import FaultPlan
 from gateway.providersim.responses import responses
+from gateway.providersim.messages import create_message
 from gateway.tokens import content_text, counter_for, encoding_for_model
 
 _JSON = "application/json"
@@ -269,6 +271,9 @@ class Simulator:
             yield b"data: " + orjson.dumps({**base, "choices": [], "usage": usage}) + b"\n\n"
         yield b"data: [DONE]\n\n"
 
+    async def messages(self, request: Request) -> Response:
+        return await create_message(self, request)
+
     async def models(self, request: Request) -> Response:
         data = [
             {"id": m, "object": "model", "created": 0, "owned_by": "ventana-sim"}
@@ -329,6 +334,7 @@ def create_sim_app(
             Route("/chat/completions", sim.chat, methods=["POST"]),
             Route("/v1/responses", partial(responses, sim), methods=["POST"]),
             Route("/responses", partial(responses, sim), methods=["POST"]),
+            Route("/v1/messages", sim.messages, methods=["POST"]),
             Route("/v1/models", sim.models, methods=["GET"]),
             Route("/_sim/faults", sim.control_faults, methods=["POST"]),
             Route("/_sim/reset", sim.reset, methods=["POST"]),
