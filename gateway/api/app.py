@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway import metrics
 from gateway.api.admin import admin_router
-from gateway.api.auth import Access, require_admin, require_client
+from gateway.api.auth import Access, Principal, require_admin, require_client
 from gateway.api.browser_guard import BrowserGuard
 from gateway.api.caller_concurrency import CallerConcurrency
 from gateway.api.chat import chat_completions

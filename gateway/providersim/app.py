@@ -28,8 +28,8 @@ from starlette.routing import Route
 from gateway.providersim.cache_models import CacheModel, cache_model_for, default_kind, prompt_blocks
 from gateway.providersim.cutter import ConnectionCutter
 from gateway.providersim.faults import FaultPlan
-from gateway.providersim.responses import responses
 from gateway.providersim.messages import create_message
+from gateway.providersim.responses import responses
 from gateway.tokens import content_text, counter_for, encoding_for_model
 
 _JSON = "application/json"

@@ -96,6 +96,10 @@ def whatif_command(
         with tqdm(
             total=total_turns, desc=f"what-if {name}", unit="turn", file=sys.stderr, disable=total_turns < 20
         ) as bar:
+
+            def progress(n: int) -> None:
+                bar.update(n)
+
             results.append(
                 run_whatif(
                     conversations,
@@ -105,7 +109,7 @@ def whatif_command(
                     context_window=model.context_window,
                     cache_kind=cache_model or model.cache_model,
                     policy_name=name,
-                    progress=lambda n: None if bar.update(n) else None,  # tqdm.update returns a bool
+                    progress=progress,
                 )
             )
     console = Console(width=None if sys.stdout.isatty() else 160)
