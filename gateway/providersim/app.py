@@ -25,6 +25,7 @@ from gateway.providersim.cache_models import CacheModel, cache_model_for, defaul
 from gateway.providersim.completion import complete
 from gateway.providersim.cutter import ConnectionCutter
 from gateway.providersim.faults import FaultPlan
+from gateway.providersim.replay import Replayer, load_transcripts
 from gateway.tokens import counter_for, encoding_for_model
 
 _JSON = "application/json"
@@ -44,7 +45,9 @@ class Simulator:
         cache: bool = True,
         cache_models: Mapping[str, str] | None = None,
         cut_port: int | None = None,
+        replayer: Replayer | None = None,
     ) -> None:
+        self.replayer = replayer
         self.cutter: ConnectionCutter | None = None
         self.cut_port = cut_port
         self.record_path = Path(record) if record else None
@@ -128,7 +131,14 @@ class Simulator:
 
     def replayed(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The transcript's next assistant message in replay mode, else None (the model invents one)."""
-        return None
+        if self.replayer is None:
+            return None
+        return self.replayer.answer(body).message
+
+    async def stats(self, request: Request) -> Response:
+        """Replay's tally (replayed, find_tools, miss, unmatched, ended, and each miss) and the request count."""
+        replay = self.replayer.stats() if self.replayer is not None else None
+        return Response(orjson.dumps({"requests": self.requests, "replay": replay}), media_type=_JSON)
 
     async def _stream(self, body: Mapping[str, Any], answer: Mapping[str, Any], fault: Any) -> AsyncIterator[bytes]:
         """Relay ``answer`` as SSE chunks: words (tokens when logprobs were asked), then the finish."""
@@ -197,6 +207,8 @@ class Simulator:
     async def reset(self, request: Request) -> Response:
         self.caches.clear()
         self.faults = FaultPlan()
+        if self.replayer is not None:
+            self.replayer.reset()
         if self.cutter is not None:
             self.cutter.reset()
         return Response(b"{}", media_type=_JSON)
@@ -223,9 +235,21 @@ def create_sim_app(
     cache_models: Mapping[str, str] | None = None,
     port: int | None = None,
     cut_port: int | None = None,
+    replay: str | None = None,
 ) -> Starlette:
-    """The simulator app; with ``cut_port`` (and the ``port`` it serves on) a ConnectionCutter fronts it."""
-    sim = Simulator(record=record, latency_ms=latency_ms, cache=cache, cache_models=cache_models, cut_port=cut_port)
+    """The simulator app; with ``cut_port`` (and the ``port`` it serves on) a ConnectionCutter fronts it.
+
+    ``replay`` names an agent_loops-shaped JSONL file whose transcripts answer the requests.
+    """
+    replayer = Replayer(load_transcripts(replay)) if replay else None
+    sim = Simulator(
+        record=record,
+        latency_ms=latency_ms,
+        cache=cache,
+        cache_models=cache_models,
+        cut_port=cut_port,
+        replayer=replayer,
+    )
     sim.port = port or 0
     app = Starlette(
         lifespan=sim.lifespan,
@@ -235,6 +259,9 @@ def create_sim_app(
             Route("/v1/models", sim.models, methods=["GET"]),
             Route("/_sim/faults", sim.control_faults, methods=["POST"]),
             Route("/_sim/reset", sim.reset, methods=["POST"]),
+            Route("/sim/stats", sim.stats, methods=["GET"]),
+            # Other front doors (Responses, Messages) add their routes here and answer through
+            # gateway.providersim.completion.complete, the same brain as chat.
         ],
     )
     app.state.sim = sim

@@ -33,24 +33,7 @@ def answer_text(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = 
     if summary_request:
         return echo_summary(messages, max_tokens)
     digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:8]
-    text = f"Simulated answer {digest} to: {last_user[:60]}"
-    results = _tool_results_since_need(messages)
-    if results:
-        text += " Results: " + "; ".join(f"{name}: {out[:80]}" for name, out in results)
-    return text
-
-
-def _tool_results_since_need(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """(tool name, result text) for each tool result after the newest user message."""
-    _, at = latest_need(messages)
-    names: dict[str, str] = {}
-    out: list[tuple[str, str]] = []
-    for m in messages[at + 1 :]:
-        for call in m.get("tool_calls") or []:
-            names[str(call.get("id"))] = str((call.get("function") or {}).get("name"))
-        if m.get("role") == "tool":
-            out.append((names.get(str(m.get("tool_call_id")), "tool"), content_text(m.get("content"))[0]))
-    return out
+    return f"Simulated answer {digest} to: {last_user[:60]}"
 
 
 def echo_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None) -> str:
