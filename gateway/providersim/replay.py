@@ -3,7 +3,7 @@
 Transcripts are ``agent_loops``-shaped JSONL lines (``{"id", "tools", "messages"}``).
 A request is matched on its messages, not its position in the file, so it survives the
 gateway's edits: each message is fingerprinted (tool-call ids, tool results, text, and the
-head of long system/user texts), the transcript sharing the most fingerprints wins, and
+head and paragraphs of long system/user texts), the transcript sharing the most fingerprints wins, and
 the request's messages are aligned to it in order, so the newest one that survived
 compaction says where the conversation is. The answer is the first assistant message
 after that point.
@@ -38,14 +38,19 @@ def fingerprints(message: Mapping[str, Any]) -> list[str]:
     calls = message.get("tool_calls") or []
     if role == "assistant" and calls:
         return ["calls:" + ",".join(str(c.get("id")) for c in calls if isinstance(c, Mapping))]
-    text = " ".join(content_text(message.get("content"))[0].split())
+    raw = content_text(message.get("content"))[0]
+    text = " ".join(raw.split())
     if not text:
         return []
     if role == "tool":
         return [f"tool:{message.get('tool_call_id')}:" + hashlib.sha1(text.encode()).hexdigest()]
     keys = [f"{role}:" + hashlib.sha1(text.encode()).hexdigest()]
     if role in ("system", "user") and len(text) > _HEAD:
+        # The gateway rewrites long prompts (volatile values out, rules restated): the head and
+        # each untouched paragraph still say which run this is (the ticket paragraph differs).
         keys.append(f"{role}-head:" + hashlib.sha1(text[:_HEAD].encode()).hexdigest())
+        paragraphs = {" ".join(p.split()) for p in raw.split("\n\n")}
+        keys += sorted(f"{role}-para:" + hashlib.sha1(p.encode()).hexdigest() for p in paragraphs if len(p) >= 40)
     return keys
 
 

@@ -96,7 +96,8 @@ def _coerce(value: Any, kind: str) -> Any:
         if kind == "integer" and not isinstance(value, bool):
             return int(float(value)) if float(value).is_integer() else None
         if kind == "number" and not isinstance(value, bool):
-            return float(value)
+            number = float(value)  # an integer stays one, as a model copying "18" writes 18
+            return int(number) if number.is_integer() and not isinstance(value, float) else number
         if kind == "boolean":
             if isinstance(value, bool):
                 return value
