@@ -161,6 +161,8 @@ class Simulator:
         for choice in answer["choices"]:
             index, message = choice["index"], choice["message"]
             yield chunk(index, {"role": "assistant", "content": "", "refusal": None})
+            if message.get("reasoning_content"):  # a replayed reasoning model's turn
+                yield chunk(index, {"reasoning_content": message["reasoning_content"]})
             for n, call in enumerate(message.get("tool_calls") or []):
                 yield chunk(index, {"tool_calls": [{"index": n, **call}]})
             text = message.get("content")
