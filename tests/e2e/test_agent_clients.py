@@ -44,13 +44,11 @@ def _sim_requests(sim: SimHandle, count: int) -> list[dict[str, Any]]:
     return [b for b in sim.received()[-count:] if b.get("tools")]
 
 
-def test_openai_agents_sdk_completes_a_two_tool_task_and_stops(
-    passthrough_gateway: GatewayHandle, sim: SimHandle
-) -> None:
+def test_openai_agents_sdk_completes_a_two_tool_task_and_stops(default_gateway: GatewayHandle, sim: SimHandle) -> None:
     import agents
 
     agents.set_tracing_disabled(True)
-    client = openai.AsyncOpenAI(base_url=passthrough_gateway.base_url, api_key="sk-client", max_retries=0)
+    client = openai.AsyncOpenAI(base_url=default_gateway.base_url, api_key="sk-client", max_retries=0)
     agent = agents.Agent(
         name="weather",
         instructions="You answer weather questions with the tools.",
@@ -69,14 +67,14 @@ def test_openai_agents_sdk_completes_a_two_tool_task_and_stops(
 
 
 def test_langchain_tool_calling_agent_completes_a_two_tool_task_and_stops(
-    passthrough_gateway: GatewayHandle, sim: SimHandle
+    default_gateway: GatewayHandle, sim: SimHandle
 ) -> None:
     from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
 
     tools = {t.name: t for t in (tool(get_weather), tool(convert_temperature))}
-    llm = ChatOpenAI(model=MODEL, base_url=passthrough_gateway.base_url, api_key="sk-client", max_retries=0)
+    llm = ChatOpenAI(model=MODEL, base_url=default_gateway.base_url, api_key="sk-client", max_retries=0)
     agent = llm.bind_tools(list(tools.values()), parallel_tool_calls=False)
     messages: list[BaseMessage] = [HumanMessage(TASK)]
     sim.reset()
