@@ -1,8 +1,10 @@
 """The simulator's HTTP surface: ``POST /v1/chat/completions`` and ``GET /v1/models``.
 
 Answers are deterministic (a function of the request), so tests can compare what the
-client received with what the simulator sent. A tool call is returned when the request
-forces one (``tool_choice`` "required" or naming a function). ``--record`` appends every
+client received with what the simulator sent. What the model says (tool calls, structured
+output, ``n``, logprobs, replayed turns) is decided in ``completion.py`` and ``replay.py``;
+this module only speaks HTTP: recording, faults, SSE. ``Simulator.answer`` is the seam the
+other front doors (Responses, Messages) translate through. ``--record`` appends every
 received body as one JSON line, so tests see exactly what the gateway forwarded.
 """
 
@@ -120,14 +122,18 @@ class Simulator:
             return await fault.respond(request.headers.get("authorization", ""))
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        usage = self.usage(body)
-        completion_id = "chatcmpl-sim" + hashlib.sha256(raw).hexdigest()[:16]
-        answer = complete(body, completion_id=completion_id, usage=usage, message=self.replayed(body))
+        answer = self.answer(body, "chatcmpl-sim" + hashlib.sha256(raw).hexdigest()[:16])
         if body.get("stream"):
             return StreamingResponse(self._stream(body, answer, fault), media_type="text/event-stream")
         if fault is not None and fault.kind == "malformed":
             return Response(b'{"id": "broken", "choices": [', media_type=_JSON)
         return Response(orjson.dumps(answer), media_type=_JSON)
+
+    def answer(self, body: Mapping[str, Any], completion_id: str) -> dict[str, Any]:
+        """The chat completion for a Chat Completions body (replayed in replay mode, cache-accounted).
+
+        Other front doors turn their request into such a body and translate this answer back."""
+        return complete(body, completion_id=completion_id, usage=self.usage(body), message=self.replayed(body))
 
     def replayed(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The transcript's next assistant message in replay mode, else None (the model invents one)."""
