@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.providersim.schema_values import conversation_facts, mapping, value_for
+from gateway.providersim.schema_values import conversation_facts, mapping, safe_value_for
 from gateway.tokens import content_text
 
 CLEAR = 2
@@ -107,16 +107,27 @@ def arguments_for(fn: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], 
     """Arguments valid for the function's schema: required fields, plus any the conversation names."""
     params = mapping(fn.get("parameters"))
     strict = bool(fn.get("strict"))
-    value = value_for(
+    value = safe_value_for(
         {"type": "object", **params}, facts=conversation_facts(messages), hint=hint, all_properties=strict
     )
     return value if isinstance(value, dict) else {}
 
 
+def _allowed(fns: list[Mapping[str, Any]], choice: Any) -> tuple[list[Mapping[str, Any]], Any]:
+    """Apply an ``allowed_tools`` choice (the gateway's restriction mode): only the listed tools, its mode."""
+    if not (isinstance(choice, Mapping) and choice.get("type") == "allowed_tools"):
+        return fns, choice
+    spec = mapping(choice.get("allowed_tools"))
+    names = set()
+    for ref in spec.get("tools") or []:
+        if isinstance(ref, Mapping):
+            names.add(mapping(ref.get("function")).get("name") or ref.get("name"))
+    return [f for f in fns if f.get("name") in names], "required" if spec.get("mode") == "required" else "auto"
+
+
 def choose_tools(body: Mapping[str, Any]) -> list[ToolPick]:
     """The calls this request gets, or [] when the model should answer in text."""
-    fns = functions(body)
-    choice = body.get("tool_choice")
+    fns, choice = _allowed(functions(body), body.get("tool_choice"))
     if not fns or choice == "none":
         return []
     messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]

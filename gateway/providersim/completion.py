@@ -18,10 +18,18 @@ import orjson
 
 from gateway.providersim.choose_tool import ToolPick, choose_tools, latest_need
 from gateway.providersim.logprobs import entries, token_pieces
-from gateway.providersim.schema_values import conversation_facts, mapping, value_for
+from gateway.providersim.schema_values import conversation_facts, mapping, safe_value_for
 from gateway.tokens import content_text, encoding_for_model
 
 MAX_CHOICES = 16
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON; ``{}`` when it cannot be (an integer past 64 bits from a schema's ``const``)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return "{}"
 
 
 def answer_text(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None) -> str:
@@ -70,8 +78,7 @@ def structured_text(body: Mapping[str, Any], fallback: str) -> str | None:
     if fmt.get("type") == "json_schema":
         schema = mapping(mapping(fmt.get("json_schema")).get("schema")) or {"type": "object"}
         need, _ = latest_need(messages)
-        value = value_for(schema, facts=conversation_facts(messages), hint=need, all_properties=True)
-        return orjson.dumps(value).decode()
+        return _json(safe_value_for(schema, facts=conversation_facts(messages), hint=need, all_properties=True))
     if fmt.get("type") == "json_object":
         return orjson.dumps({"answer": fallback}).decode()
     return None
@@ -94,7 +101,7 @@ def _calls(picks: Sequence[ToolPick], completion_id: str, choice: int) -> list[d
     calls = []
     for j, pick in enumerate(picks):
         call_id = "call_" + completion_id[-12:] + ("" if choice == 0 and j == 0 else f"_{choice}_{j}")
-        arguments = orjson.dumps(pick.arguments).decode()
+        arguments = _json(pick.arguments)
         calls.append({"id": call_id, "type": "function", "function": {"name": pick.name, "arguments": arguments}})
     return calls
 

@@ -121,9 +121,18 @@ def _kind(schema: Mapping[str, Any]) -> str:
         return "object"
     if "items" in schema:
         return "array"
-    if schema.get("enum"):
-        return {bool: "boolean", int: "integer", float: "number"}.get(type(schema["enum"][0]), "string")
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return {bool: "boolean", int: "integer", float: "number"}.get(type(enum[0]), "string")
     return "string"
+
+
+def safe_value_for(schema: Mapping[str, Any], **kwargs: Any) -> Any:
+    """``value_for``, or an empty object when the schema is malformed (a fuzzer's bounds that are not numbers)."""
+    try:
+        return value_for(schema, **kwargs)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RecursionError):
+        return {}
 
 
 def value_for(
@@ -156,7 +165,7 @@ def value_for(
                 merged, name=name, facts=facts, hint=hint, root=root, all_properties=all_properties, depth=depth
             )
     kind = _kind(schema)
-    enum = [e for e in schema.get("enum") or [] if e is not None]
+    enum = [e for e in schema.get("enum") or [] if e is not None] if isinstance(schema.get("enum"), list) else []
     fact = facts.get(_norm(name)) if name else None
     if enum:
         if fact is not None and fact in enum:

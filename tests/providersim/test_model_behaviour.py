@@ -1,7 +1,7 @@
 """The simulator behaves like a model: tools under auto, structured output, n, logprobs, token caps.
 
-Every request goes over real HTTP with the official SDK, through a gateway that forwards
-unchanged, to the simulator process.
+Every request goes over real HTTP with the official SDK, through a gateway (forwarding
+unchanged, and with the bundled policy) to the simulator process.
 """
 
 from __future__ import annotations
@@ -56,9 +56,12 @@ TOOLS: list[dict[str, Any]] = [
 TASK = "Look up the weather for city: Paris in imperial units, then convert the temperature to fahrenheit."
 
 
-@pytest.fixture()
-def client(passthrough_gateway: GatewayHandle) -> openai.OpenAI:
-    return openai.OpenAI(base_url=passthrough_gateway.base_url, api_key="sk-client", max_retries=0)
+@pytest.fixture(params=["passthrough", "bundled policy"])
+def client(request: pytest.FixtureRequest) -> openai.OpenAI:
+    """The SDK through a gateway that forwards unchanged, and through one with every pass on."""
+    name = "passthrough_gateway" if request.param == "passthrough" else "default_gateway"
+    gateway: GatewayHandle = request.getfixturevalue(name)
+    return openai.OpenAI(base_url=gateway.base_url, api_key="sk-client", max_retries=0)
 
 
 def _tool_turn(messages: list[dict[str, Any]], message: Any, results: dict[str, str]) -> None:
