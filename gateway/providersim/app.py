@@ -139,7 +139,13 @@ class Simulator:
         """The transcript's next assistant message in replay mode, else None (the model invents one)."""
         if self.replayer is None:
             return None
-        return self.replayer.answer(body).message
+        verdict = self.replayer.answer(body)
+        if verdict.outcome == "miss" and self.record_path is not None:
+            # Beside the request log, not in it: that file stays one received body per line.
+            miss = {"transcript": verdict.transcript, "turn": verdict.turn, "tools": list(verdict.missing)}
+            with Path(str(self.record_path) + ".misses").open("ab") as fh:
+                fh.write(orjson.dumps(miss) + b"\n")
+        return verdict.message
 
     async def stats(self, request: Request) -> Response:
         """Replay's tally (replayed, find_tools, miss, unmatched, ended, and each miss) and the request count."""

@@ -128,4 +128,6 @@ def test_the_gateway_client_receives_the_real_turns_and_misses_are_counted(
     offered = [len(b.get("tools") or []) for b in sim.received()]
     assert stats["counts"].get("miss", 0) == len(hidden) > 0, f"pruning hid a tool the agent needed ({offered})"
     assert [m["turn"] for m in stats["misses"]] == hidden
+    recorded = Path(str(sim.record_path) + ".misses").read_bytes().splitlines()
+    assert [orjson.loads(line) for line in recorded] == stats["misses"], "misses are recorded beside --record"
     assert stats["counts"]["replayed"] == len(_turns(row)) - len(hidden)
