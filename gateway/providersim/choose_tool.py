@@ -4,8 +4,10 @@ The latest need is the newest user message. A tool "clearly matches" it when a w
 the need names the tool or two words appear in its description. Under ``auto`` the
 simulator calls the clear matches it has not called since that message (two at once
 when parallel calls are allowed), and once their results are in it answers in text, so
-every loop ends. ``required`` always calls the best match; a named ``tool_choice`` calls
-that tool. Deterministic: the same request gives the same calls.
+every loop ends. When nothing offered fits a need of two or more content words but the
+gateway serves ``find_tools``, the model searches with the need as ``query`` (once per
+need), as a model asks for a tool it cannot see. ``required`` always calls the best match;
+a named ``tool_choice`` calls that tool. Deterministic: the same request gives the same calls.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from gateway.providersim.schema_values import conversation_facts, mapping, safe_
 from gateway.tokens import content_text
 
 CLEAR = 2
+#: The gateway-served tool search (tool selection issue): one required string parameter, ``query``.
+SEARCH_TOOL = "find_tools"
 _NAME_WEIGHT = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -139,11 +143,18 @@ def choose_tools(body: Mapping[str, Any]) -> list[ToolPick]:
         return [ToolPick(str(fn["name"]), arguments_for(fn, messages, need))] if fn else []
     stems = words(need)
     called = set(called_since(messages, at))
-    ranked = sorted(((score(stems, fn), -i, fn) for i, fn in enumerate(fns)), key=lambda t: (t[0], t[1]), reverse=True)
+    search = next((f for f in fns if f.get("name") == SEARCH_TOOL), None)
+    plain = [f for f in fns if f is not search]
+    ranked = sorted(
+        ((score(stems, fn), -i, fn) for i, fn in enumerate(plain)), key=lambda t: (t[0], t[1]), reverse=True
+    )
     fresh = [(s, fn) for s, _, fn in ranked if s >= CLEAR and fn.get("name") not in called]
     fresh.sort(key=lambda pair: first_mention(need, pair[1]))
+    if not fresh and search is not None and SEARCH_TOOL not in called and (len(stems) >= 2 or choice == "required"):
+        # Nothing offered fits, but the gateway serves a search: ask it for the tool, once per need.
+        return [ToolPick(SEARCH_TOOL, {"query": need.strip()[:500]})]
     if choice == "required" and not fresh:
-        fresh = [(ranked[0][0], ranked[0][2])]
+        fresh = [(ranked[0][0], ranked[0][2])] if ranked else [(0, search or fns[0])]
     if not fresh:
         return []
     width = 1 if body.get("parallel_tool_calls") is False else 2

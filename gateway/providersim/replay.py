@@ -26,9 +26,9 @@ from typing import Any
 
 import orjson
 
+from gateway.providersim.choose_tool import SEARCH_TOOL
 from gateway.tokens import content_text
 
-SEARCH_TOOL = "find_tools"
 _HEAD = 200
 
 

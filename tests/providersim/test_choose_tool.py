@@ -70,3 +70,24 @@ def test_a_called_tool_is_not_called_again_for_the_same_need() -> None:
     ]
     assert _names(messages) == []
     assert _names(messages, tool_choice="required") == ["search_flights"]
+
+
+SEARCH = _fn("find_tools", "Search the tools this gateway can add", query={"type": "string"})
+
+
+def test_a_need_no_offered_tool_fits_asks_the_gateway_search_once() -> None:
+    need = "Convert 20 celsius to fahrenheit"
+    body = {"messages": [{"role": "user", "content": need}], "tools": [*TOOLS, SEARCH]}
+    (pick,) = choose_tools(body)
+    assert (pick.name, pick.arguments) == ("find_tools", {"query": need})
+    call = {"id": "s1", "type": "function", "function": {"name": "find_tools", "arguments": "{}"}}
+    searched = [
+        *body["messages"],
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "s1", "content": "no tool found"},
+    ]
+    assert choose_tools({**body, "messages": searched}) == [], "after one search it answers in text"
+    assert _names([{"role": "user", "content": "Search flights to Oslo"}], tools=[*TOOLS, SEARCH]) == [
+        "search_flights"
+    ], "a fitting tool is called directly"
+    assert choose_tools({**body, "messages": [{"role": "user", "content": "thanks!"}]}) == []

@@ -16,7 +16,8 @@ import openai
 import orjson
 import pytest
 
-from gateway.providersim.replay import SEARCH_TOOL, Replayer, Transcript, load_transcripts
+from gateway.providersim.choose_tool import SEARCH_TOOL
+from gateway.providersim.replay import Replayer, Transcript, load_transcripts
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
 from tests.shared_data import shared_path
 
