@@ -71,6 +71,9 @@ def test_filters_sorts_and_counts(engine: Engine) -> None:
     assert list_session_rows(engine, SessionFilter(model="m-a")).total == 6
     assert list_session_rows(engine, SessionFilter(since=now - 150)).total == 2
     assert list_session_rows(engine, SessionFilter(search="s-1")).total == 2
+    one_request = session_turns(engine, "s-03")[1].request_id
+    (found,) = list_session_rows(engine, SessionFilter(search=one_request[:12])).rows
+    assert (found.session_id, found.turns) == ("s-03", 3), "a request id finds its whole session"
     by_turns = list_session_rows(engine, SessionFilter(sort="turns"), limit=1).rows
     assert by_turns[0].session_id == "s-03"
     oldest_first = list_session_rows(engine, SessionFilter(sort="last", descending=False), limit=1).rows
