@@ -251,7 +251,7 @@ def migrate(config_path: str | None, revision: str) -> None:
 @click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def logs(config_path: str | None, session: str | None, since: str | None, limit: int, as_json: bool) -> None:
-    """List recorded requests, newest first: time, session, model, tokens original -> assembled, cached, status."""
+    """List recorded requests, newest first: time, session, turn, model, tokens original -> sent, status, error."""
     from gateway.store.commands import run_logs
 
     try:

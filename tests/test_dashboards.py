@@ -161,7 +161,7 @@ def _expected(records: list[RequestRecord]) -> dict[str, Counter[tuple[str, ...]
                 add("ventana_summarizer_calls_total", (r.model,), detail.get("summarizer_calls") or 0)
             if d["action"] == "summarizer_failed":
                 add("ventana_summarizer_calls_total", (r.model,), 1)
-            if d["action"] == "tool_set_changed":
+            if d["action"] == "tool_set_changed" and not detail.get("first"):
                 add("ventana_tool_set_changes_total", (r.model,), 1)
             if d["pass"] == "prune_tools" and d["action"] == "pruned":
                 removed = detail.get("removed") or []

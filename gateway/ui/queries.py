@@ -142,7 +142,11 @@ def _grouped(filters: SessionFilter) -> Any:
     ).group_by(Request.session_id)
     if filters.search:
         pattern = f"%{filters.search}%"
-        query = query.where(or_(Request.session_id.like(pattern), Request.request_id.like(pattern)))
+        # Sessions whose id or any request id matches, aggregated over all their requests.
+        matching = select(Request.session_id).where(
+            or_(Request.session_id.like(pattern), Request.request_id.like(pattern))
+        )
+        query = query.where(Request.session_id.in_(matching))
     if filters.model:
         query = query.where(Request.model == filters.model)
     if filters.caller:
