@@ -1,6 +1,6 @@
 """Benchmark the Messages front door on the shared data: Anthropic-format traffic through Ventana.
 
-    python -m benchmarks.messages_front_door                 # 2 conversations a file, their last 12 turns
+    python -m benchmarks.messages_front_door                 # 5 conversations a file, their last 12 turns
     python -m benchmarks.messages_front_door --per-file 1 --requests 6   # a smoke check
 
 Every data file holds chat conversations; each is rewritten in the Messages format (system
@@ -204,7 +204,7 @@ def run_file(client: httpx.Client, sim: SimHandle, name: str, per_file: int, lim
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-file", type=int, default=2, help="conversations taken from the start of each file")
+    parser.add_argument("--per-file", type=int, default=5, help="conversations taken from the start of each file")
     parser.add_argument("--requests", type=int, default=12, help="requests per conversation: its last N turns")
     parser.add_argument("--window", type=int, default=WINDOW, help="the model's context window (compaction at 55%%)")
     args = parser.parse_args()

@@ -30,7 +30,7 @@ fi
 
 # Claude Code (npm) for tests/e2e/test_claude_code.py; skipped there when npm cannot reach its registry.
 if command -v npm >/dev/null && ! command -v claude >/dev/null; then
-  as_root npm install -g --silent @anthropic-ai/claude-code >/dev/null 2>&1 || echo "Claude Code not installed: its e2e test will skip"
+  as_root timeout 300 npm install -g --silent @anthropic-ai/claude-code >/dev/null 2>&1 || echo "Claude Code not installed: its e2e test will skip"
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[test,embedding]'

@@ -187,10 +187,14 @@ def create_app(
 
     access = app.state.access
 
-    async def _chat(request: Request) -> Response:
-        principal = access.client(request.headers)
+    def _admit(request: Request) -> Principal:
+        principal: Principal = access.client(request.headers)
         if limiter is not None:
             limiter.admit(principal.caller)
+        return principal
+
+    async def _chat(request: Request) -> Response:
+        _admit(request)
         return await chat_completions(request, gw)
 
     # Plain Starlette routes, not FastAPI's: the chat route reads its own body and needs no
@@ -198,12 +202,6 @@ def create_app(
     # rate limit) is checked inline; the exception handlers above still apply.
     app.add_route("/v1/chat/completions", _chat, methods=["POST"])
     app.add_route("/chat/completions", _chat, methods=["POST"])
-
-    def _admit(request: Request) -> Principal:
-        principal: Principal = access.client(request.headers)
-        if limiter is not None:
-            limiter.admit(principal.caller)
-        return principal
 
     add_responses_routes(app, gw, _admit)
 

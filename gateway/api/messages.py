@@ -6,8 +6,8 @@ naming, assembly passes, forwarding, recording and metrics. The answer (or its c
 is translated back. Every error leaves in Anthropic's shape
 ``{"type": "error", "error": {"type", "message"}}``, because Anthropic's SDKs read that one.
 
-``anthropic-version`` and ``anthropic-beta`` are accepted and not forwarded: the chat seam
-carries no headers, and litellm sets the headers an Anthropic upstream needs from the body.
+The chat seam carries no headers: ``anthropic-beta`` reaches Claude-format upstreams as litellm's
+``extra_headers`` in the body; ``anthropic-version`` is litellm's to set.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_mo
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.errors import RequestError, UpstreamError, VentanaError
-from gateway.formats.anthropic_messages import chat_body, error_body, message_from_chat
+from gateway.formats.anthropic_messages import CLAUDE_PROVIDERS, chat_body, error_body, message_from_chat
 from gateway.formats.anthropic_stream import MessagesStream, chat_payloads
 
 _JSON = "application/json"
@@ -63,8 +63,13 @@ async def _request(request: Request, gw: Gateway, admit: Admit) -> tuple[bytes, 
     return raw, parsed
 
 
-def _chat_bytes(parsed: dict[str, Any], provider: str) -> bytes:
-    return orjson.dumps(chat_body(parsed, provider))
+def _chat_bytes(parsed: dict[str, Any], provider: str, beta: str | None = None) -> bytes:
+    """The chat body's JSON; a client's ``anthropic-beta`` rides along as litellm's ``extra_headers``
+    (Claude Code's betas change what the API accepts, so a Claude upstream must see them)."""
+    body = chat_body(parsed, provider)
+    if beta:
+        body["extra_headers"] = {"anthropic-beta": beta}
+    return orjson.dumps(body)
 
 
 def _provider(gw: Gateway, name: Any) -> str:
@@ -78,10 +83,11 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
         await gw.recorder.room()  # a store far behind slows clients down rather than filling memory
         raw, parsed = await _request(request, gw, admit)
         provider = _provider(gw, parsed.get("model"))
+        beta = request.headers.get("anthropic-beta") if provider in CLAUDE_PROVIDERS else None
         if len(raw) >= OFF_LOOP_BYTES:  # ~1-2 ms of Python for a 420 KB agent request: not on the loop
-            chat = await asyncio.to_thread(_chat_bytes, parsed, provider)
+            chat = await asyncio.to_thread(_chat_bytes, parsed, provider, beta)
         else:
-            chat = _chat_bytes(parsed, provider)
+            chat = _chat_bytes(parsed, provider, beta)
         key = client_key(request.headers)
         named = request.headers.get("x-session-id")
         answer = await answer_chat(gw, chat, caller_of(key), key, named, started=started)

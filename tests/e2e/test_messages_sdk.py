@@ -9,17 +9,20 @@ The simulator records every body it received, so tests read exactly what the pro
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from typing import Any
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, ClassVar
 
 import anthropic
 import httpx
 import jsonschema
+import orjson
 import pytest
 
 from gateway.api.auth import hash_key
 from tests.formats.anthropic_schema import COUNT_TOKENS_RESPONSE, ERROR, MESSAGE, REQUEST, check_events, parse_sse
-from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
+from tests.procs import GatewayHandle, SimHandle, free_port, run_gateway, run_simulator, sim_models
 
 CLAUDE = "claude-sonnet-4-5"
 SMALL_CLAUDE = "claude-small-window"
@@ -396,3 +399,45 @@ def test_thinking_blocks_reach_an_anthropic_upstream_untouched(gw: GatewayHandle
     )
     (body,) = _answered(msim)
     assert body["messages"][1]["content"] == turn and body["thinking"] == thinking
+
+
+class _HeaderCapture(BaseHTTPRequestHandler):
+    """A one-route Anthropic upstream that keeps the headers it was sent (the simulator keeps bodies)."""
+
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.seen.append({k.lower(): v for k, v in self.headers.items()})
+        message = {"id": "msg_1", "type": "message", "role": "assistant", "model": CLAUDE, "stop_sequence": None}
+        message |= {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}
+        out = orjson.dumps({**message, "usage": {"input_tokens": 3, "output_tokens": 1}})
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+def test_anthropic_beta_reaches_a_claude_upstream(tmp_path_factory: pytest.TempPathFactory) -> None:
+    port = free_port()
+    server = HTTPServer(("127.0.0.1", port), _HeaderCapture)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        model = {"name": CLAUDE, "litellm_model": f"anthropic/{CLAUDE}", "api_base": f"http://127.0.0.1:{port}"}
+        config = {"models": [{**model, "api_key_env": SIM_KEY_ENV}]}
+        env = {SIM_KEY_ENV: "sk-sim-anthropic", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        with run_gateway(tmp_path_factory.mktemp("gw-messages-beta"), config, env=env) as beta_gw:
+            _client(beta_gw).messages.create(
+                model=CLAUDE,
+                max_tokens=5,
+                messages=[{"role": "user", "content": "x"}],
+                extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"},
+            )
+    finally:
+        server.shutdown()
+    (headers,) = _HeaderCapture.seen
+    assert "interleaved-thinking-2025-05-14" in headers["anthropic-beta"].split(",")
