@@ -6,6 +6,8 @@ import httpx
 import openai
 import pytest
 
+from gateway.store.engine import make_engine
+from gateway.store.queries import get_request
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 TOOLS = [
@@ -167,6 +169,7 @@ def test_chain_spans_workers_with_the_database_store(sim: SimHandle, tmp_path_fa
         "session_state": "database",
         "database_url": f"sqlite:///{tmp / 'store.db'}",
     }
+    request_ids, sessions = [], set()
     with run_gateway(tmp, config, workers=2) as gw:
         previous = None
         for turn in range(6):
@@ -174,6 +177,17 @@ def test_chain_spans_workers_with_the_database_store(sim: SimHandle, tmp_path_fa
             r = httpx.post(gw.base_url + "/responses", json=body, timeout=30)  # a new connection: any worker
             assert r.status_code == 200, r.text
             previous = r.json()["id"]
+            request_ids.append(r.headers["x-ventana-request-id"])
+            sessions.add(r.headers["x-ventana-session-id"])
         users = [m["content"] for m in sim.received()[-1]["messages"] if m["role"] == "user"]
         assert users == [f"turn {t}" for t in range(6)]
         assert httpx.get(f"{gw.base_url}/responses/{previous}").json()["id"] == previous
+    assert len(sessions) == 1, "a chain of responses is one gateway session"
+    engine = make_engine(config["database_url"])
+    try:
+        records = [get_request(engine, rid) for rid in request_ids]  # written before the gateway stopped
+    finally:
+        engine.dispose()
+    assert all(r is not None and r.summary.session_id in sessions and r.summary.status == 200 for r in records)
+    last = records[-1]
+    assert last is not None and [m["content"] for m in last.original["messages"]][-1] == "turn 5"
