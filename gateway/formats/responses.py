@@ -61,6 +61,9 @@ def check_request(request: Any) -> Mapping[str, Any]:
     for name in ("previous_response_id", "instructions"):
         if request.get(name) is not None and not isinstance(request[name], str):
             raise _fail(f"'{name}' must be a string", name)
+    for name in ("stream", "store", "parallel_tool_calls"):
+        if request.get(name) is not None and not isinstance(request[name], bool):
+            raise _fail(f"'{name}' must be a boolean; found {request[name]!r}", name)
     limit = request.get("max_output_tokens")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise _fail("'max_output_tokens' must be a positive integer", "max_output_tokens")

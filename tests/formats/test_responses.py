@@ -101,6 +101,8 @@ def test_parameters_tools_choice_and_format_map_to_their_chat_names() -> None:
         ({"input": [{"type": "function_call", "name": "f"}]}, "input[0].call_id"),
         ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
         ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
+        ({"input": "x", "stream": "yes"}, "stream"),
+        ({"input": "x", "store": 0}, "store"),
         ({"input": "x", "text": {"format": {"type": "grammar"}}}, "text.format"),
     ],
 )
