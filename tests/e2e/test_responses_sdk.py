@@ -73,6 +73,20 @@ def test_previous_response_id_rebuilds_the_conversation(passthrough_gateway: Gat
     assert [i.content[0].text if isinstance(i.content, list) else i.content for i in items.data] == ["And again?"]
 
 
+def test_item_reference_names_an_item_of_the_stored_conversation(
+    passthrough_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    client = _client(passthrough_gateway)
+    first = client.responses.create(model="gpt-4o-mini", input="The code word is teal.")
+    client.responses.create(
+        model="gpt-4o-mini",
+        previous_response_id=first.id,
+        input=[{"type": "item_reference", "id": first.output[0].id}, {"role": "user", "content": "Again?"}],
+    )
+    sent = sim.received()[-1]["messages"]
+    assert [m["content"] for m in sent] == ["The code word is teal.", first.output_text, first.output_text, "Again?"]
+
+
 def test_function_call_round_trip(passthrough_gateway: GatewayHandle, sim: SimHandle) -> None:
     client = _client(passthrough_gateway)
     asked = client.responses.create(

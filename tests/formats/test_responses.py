@@ -213,3 +213,12 @@ def test_a_namespaced_function_call_comes_back_naming_its_namespace() -> None:
     events = ResponseEvents(base)
     events.chunk({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **call}]}}]})
     assert events.complete(2)[1]["output"][0]["namespace"] == "agents"
+
+
+def test_item_reference_is_replaced_by_the_stored_item_it_names() -> None:
+    earlier = [{"type": "message", "role": "user", "content": "remember me", "id": "msg_old"}]
+    request = {"model": "m", "input": [{"type": "item_reference", "id": "msg_old"}]}
+    assert input_items(request, RID, earlier) == earlier
+    with pytest.raises(RequestError) as refused:
+        input_items({"model": "m", "input": [{"type": "item_reference", "id": "msg_gone"}]}, RID, earlier)
+    assert refused.value.param == "input[0].id"
