@@ -39,6 +39,8 @@ import orjson
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
+from gateway.formats.responses import chat_body, check_request, input_items
+from gateway.formats.responses_answer import response_from_chat, response_object
 from tests.procs import SimHandle, run_gateway, run_simulator
 from tests.shared_data import shared_path
 
@@ -87,6 +89,17 @@ def turn_ends(messages: list[dict[str, Any]], limit: int) -> list[int]:
     return [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0][:limit]
 
 
+def translation_us(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, end: int) -> float:
+    """CPU the route adds to one turn, in process: request -> chat body (encoded), answer -> Response (encoded)."""
+    request = {"model": MODEL, "input": as_items(messages[:end]), **({"tools": response_tools(tools)} if tools else {})}
+    answer = {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}], "usage": None}
+    started = time.perf_counter()
+    body = check_request(orjson.loads(orjson.dumps(request)))
+    orjson.dumps(chat_body(body, input_items(body, "resp_bench")))
+    orjson.dumps(response_from_chat(answer, response_object(body, "resp_bench", 0), 0))
+    return (time.perf_counter() - started) * 1e6
+
+
 def _runs(path: Path, count: int) -> Iterator[dict[str, Any]]:
     with path.open("rb") as fh:
         for n, line in enumerate(fh):
@@ -130,6 +143,7 @@ def measure_file(name: str, gw_url: str, sim: SimHandle, runs: int, turns: int, 
     chat_ms: list[float] = []
     resp_ms: list[float] = []
     chained_ms: list[float] = []
+    translate_us: list[float] = []
     totals = {"chat": [0, 0], "chained": [0, 0]}
     summaries = {"chat": 0, "chained": 0}
     refused = {"latency": 0, "chat": 0, "chained": 0}
@@ -140,6 +154,7 @@ def measure_file(name: str, gw_url: str, sim: SimHandle, runs: int, turns: int, 
             ends = turn_ends(messages, turns)
             chat_extra = {"tools": tools} if tools else {}
             resp_extra = {"tools": response_tools(tools)} if tools else {}
+            translate_us.extend(translation_us(messages, tools, end) for end in ends)
             # Pass 1, latency: chat and stateless Responses with the same history, interleaved.
             for t, end in enumerate(ends):
                 chat_body = {"model": MODEL, "messages": messages[:end], **chat_extra}
@@ -198,6 +213,8 @@ def measure_file(name: str, gw_url: str, sim: SimHandle, runs: int, turns: int, 
         "added_p50_ms": round(resp_p50 - chat_p50, 2),
         "paired_added_p50_ms": round(statistics.median(r - c for r, c in zip(resp_ms, chat_ms, strict=True)), 2),
         "ratio": round(resp_p50 / chat_p50, 3),
+        "translation_p50_us": round(statistics.median(translate_us), 1),
+        "translation_max_us": round(max(translate_us), 1),
         "chained_p50_ms": round(statistics.median(chained_ms), 2),
         "chat_cache_share": round(totals["chat"][1] / max(1, totals["chat"][0]), 3),
         "chained_cache_share": round(totals["chained"][1] / max(1, totals["chained"][0]), 3),
@@ -245,14 +262,16 @@ def main() -> None:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| data file | runs / turns | chat p50 ms | Responses p50 ms | added ms (paired) | ratio | chained p50 ms "
+        "| data file | runs / turns | chat p50 ms | Responses p50 ms | added ms (paired) | ratio "
+        "| translation us p50 / max | chained p50 ms "
         "| cache share chat / chained | turns with a summary chat / chained | refused latency / chat / chained |"
     )
-    lines = [head, "|" + " --- |" * 10]
+    lines = [head, "|" + " --- |" * 11]
     for r in rows:
         lines.append(
             f"| {r['file']} | {r['runs']} / {r['turns']} | {r['chat_p50_ms']} | {r['responses_p50_ms']} "
-            f"| {r['added_p50_ms']:+} ({r['paired_added_p50_ms']:+}) | {r['ratio']} | {r['chained_p50_ms']} "
+            f"| {r['added_p50_ms']:+} ({r['paired_added_p50_ms']:+}) | {r['ratio']} "
+            f"| {r['translation_p50_us']} / {r['translation_max_us']} | {r['chained_p50_ms']} "
             f"| {r['chat_cache_share']:.1%} / {r['chained_cache_share']:.1%} "
             f"| {r['chat_summarised_turns']} / {r['chained_summarised_turns']} "
             f"| {r['refused']['latency']} / {r['refused']['chat']} / {r['refused']['chained']} |"

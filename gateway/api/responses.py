@@ -68,8 +68,9 @@ class ResponsesRoute:
             raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
         chain = await self._chain(body, caller)
         response_id = "resp_" + os.urandom(16).hex()
-        own = input_items(body, response_id)
-        chat = chat_body(body, (*conversation(chain), *own))
+        earlier = conversation(chain)
+        own = input_items(body, response_id, earlier)
+        chat = chat_body(body, (*earlier, *own))
         named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
         answer = await answer_chat(self.gw, orjson.dumps(chat), caller, client_key, named, started=started)
         base = response_object(body, response_id, int(time.time()))

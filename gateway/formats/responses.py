@@ -61,14 +61,21 @@ def check_request(request: Any) -> Mapping[str, Any]:
     for name in ("previous_response_id", "instructions"):
         if request.get(name) is not None and not isinstance(request[name], str):
             raise _fail(f"'{name}' must be a string", name)
+    for name in ("stream", "store", "parallel_tool_calls"):
+        if request.get(name) is not None and not isinstance(request[name], bool):
+            raise _fail(f"'{name}' must be a boolean; found {request[name]!r}", name)
     limit = request.get("max_output_tokens")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise _fail("'max_output_tokens' must be a positive integer", "max_output_tokens")
     return request
 
 
-def input_items(request: Mapping[str, Any], response_id: str) -> list[dict[str, Any]]:
-    """This request's input as items, each with an id (``input_items`` lists them by id)."""
+def input_items(
+    request: Mapping[str, Any], response_id: str, earlier: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """This request's input as items, each with an id (``input_items`` lists them by id).
+
+    An ``item_reference`` is replaced by the item of ``earlier`` (the stored conversation) it names."""
     given = request["input"]
     if isinstance(given, str):
         given = [{"type": "message", "role": "user", "content": given}]
@@ -77,9 +84,22 @@ def input_items(request: Mapping[str, Any], response_id: str) -> list[dict[str, 
         if not isinstance(item, Mapping):
             raise _fail(f"input[{i}] must be an object, found {type(item).__name__}", f"input[{i}]")
         kind = item.get("type") or ("message" if "role" in item else None)
+        if kind == "item_reference":
+            items.append(_referenced(item.get("id"), earlier, i))
+            continue
         prefix = "msg" if kind == "message" else "item"
         items.append({**item, "type": kind, "id": item.get("id") or f"{prefix}_{response_id[5:]}_{i}"})
     return items
+
+
+def _referenced(item_id: Any, earlier: Sequence[Mapping[str, Any]], i: int) -> dict[str, Any]:
+    found = next((item for item in reversed(earlier) if item.get("id") == item_id), None)
+    if found is None:
+        raise _fail(
+            f"input[{i}] references item {item_id!r}, which is not in the conversation previous_response_id names",
+            f"input[{i}].id",
+        )
+    return dict(found)
 
 
 def chat_body(request: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -150,7 +150,8 @@ class ResponseEvents:
         return events, response
 
     def fail(self, error: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """``error`` (an OpenAI error body's ``error``) as ``response.failed``; open items are left as they were.
+        """``error`` (an OpenAI error body's ``error``) as an ``error`` event, then ``response.failed``; open
+        items are left as they were.
 
         The Response error codes are a closed list: a provider's other codes become ``server_error``
         (the message keeps what the provider said)."""
@@ -162,4 +163,8 @@ class ResponseEvents:
             "output": self.output,
             "error": {"code": code, "message": str(error.get("message") or "the provider failed")},
         }
-        return [self._event("response.failed", response=failed)]
+        message = failed["error"]["message"]
+        return [
+            self._event("error", code=code, message=message, param=error.get("param")),
+            self._event("response.failed", response=failed),
+        ]

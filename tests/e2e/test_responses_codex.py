@@ -56,4 +56,20 @@ def test_codex_exec_answers_through_ventana(default_gateway: GatewayHandle, sim:
     names = {t["function"]["name"] for t in forwarded["tools"]}
     assert "exec_command" in names and "close_agent" in names, "namespace functions are offered by name"
     direct = httpx.post(sim.base_url + "/chat/completions", json={**forwarded, "stream": False}, timeout=30).json()
-    assert direct["choices"][0]["message"]["content"] in done.stdout
+    answer = direct["choices"][0]["message"]["content"]
+    assert answer in done.stdout
+
+    # A second turn of the same Codex session resends the whole history (store: false).
+    again = subprocess.run(
+        [CODEX, "exec", "--skip-git-repo-check", "resume", "--last", "Now say goodbye"],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    resent = sim.received()[-1]["messages"]
+    assert {"role": "assistant", "content": answer} in resent, "turn 1's answer came back as history"
+    assert resent[-1]["content"][0]["text"] == "Now say goodbye"

@@ -6,6 +6,8 @@ import httpx
 import openai
 import pytest
 
+from gateway.store.engine import make_engine
+from gateway.store.queries import get_request
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 TOOLS = [
@@ -69,6 +71,20 @@ def test_previous_response_id_rebuilds_the_conversation(passthrough_gateway: Gat
     assert sent[4]["content"] == "And again?"
     items = client.responses.input_items.list(third.id)
     assert [i.content[0].text if isinstance(i.content, list) else i.content for i in items.data] == ["And again?"]
+
+
+def test_item_reference_names_an_item_of_the_stored_conversation(
+    passthrough_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    client = _client(passthrough_gateway)
+    first = client.responses.create(model="gpt-4o-mini", input="The code word is teal.")
+    client.responses.create(
+        model="gpt-4o-mini",
+        previous_response_id=first.id,
+        input=[{"type": "item_reference", "id": first.output[0].id}, {"role": "user", "content": "Again?"}],
+    )
+    sent = sim.received()[-1]["messages"]
+    assert [m["content"] for m in sent] == ["The code word is teal.", first.output_text, first.output_text, "Again?"]
 
 
 def test_function_call_round_trip(passthrough_gateway: GatewayHandle, sim: SimHandle) -> None:
@@ -167,6 +183,7 @@ def test_chain_spans_workers_with_the_database_store(sim: SimHandle, tmp_path_fa
         "session_state": "database",
         "database_url": f"sqlite:///{tmp / 'store.db'}",
     }
+    request_ids, sessions = [], set()
     with run_gateway(tmp, config, workers=2) as gw:
         previous = None
         for turn in range(6):
@@ -174,6 +191,17 @@ def test_chain_spans_workers_with_the_database_store(sim: SimHandle, tmp_path_fa
             r = httpx.post(gw.base_url + "/responses", json=body, timeout=30)  # a new connection: any worker
             assert r.status_code == 200, r.text
             previous = r.json()["id"]
+            request_ids.append(r.headers["x-ventana-request-id"])
+            sessions.add(r.headers["x-ventana-session-id"])
         users = [m["content"] for m in sim.received()[-1]["messages"] if m["role"] == "user"]
         assert users == [f"turn {t}" for t in range(6)]
         assert httpx.get(f"{gw.base_url}/responses/{previous}").json()["id"] == previous
+    assert len(sessions) == 1, "a chain of responses is one gateway session"
+    engine = make_engine(config["database_url"])
+    try:
+        records = [get_request(engine, rid) for rid in request_ids]  # written before the gateway stopped
+    finally:
+        engine.dispose()
+    assert all(r is not None and r.summary.session_id in sessions and r.summary.status == 200 for r in records)
+    last = records[-1]
+    assert last is not None and [m["content"] for m in last.original["messages"]][-1] == "turn 5"

@@ -101,6 +101,8 @@ def test_parameters_tools_choice_and_format_map_to_their_chat_names() -> None:
         ({"input": [{"type": "function_call", "name": "f"}]}, "input[0].call_id"),
         ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
         ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
+        ({"input": "x", "stream": "yes"}, "stream"),
+        ({"input": "x", "store": 0}, "store"),
         ({"input": "x", "text": {"format": {"type": "grammar"}}}, "text.format"),
     ],
 )
@@ -211,3 +213,12 @@ def test_a_namespaced_function_call_comes_back_naming_its_namespace() -> None:
     events = ResponseEvents(base)
     events.chunk({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **call}]}}]})
     assert events.complete(2)[1]["output"][0]["namespace"] == "agents"
+
+
+def test_item_reference_is_replaced_by_the_stored_item_it_names() -> None:
+    earlier = [{"type": "message", "role": "user", "content": "remember me", "id": "msg_old"}]
+    request = {"model": "m", "input": [{"type": "item_reference", "id": "msg_old"}]}
+    assert input_items(request, RID, earlier) == earlier
+    with pytest.raises(RequestError) as refused:
+        input_items({"model": "m", "input": [{"type": "item_reference", "id": "msg_gone"}]}, RID, earlier)
+    assert refused.value.param == "input[0].id"
