@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.summarize.facts import extract_facts
-from gateway.summarize.salience import fact_weight, template_ids, weight
+from gateway.summarize.salience import fact_weight, is_template, template_heads, template_ids, weight
 from gateway.summarize.transcript import transcript_lines
 from gateway.tokens import TokenCounter
 
@@ -100,12 +100,19 @@ def _previous_lines(previous: str | None) -> list[tuple[str, str, str]]:
 def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[_Unit]:
     earlier = _previous_lines(previous)
     lines = transcript_lines(messages)
-    noise = template_ids([*((speaker, body) for _, speaker, body in earlier), *lines])
-    units = [_unit(i, text, body, speaker, noise) for i, (text, speaker, body) in enumerate(earlier)]
+    said = [*((speaker, body) for _, speaker, body in earlier), *lines]
+    noise, heads = template_ids(said), template_heads(said)
+    units = [
+        _unit(i, text, body, speaker, noise)
+        for i, (text, speaker, body) in enumerate(earlier)
+        if not is_template(speaker, body, heads)
+    ]
     for speaker, text in lines:
         is_call = speaker.endswith(" called")
         sentences = [text] if is_call else [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
         for sentence in sentences:
+            if is_template(speaker, sentence, heads):
+                continue  # a reply labelled with an id, in the words of a template: nothing of its own
             for piece in _pieces(sentence):
                 units.append(_unit(len(units), f"- {speaker}: {piece}", piece, speaker, noise))
     return units

@@ -58,8 +58,8 @@ def _head(text: str) -> str:
     return " ".join(text.split()[:HEAD_WORDS])
 
 
-def template_ids(lines: Sequence[tuple[str, str]]) -> frozenset[str]:
-    """The incidental ids in assistant lines that repeat one opening with only an id changed."""
+def template_heads(lines: Sequence[tuple[str, str]]) -> frozenset[str]:
+    """The masked openings ("Simulated answer # to:") that assistant lines repeat with only an id changed."""
     heads: dict[str, set[str]] = defaultdict(set)
     for speaker, text in lines:
         if speaker_kind(speaker) != "assistant":
@@ -68,11 +68,21 @@ def template_ids(lines: Sequence[tuple[str, str]]) -> frozenset[str]:
         masked, slots = _MASK.subn("#", head)
         if slots == 1:
             heads[masked].add(head)
+    return frozenset(masked for masked, variants in heads.items() if len(variants) >= MIN_TEMPLATE_REPEATS)
+
+
+def is_template(speaker: str, text: str, heads: frozenset[str]) -> bool:
+    """Whether ``text`` is an assistant sentence opening with one of ``heads`` (drop it: it only labels a reply)."""
+    return bool(heads) and speaker_kind(speaker) == "assistant" and _MASK.sub("#", _head(text)) in heads
+
+
+def template_ids(lines: Sequence[tuple[str, str]]) -> frozenset[str]:
+    """The incidental ids in assistant lines that repeat one opening with only an id changed."""
+    heads = template_heads(lines)
     noise: set[str] = set()
-    for variants in heads.values():
-        if len(variants) >= MIN_TEMPLATE_REPEATS:
-            for head in variants:
-                noise.update(extract_facts(head))
+    for speaker, text in lines:
+        if is_template(speaker, text, heads):
+            noise.update(extract_facts(_head(text)))
     if noise:  # an id a user or a tool also gave is theirs, not the template's
         stated = "\n".join(text for speaker, text in lines if speaker_kind(speaker) != "assistant")
         noise = {n for n in noise if n not in stated}
