@@ -19,7 +19,8 @@ import orjson
 
 from gateway.config import ModelConfig
 from gateway.errors import UpstreamError, UpstreamUnavailable
-from gateway.summarize.transcript import render_transcript
+from gateway.summarize.salience import is_template, template_heads
+from gateway.summarize.transcript import transcript_lines
 from gateway.upstream.openai_compat import DEFAULT_API_BASE, error_for_exception, error_for_status
 
 SYSTEM_PROMPT = """You compress the older part of a conversation so an assistant can continue it without the \
@@ -44,9 +45,12 @@ def build_summary_messages(
 ) -> list[dict[str, str]]:
     """The chat messages sent to the summariser model (the transcript fenced as data)."""
     so_far = "".join(f"summary so far: {line}\n" for line in (previous or "").splitlines() if line.strip())
+    lines = transcript_lines(messages)
+    heads = template_heads(lines)  # replies that only label themselves with an id: not worth the model's tokens
+    transcript = "\n".join(f"{speaker}: {text}" for speaker, text in lines if not is_template(speaker, text, heads))
     user = (
         "Summarise the conversation excerpt in the transcript block below, following the rules.\n"
-        f'<transcript kind="data">\n{so_far}{render_transcript(messages)}\n</transcript>'
+        f'<transcript kind="data">\n{so_far}{transcript}\n</transcript>'
     )
     return [
         {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=max_tokens)},
