@@ -1,6 +1,6 @@
 """Benchmark summaries and recall with the default policy: is what people said still there, or given back?
 
-    python -m benchmarks.summaries                      # all three data sets (about 10 minutes here)
+    python -m benchmarks.summaries                      # all three data sets
     python -m benchmarks.summaries --only locker        # the noisy 200-turn session only
     python -m benchmarks.summaries --rhelm 3 --bfcl-questions 10   # smaller
 
@@ -21,7 +21,8 @@ the same budget.
    ``benchmarks.memory_recall``, with its compaction sizes), then every question asked at
    the end in the same session: is an accepted answer in what the provider received?
 3. **rhelm**: ``shared/data/long_conversations/rhelm.jsonl``, the smallest conversations
-   longer than the window (16K), the dataset's own assistant replies kept. For the
+   longer than the window (16K), the dataset's own assistant replies kept, every 8th
+   turn sent (``--stride``; each request carries the whole history so far). For the
    short-answer questions (not ``hallucination``/``misleading``) whose answer occurs
    literally in the conversation: is it in the final request before the question
    ("kept", what compaction kept), and in the request that asks it ("asked", with recall)?
@@ -196,18 +197,28 @@ def replay(
     session: str,
     messages: Sequence[dict[str, Any]],
     reply: str | None,
+    stride: int = 1,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Send the conversation turn by turn; return the client's history and the last request received.
 
     With ``reply`` every user message is a turn answered by ``reply``; without, the
-    conversation's own assistant messages are kept and a request ends before each one."""
+    conversation's own assistant messages are kept and a request ends before each one.
+    With ``stride`` > 1 only every ``stride``-th such request is sent (and the last), as a
+    client resuming a conversation would: compaction then summarises longer spans at once."""
     headers = {"x-session-id": session}
     history: list[dict[str, Any]] = []
+    turns = 0
     for i, message in enumerate(tqdm(messages, desc=session, leave=False)):
         history.append(message)
         following = messages[i + 1] if i + 1 < len(messages) else None
         if message["role"] != "user" or (reply is None and following is not None and following["role"] == "user"):
             continue  # a request ends at the user message an answer follows (a session marker does not)
+        turns += 1
+        last = all(m["role"] != "user" for m in messages[i + 1 :])
+        if turns % stride and not last:
+            if reply is not None:
+                history.append({"role": "assistant", "content": reply})
+            continue
         sim.reset()  # keep only the latest body: each is the whole conversation so far
         client.chat.completions.create(model=model, messages=history, extra_headers=headers, max_tokens=50)
         if reply is not None:
@@ -276,7 +287,7 @@ def _rhelm_cases(count: int) -> list[dict[str, Any]]:
     return longer[:count]
 
 
-def rhelm(tmp: Path, count: int) -> tuple[Tally, list[dict[str, Any]]]:
+def rhelm(tmp: Path, count: int, stride: int) -> tuple[Tally, list[dict[str, Any]]]:
     cases = _rhelm_cases(count)
     tally = Tally()
     with run_simulator(_dir(tmp / "sim-rhelm")) as sim:
@@ -284,7 +295,7 @@ def rhelm(tmp: Path, count: int) -> tuple[Tally, list[dict[str, Any]]]:
         with run_gateway(_dir(tmp / "gw-rhelm"), config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=300)
             for k, case in enumerate(tqdm(cases, desc="rhelm")):
-                history, last = replay(client, sim, "rhelm", f"rhelm-{k}", case["messages"], None)
+                history, last = replay(client, sim, "rhelm", f"rhelm-{k}", case["messages"], None, stride)
                 full, final = _norm(_content(case["messages"])), _norm(_content(last))
                 for q in case["questions"]:
                     if q["type"] in SKIPPED_TYPES or not _contains(q["answer"], full):
@@ -323,7 +334,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200, help="turns of the locker session")
     parser.add_argument("--codes", type=int, default=40, help="codes planted in the locker session")
     parser.add_argument("--bfcl-questions", type=int, default=None, help="questions per bfcl conversation (all)")
-    parser.add_argument("--rhelm", type=int, default=6, help="rhelm conversations (the smallest over the window)")
+    parser.add_argument("--rhelm", type=int, default=30, help="rhelm conversations (the smallest over the window)")
+    parser.add_argument("--stride", type=int, default=8, help="rhelm: send every n-th turn (and the last)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="ventana-summaries-bench-") as name:
@@ -335,11 +347,12 @@ def main() -> None:
             print("\n### bfcl_memory.jsonl (window = conversation tokens / 4)\n")
             print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions))), flush=True)
         if "rhelm" in parts:
-            tally, cases = rhelm(tmp, args.rhelm)
-            sizes = ", ".join(str(c["meta"]["tokens_o200k"]) for c in cases)
+            tally, cases = rhelm(tmp, args.rhelm, args.stride)
+            tokens = sorted(c["meta"]["tokens_o200k"] for c in cases)
+            sizes = f"{tokens[0]}-{tokens[-1]}" if tokens else "no"
             print(
                 f"\n### long_conversations/rhelm.jsonl ({len(cases)} conversations of {sizes} tokens, "
-                f"{WINDOW} window)\n"
+                f"{WINDOW} window, every {args.stride}th turn sent)\n"
             )
             print("\n".join(tally_rows("question type", tally)), flush=True)
 
