@@ -144,7 +144,7 @@ def locker_run(client: openai.OpenAI, sim: SimHandle, session: str, turns: int, 
     return out
 
 
-def locker(tmp: Path, turns: int, codes: int) -> list[str]:
+def locker(tmp: Path, turns: int, codes: int, window: int = WINDOW) -> list[str]:
     rows = [
         "| summariser | final summary by | compactions | codes in final request | codes inside the summary | "
         "naive truncation, same budget | final request tokens | cached share of prompt tokens |",
@@ -155,7 +155,7 @@ def locker(tmp: Path, turns: int, codes: int) -> list[str]:
             ("extractive (default, no key)", {}),
             ("llm via simulator", {"summarizer_model": "locker"}),
         ):
-            config = {"models": [_model("locker", sim.base_url, WINDOW)], "policy": {"compaction": compaction}}
+            config = {"models": [_model("locker", sim.base_url, window)], "policy": {"compaction": compaction}}
             with run_gateway(_dir(tmp / f"gw-locker-{len(rows)}"), config) as gw:
                 client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
                 run = locker_run(client, sim, f"locker-{len(rows)}", turns, codes)
@@ -333,6 +333,7 @@ def main() -> None:
     parser.add_argument("--only", default="locker,bfcl,rhelm", help="comma-separated parts: locker, bfcl, rhelm")
     parser.add_argument("--turns", type=int, default=200, help="turns of the locker session")
     parser.add_argument("--codes", type=int, default=40, help="codes planted in the locker session")
+    parser.add_argument("--window", type=int, default=WINDOW, help="context window of the locker session")
     parser.add_argument("--bfcl-questions", type=int, default=None, help="questions per bfcl conversation (all)")
     parser.add_argument("--rhelm", type=int, default=30, help="rhelm conversations (the smallest over the window)")
     parser.add_argument("--stride", type=int, default=8, help="rhelm: send every n-th turn (and the last)")
@@ -341,8 +342,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ventana-summaries-bench-") as name:
         tmp = Path(name)
         if "locker" in parts:
-            print(f"\n### locker session ({args.turns} turns, {args.codes} codes, {WINDOW}-token window)\n")
-            print("\n".join(locker(tmp, args.turns, args.codes)), flush=True)
+            print(f"\n### locker session ({args.turns} turns, {args.codes} codes, {args.window}-token window)\n")
+            print("\n".join(locker(tmp, args.turns, args.codes, args.window)), flush=True)
         if "bfcl" in parts:
             print("\n### bfcl_memory.jsonl (window = conversation tokens / 4)\n")
             print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions))), flush=True)
