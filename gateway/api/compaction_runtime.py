@@ -2,8 +2,8 @@
 
 The compaction passes are pure; what does I/O lives here. ``CompactionRuntime`` builds
 each model's summariser once (``gateway.summarize.choice``: ``summarizer_model``, else the
-session's own model when it has a provider key, else extractive), says whether assembly
-must run in a worker thread (it may call that summariser), and prepares the
+session's own model when it has a provider key, else extractive; a turn given one assembles
+in a worker thread, as it may call it), and prepares the
 next checkpoint in the background once a session passes the lower watermark: a pure
 plan (``plan_compaction``), the summariser in a thread, the checkpoint saved into the
 session's append-only checkpoint claims. At most one preparation runs per session and
@@ -88,13 +88,6 @@ class CompactionRuntime:
             found = ClaimedSummarizer(inner, self._sessions, wait_s=self.wait_s)
         self._by_model[key] = found
         return found
-
-    @property
-    def needs_thread(self) -> bool:
-        """Whether assembly may call the named summariser (then it must leave the event loop).
-
-        With no ``summarizer_model``, ask whether ``summarizer_for(model)`` is None instead."""
-        return self.summarizer is not None and self.policy.enabled
 
     async def adopt(self, state: SessionState) -> SessionState:
         """Add the checkpoints finished for this session (by any process) that its state lacks.
