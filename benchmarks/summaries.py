@@ -353,7 +353,7 @@ def main() -> None:
             sizes = f"{tokens[0]}-{tokens[-1]}" if tokens else "no"
             print(
                 f"\n### long_conversations/rhelm.jsonl ({len(cases)} conversations of {sizes} tokens, "
-                f"{WINDOW} window, every {args.stride}th turn sent)\n"
+                f"{WINDOW} window, stride {args.stride}: every {args.stride}. turn sent)\n"
             )
             print("\n".join(tally_rows("question type", tally)), flush=True)
 
