@@ -1,7 +1,7 @@
 """Tell the facts people stated from the ids that only label a reply.
 
-A summary has room for a few dozen facts, so it must know which ones matter. Two signals,
-both read from the transcript alone:
+A summary has room for a few dozen facts, so it must know which ones matter. Three
+signals, all read from the transcript alone:
 
 - **Who said it.** The user's statements and what tools returned are the source of a
   fact; an assistant reply mostly restates them. ``SPEAKER_WEIGHT`` ranks the speakers,
@@ -13,9 +13,10 @@ both read from the transcript alone:
   ("Simulated answer 3fa2b1c9 to: ...", "Request req-0042 done: ...") carries an
   incidental id. When at least ``MIN_TEMPLATE_REPEATS`` assistant lines share their
   first ``HEAD_WORDS`` words once facts are masked, and those heads differ only by one
-  fact each, the facts in those heads are noise: not scored, not required of a summary,
-  not listed as dropped. Users and tools are never judged this way (a user listing
-  forty orders in one phrasing is stating forty facts).
+  fact each, such a sentence is dropped and the facts in those heads are noise: not
+  scored, not required of a summary, not listed as dropped, not sent to a summariser
+  model. Users and tools are never judged this way (a user listing forty orders in one
+  phrasing is stating forty facts), and an id a user or tool also gave stays a fact.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ DEFAULT_WEIGHT = 2
 HEAD_WORDS = 4
 MIN_TEMPLATE_REPEATS = 3
 _MASK = re.compile(r"\S*\d\S*")  # any word with a digit: ids, hex digests, numbers
-
-
 _STRONG = re.compile(r"[A-Za-z].*\d|\d.*[A-Za-z]|[/@:]|\d{4}-\d{2}-\d{2}")
 STRONG_FACT_WEIGHT = 3
 
