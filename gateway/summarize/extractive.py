@@ -102,11 +102,8 @@ def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
     lines = transcript_lines(messages)
     said = [*((speaker, body) for _, speaker, body in earlier), *lines]
     noise, heads = template_ids(said), template_heads(said)
-    units = [
-        _unit(i, text, body, speaker, noise)
-        for i, (text, speaker, body) in enumerate(earlier)
-        if not is_template(speaker, body, heads)
-    ]
+    kept = [(text, speaker, body) for text, speaker, body in earlier if not is_template(speaker, body, heads)]
+    units = [_unit(i, text, body, speaker, noise) for i, (text, speaker, body) in enumerate(kept)]
     for speaker, text in lines:
         is_call = speaker.endswith(" called")
         sentences = [text] if is_call else [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
