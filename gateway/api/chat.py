@@ -221,7 +221,8 @@ async def answer_chat(
     state = await compaction.adopt(await gw.sessions.load(scoped))
     await count_off_loop(gw.counter(model), body, len(raw), scoped)
     tool_usage = tool_usage_runtime(gw)
-    ctx = build_context(body, gw, model, state, caller, compaction.summarizer, tool_usage.snapshot())
+    summarizer = compaction.summarizer_for(model)
+    ctx = build_context(body, gw, model, state, caller, summarizer, tool_usage.snapshot())
     memory = memory_runtime(gw)
     ctx = await memory.before(ctx, body, caller)
     tools_policy = gw.settings.policy.tools
@@ -232,7 +233,7 @@ async def answer_chat(
     big = len(raw) >= (4 if resent else 1) * ASSEMBLE_OFF_LOOP_BYTES
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
-    if compaction.needs_thread or slow_scorer or big:
+    if (summarizer is not None and compaction.policy.enabled) or slow_scorer or big:
         assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, gw.settings.policy, passes)
     else:
         assembly, prefix = assemble_and_track(ctx, gw.settings.policy, passes)

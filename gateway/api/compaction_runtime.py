@@ -1,8 +1,9 @@
 """Compaction's moving parts in a running gateway: the LLM summariser and summaries prepared ahead.
 
 The compaction passes are pure; what does I/O lives here. ``CompactionRuntime`` builds
-the configured summariser once (``policy.compaction.summarizer_model``), says whether
-assembly must run in a worker thread (it may call that summariser), and prepares the
+each model's summariser once (``gateway.summarize.choice``: ``summarizer_model``, else the
+session's own model when it has a provider key, else extractive; a turn given one assembles
+in a worker thread, as it may call it), and prepares the
 next checkpoint in the background once a session passes the lower watermark: a pure
 plan (``plan_compaction``), the summariser in a thread, the checkpoint saved into the
 session's append-only checkpoint claims. At most one preparation runs per session and
@@ -29,7 +30,7 @@ from typing import Any
 from gateway.assembly.context import Checkpoint, Context, Decision, SessionState, Summarizer
 from gateway.assembly.plan_compaction import CompactionPlan, plan_compaction
 from gateway.assembly.summarize_range import summarize_range
-from gateway.config import Settings
+from gateway.config import ModelConfig, Settings
 from gateway.sessions.checkpoints import (
     checkpoint_key,
     checkpoint_result,
@@ -39,6 +40,7 @@ from gateway.sessions.checkpoints import (
 )
 from gateway.sessions.claimed_summary import ClaimedSummarizer
 from gateway.sessions.protocol import SessionStore, store_call
+from gateway.summarize.choice import summarizer_model
 from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
 
@@ -50,26 +52,16 @@ WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to st
 MAX_OWED_REPORTS = 10_000
 
 
-def build_summarizer(settings: Settings) -> Summarizer | None:
-    """The configured LLM summariser, or None (extractive) when no model is named."""
-    policy = settings.policy.compaction
-    if not policy.enabled or policy.summarizer_model is None:
-        return None
-    model = settings.model(policy.summarizer_model)
-    if model is None:  # config validation rejects this at start-up; kept total for hand-built settings
-        return None
-    return LLMSummarizer(model=model, api_key=UpstreamRouter.provider_key(model), timeout_s=policy.summarizer_timeout_s)
-
-
 class CompactionRuntime:
     def __init__(self, settings: Settings, sessions: SessionStore) -> None:
         self.policy = settings.policy.compaction
-        inner = build_summarizer(settings)
-        self._inner = inner
-        self.summarizer: Summarizer | None = None
-        if inner is not None:
-            self.summarizer = ClaimedSummarizer(inner, sessions, wait_s=self.wait_s)
+        self._settings = settings
         self._sessions = sessions
+        # One summariser per summarising model (several session models may share one), built on first use.
+        self._inner: dict[str, LLMSummarizer] = {}
+        self._by_model: dict[str, Summarizer | None] = {}
+        #: The summariser named by ``summarizer_model`` (None: each session's model decides).
+        self.summarizer: Summarizer | None = self.summarizer_for(None)
         self._running: dict[str, asyncio.Task[None]] = {}
         self._owed: dict[str, Decision] = {}
 
@@ -78,10 +70,24 @@ class CompactionRuntime:
         """How long a turn waits for a summary or checkpoint another process is making."""
         return self.policy.summarizer_timeout_s + WAIT_MARGIN_S
 
-    @property
-    def needs_thread(self) -> bool:
-        """Whether assembly may call a summariser that does I/O (then it must leave the event loop)."""
-        return self.summarizer is not None and self.policy.enabled
+    def summarizer_for(self, session_model: ModelConfig | None) -> Summarizer | None:
+        """The summariser of ``session_model``'s sessions (None: extractive), claimed across replicas."""
+        key = session_model.name if session_model is not None else ""
+        if key in self._by_model:
+            return self._by_model[key]
+        chosen = summarizer_model(self._settings, session_model)
+        found: Summarizer | None = None
+        if chosen is not None:
+            inner = self._inner.get(chosen.name)
+            if inner is None:
+                inner = self._inner[chosen.name] = LLMSummarizer(
+                    model=chosen,
+                    api_key=UpstreamRouter.provider_key(chosen),
+                    timeout_s=self.policy.summarizer_timeout_s,
+                )
+            found = ClaimedSummarizer(inner, self._sessions, wait_s=self.wait_s)
+        self._by_model[key] = found
+        return found
 
     async def adopt(self, state: SessionState) -> SessionState:
         """Add the checkpoints finished for this session (by any process) that its state lacks.
@@ -126,7 +132,8 @@ class CompactionRuntime:
             return None
         if not await store_call(self._sessions, self._sessions.claim, checkpoint_key(session_id, plan.key)):
             return None
-        task = asyncio.get_running_loop().create_task(self._prepare(session_id, plan, assembled))
+        summarizer = self._summarizer_named(assembled.env.model)
+        task = asyncio.get_running_loop().create_task(self._prepare(session_id, plan, assembled, summarizer))
         self._running[session_id] = task
         task.add_done_callback(lambda _: self._running.pop(session_id, None))
         return Decision(
@@ -138,11 +145,16 @@ class CompactionRuntime:
                 "prepare_at": self.policy.prepare_at,
                 "start": plan.start,
                 "end": plan.end,
-                "summarizer": getattr(self.summarizer, "name", "extractive"),
+                "summarizer": getattr(summarizer, "name", "extractive"),
             },
         )
 
-    async def _prepare(self, session_id: str, plan: CompactionPlan, ctx: Context) -> None:
+    def _summarizer_named(self, model_name: str) -> Summarizer | None:
+        return self.summarizer_for(self._settings.model(model_name))
+
+    async def _prepare(
+        self, session_id: str, plan: CompactionPlan, ctx: Context, summarizer: Summarizer | None
+    ) -> None:
         key = checkpoint_key(session_id, plan.key)
         try:
             result = await asyncio.to_thread(
@@ -151,7 +163,7 @@ class CompactionRuntime:
                 plan.start,
                 plan.end,
                 plan.previous,
-                self.summarizer,
+                summarizer,
                 self.policy,
                 ctx.env.counter,
             )
@@ -161,13 +173,13 @@ class CompactionRuntime:
             return
         cp = result.checkpoint
         if result.failures:
-            self._owe_failure(session_id, cp, result.failures)
+            self._owe_failure(session_id, cp, result.failures, getattr(summarizer, "name", "?"))
         await store_call(self._sessions, self._sessions.finish, key, checkpoint_result(cp))
 
-    def _owe_failure(self, session_id: str, cp: Checkpoint, failures: tuple[str, ...]) -> None:
+    def _owe_failure(self, session_id: str, cp: Checkpoint, failures: tuple[str, ...], name: str) -> None:
         log.warning(
             "summariser %s failed preparing session %s (%s); the extractive summary was prepared instead",
-            getattr(self.summarizer, "name", "?"),
+            name,
             session_id,
             failures[0],
         )
@@ -194,8 +206,8 @@ class CompactionRuntime:
             await asyncio.gather(*list(self._running.values()), return_exceptions=True)
 
     def close(self) -> None:
-        if isinstance(self._inner, LLMSummarizer):
-            self._inner.close()
+        for inner in self._inner.values():
+            inner.close()
 
 
 def compaction_runtime(gw: Any) -> CompactionRuntime:

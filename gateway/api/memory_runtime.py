@@ -67,8 +67,12 @@ def _fact_extractor(settings: Settings) -> Callable[[Sequence[str]], list[Fact]]
 
 
 class MemoryRuntime:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, stored: bool = True) -> None:
+        """``stored``: the gateway records to its database. Recall is on by default only then: without
+        a store the archive would be the only copy of what users said (switch it on explicitly)."""
         self.policy = settings.policy.memory
+        if not stored and "enabled" not in self.policy.model_fields_set:
+            self.policy = self.policy.model_copy(update={"enabled": False})
         self.extract: Callable[[Sequence[str]], list[Fact]] = _fact_extractor(settings)
         self._url = settings.database_url
         self._engine: Engine | None = None
@@ -179,5 +183,8 @@ def memory_runtime(gw: Any) -> MemoryRuntime:
     """The gateway's one memory runtime, built on first use and kept in ``gw.background``."""
     found = gw.background.get("memory")
     if found is None:
-        found = gw.background["memory"] = MemoryRuntime(gw.settings)
+        from gateway.store.sql_recorder import SqlRecorder
+
+        stored = isinstance(gw.recorder, SqlRecorder)
+        found = gw.background["memory"] = MemoryRuntime(gw.settings, stored=stored)
     return found  # type: ignore[no-any-return]

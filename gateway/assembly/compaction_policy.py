@@ -31,7 +31,9 @@ class CompactionPolicy(PassPolicy):
     keep_recent_turns: int = Field(default=DEFAULT_KEEP_RECENT_TURNS, ge=1)
     keep_recent_tokens: int | None = Field(default=None, ge=0)
     strategies: tuple[Strategy, ...] = ("clear_tool_results", "summarize")
-    summarizer_model: str | None = None  # a configured model name; null -> extractive
+    summarizer_model: str | None = None  # a configured model name; null -> the session's model or extractive
+    #: With no summarizer_model: summarise with the session's own model when it has a provider key.
+    summarize_with_session_model: bool = True
     summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, gt=0)
     summarizer_input_tokens: int = Field(default=DEFAULT_SUMMARIZER_INPUT_TOKENS, gt=0)
     summarizer_timeout_s: float = Field(default=DEFAULT_SUMMARIZER_TIMEOUT_S, gt=0)

@@ -2,13 +2,13 @@
 
 Two memories, one pass (slot 6, after compaction decided what aged out of the window):
 
-- Episodic recall: the API layer archived every range compaction replaced and, for this
+- Episodic recall (on by default): the API layer archived every range compaction replaced and, for this
   turn's question, hands in scored candidates (``memory_blocks.CANDIDATES_KEY``). The pass
   keeps those at or above ``min_score`` whose text the model does not already see, best
   first, at most ``max_passages`` and within ``recall_budget_tokens``, and places them in
   one ``<recalled>`` user message just before the last user message: the dynamic tail,
   never the cached prefix. One ``recalled`` decision per passage (score, turns, tokens).
-- Long-term memory: on a session's first turn the facts handed in
+- Long-term memory (opt-in, ``long_term``): on a session's first turn the facts handed in
   (``memory_blocks.FACTS_KEY``) are rendered, newest first, within
   ``profile_budget_tokens`` into a ``<memory>`` system message right after the leading
   system/developer messages, and the rendered bytes are frozen in the session state.
@@ -47,10 +47,13 @@ DEFAULT_PROFILE_BUDGET_TOKENS = 300
 
 
 class MemoryPolicy(PassPolicy):
-    """``policy.memory``: episodic recall and long-term facts (docs/memory.md). Off unless switched on:
-    it keeps what users said across requests and sessions."""
+    """``policy.memory``: episodic recall and long-term facts (docs/memory.md).
 
-    enabled: bool = False
+    Recall is on by default: it archives only what compaction replaced, for the session that
+    said it, which the request store already keeps (and ``store.retention_days`` prunes both).
+    Long-term facts carry what a user said into other sessions, so they stay opt-in."""
+
+    enabled: bool = True
     recall: bool = True
     recall_budget_tokens: int = Field(default=DEFAULT_RECALL_BUDGET_TOKENS, ge=0)
     max_passages: int = Field(default=3, ge=0)
@@ -58,7 +61,7 @@ class MemoryPolicy(PassPolicy):
     mode: Literal["inline", "tool"] = "inline"
     passage_tokens: int = Field(default=300, gt=0)  # archived excerpts are cut to about this size
     scope: Literal["session", "owner"] = "session"  # recall from this conversation, or all of the owner's
-    long_term: bool = True
+    long_term: bool = False  # opt-in: facts follow the user into later sessions
     profile_budget_tokens: int = Field(default=DEFAULT_PROFILE_BUDGET_TOKENS, ge=0)
     max_facts: int = Field(default=50, ge=1)
     extract_with: Literal["rules", "summarizer"] = "rules"  # summarizer: policy.compaction.summarizer_model

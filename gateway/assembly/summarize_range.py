@@ -6,7 +6,8 @@ messages aged since, fed to the summariser in chunks of at most
 is hierarchical and its size never grows past ``summary_max_tokens``).
 
 Every summary is checked before it is accepted: the facts of its input (numbers,
-identifiers, dates, URLs, paths, tool names) must still be in it. A summariser that
+identifiers, dates, URLs, paths, tool names; not the ids that only label a templated
+reply, see ``summarize.salience``) must still be in it. A summariser that
 raises, returns nothing, or drops more than ``max_dropped_share`` of the facts is
 replaced by the extractive summary for that chunk. What the accepted summary still
 dropped is appended as a short "also mentioned" line while the budget allows, and
@@ -24,8 +25,9 @@ from gateway.assembly.compaction_layout import range_hash
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Message, Summarizer
 from gateway.summarize.extractive import ALSO_MENTIONED, ExtractiveSummarizer
-from gateway.summarize.facts import extract_facts, missing_facts
-from gateway.summarize.transcript import render_transcript, tool_names
+from gateway.summarize.facts import missing_facts
+from gateway.summarize.salience import salient_facts
+from gateway.summarize.transcript import tool_names, transcript_lines
 from gateway.tokens import TokenCounter
 
 _ALSO = ALSO_MENTIONED
@@ -84,7 +86,7 @@ def _repair(summary: str, dropped: list[str], max_tokens: int, counter: TokenCou
 
 
 def _facts(span: Sequence[Message], previous: str | None) -> list[str]:
-    return extract_facts(f"{previous or ''}\n{render_transcript(span)}", extra=tool_names(span))
+    return salient_facts([("summary", previous or ""), *transcript_lines(span)], extra=tool_names(span))
 
 
 def _fold(

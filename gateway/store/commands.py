@@ -105,5 +105,5 @@ def run_prune(settings: Settings, console: Console, *, days: int | None) -> None
     console.print(
         f"pruned requests older than {retention} days: {pruned.requests} requests, "
         f"{pruned.nodes} message nodes, {pruned.blobs} blobs, {sessions} idle session states, "
-        f"{pruned.profiles} tool usage profiles not updated since"
+        f"{pruned.passages} archived recall passages, {pruned.profiles} tool usage profiles not updated since"
     )

@@ -5,6 +5,11 @@ the old request rows go, every message chain still reachable from a remaining re
 (its original or assembled head, walked back to the root by one recursive query) is
 kept, and so is every blob such a chain, tool list or answer points at; the rest goes.
 
+Passages archived for recall (``memory_passages``) older than the cutoff go too: they are
+verbatim copies of history the deleted requests carried, so recall keeps nothing longer
+than the store does. Long-term facts (``memory_facts``, opt-in) are the user's to
+``ventana memory forget``.
+
 Tool usage profiles not updated since the cutoff go too: a profile is derived from users'
 turns (a mean of their embeddings), and a tool nobody called for that long has either left the
 catalogue or changed its definition (hence its key).
@@ -22,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import CTE, CompoundSelect, Engine, delete, func, select, union
 
-from gateway.store.models import Blob, MessageNode, Request, ToolProfile
+from gateway.store.models import Blob, MemoryPassage, MessageNode, Request, ToolProfile
 
 SECONDS_PER_DAY = 86_400
 
@@ -33,6 +38,7 @@ class Pruned:
     nodes: int
     blobs: int
     profiles: int = 0
+    passages: int = 0
 
 
 def reachable_nodes() -> CTE:
@@ -63,4 +69,5 @@ def prune(engine: Engine, *, retention_days: int, now: float | None = None) -> P
         )
         blobs = conn.execute(delete(Blob).where(Blob.hash.not_in(used))).rowcount
         profiles = conn.execute(delete(ToolProfile).where(ToolProfile.updated_at < cutoff)).rowcount
-    return Pruned(requests=requests, nodes=nodes, blobs=blobs, profiles=profiles)
+        passages = conn.execute(delete(MemoryPassage).where(MemoryPassage.created_at < cutoff)).rowcount
+    return Pruned(requests=requests, nodes=nodes, blobs=blobs, profiles=profiles, passages=passages)

@@ -6,9 +6,11 @@ The compaction pass only ever sees that protocol; the LLM one is injected throug
 
 from __future__ import annotations
 
+from gateway.summarize.choice import summarizer_model
 from gateway.summarize.extractive import ExtractiveSummarizer
 from gateway.summarize.facts import extract_facts, missing_facts
 from gateway.summarize.llm import LLMSummarizer
+from gateway.summarize.salience import salient_facts, template_ids
 from gateway.summarize.transcript import render_transcript, transcript_lines
 
 __all__ = [
@@ -17,5 +19,8 @@ __all__ = [
     "extract_facts",
     "missing_facts",
     "render_transcript",
+    "salient_facts",
+    "summarizer_model",
+    "template_ids",
     "transcript_lines",
 ]

@@ -2,10 +2,15 @@
 
 Every message is cut into sentences; a sentence earns its place by the facts it
 carries (numbers, dates, identifiers, URLs, paths, names) and by decision words
-("decided", "must", "due", "todo", ...). Filler is dropped. When the kept sentences
-exceed the budget, the ones adding the most facts not yet covered win, and the
-survivors are printed in their original order. The previous summary's lines compete
-on the same terms, so re-compaction is hierarchical and stays inside the budget.
+("decided", "must", "due", "todo", ...), weighted by who said it: the user's
+statements and tool results outrank an assistant restating them, and ids that only
+label a templated reply ("Simulated answer 3fa2b1c9 to: ...") count for nothing
+(``salience``). Filler is dropped. When the kept sentences exceed the budget, the ones
+adding the most facts not yet covered win, so a fact restated in later chunks or
+replies is kept once, in the words of whoever said it first with most weight; the
+survivors are printed in their original order, each a whole sentence (or clause) so
+the fact keeps the words that say what it is. The previous summary's lines compete on
+the same terms, so re-compaction is hierarchical and stays inside the budget.
 
 The same input always gives the same bytes: checkpoints depend on it.
 """
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.summarize.facts import extract_facts
+from gateway.summarize.salience import fact_weight, is_template, template_heads, template_ids, weight
 from gateway.summarize.transcript import transcript_lines
 from gateway.tokens import TokenCounter
 
@@ -34,6 +40,7 @@ MIN_PIECE_CHARS = 48
 #: Prefix of the line listing facts a summary could not fit in sentences (see summarize_range).
 ALSO_MENTIONED = "- also mentioned: "
 _ELLIPSIS = " …"
+_SUMMARY_LINE = re.compile(r"^- ([a-z][\w -]*?): (.*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +49,11 @@ class _Unit:
     text: str
     facts: frozenset[str]
     decision: bool
+    weight: int
 
     @property
     def score(self) -> int:
-        return 2 * len(self.facts) + (3 if self.decision else 0)
+        return self.weight * (2 * sum(map(fact_weight, self.facts)) + (3 if self.decision else 0))
 
 
 def _pieces(sentence: str) -> list[str]:
@@ -69,28 +77,41 @@ def _pieces(sentence: str) -> list[str]:
     return out
 
 
-def _unit(index: int, text: str, body: str) -> _Unit:
+def _unit(index: int, text: str, body: str, speaker: str, noise: frozenset[str]) -> _Unit:
     """A candidate line: ``text`` is printed, ``body`` (without the speaker) is scored."""
     names = _NAME.findall(body)
-    facts = frozenset(extract_facts(body, extra=names))
-    return _Unit(index, text, facts, bool(_DECISION.search(body)))
+    facts = frozenset(extract_facts(body, extra=names)) - noise
+    return _Unit(index, text, facts, bool(_DECISION.search(body)), weight(speaker))
 
 
-def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[_Unit]:
-    units: list[_Unit] = []
+def _previous_lines(previous: str | None) -> list[tuple[str, str, str]]:
+    """``(printed text, speaker, scored body)`` per line of the previous summary."""
+    out: list[tuple[str, str, str]] = []
     for line in (previous or "").splitlines():
         line = line.strip()
         if line.startswith(ALSO_MENTIONED):  # one unit per fact, so the list competes item by item
-            for item in line[len(ALSO_MENTIONED) :].split(", "):
-                units.append(_unit(len(units), ALSO_MENTIONED + item, item))
+            out.extend((ALSO_MENTIONED + item, "summary", item) for item in line[len(ALSO_MENTIONED) :].split(", "))
         elif line:
-            units.append(_unit(len(units), line, line.split(": ", 1)[-1]))
-    for speaker, text in transcript_lines(messages):
+            match = _SUMMARY_LINE.match(line)
+            out.append((line, match[1], match[2]) if match else (line, "summary", line))
+    return out
+
+
+def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[_Unit]:
+    earlier = _previous_lines(previous)
+    lines = transcript_lines(messages)
+    said = [*((speaker, body) for _, speaker, body in earlier), *lines]
+    noise, heads = template_ids(said), template_heads(said)
+    kept = [(text, speaker, body) for text, speaker, body in earlier if not is_template(speaker, body, heads)]
+    units = [_unit(i, text, body, speaker, noise) for i, (text, speaker, body) in enumerate(kept)]
+    for speaker, text in lines:
         is_call = speaker.endswith(" called")
         sentences = [text] if is_call else [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
         for sentence in sentences:
+            if is_template(speaker, sentence, heads):
+                continue  # a reply labelled with an id, in the words of a template: nothing of its own
             for piece in _pieces(sentence):
-                units.append(_unit(len(units), f"- {speaker}: {piece}", piece))
+                units.append(_unit(len(units), f"- {speaker}: {piece}", piece, speaker, noise))
     return units
 
 

@@ -18,7 +18,7 @@ from gateway.assembly.verify_assembly import verify_assembly
 from tests.assembly.make_context import make_context
 from tests.assembly.strategies import contexts
 
-ON = MemoryPolicy(enabled=True)
+ON = MemoryPolicy(enabled=True, long_term=True)
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
 
 

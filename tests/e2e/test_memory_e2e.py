@@ -31,7 +31,7 @@ def memory_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> 
     config = {
         "models": models,
         "policy": {
-            "memory": {"enabled": True, "recall_budget_tokens": 400, "passage_tokens": 120},
+            "memory": {"long_term": True, "recall_budget_tokens": 400, "passage_tokens": 120},
             "compaction": {"summary_max_tokens": 150, "keep_recent_turns": 2, "prepare_at": 0.55},
         },
     }
@@ -123,7 +123,7 @@ def test_a_compacted_detail_is_recalled_before_the_question(
 
 
 def test_a_broken_memory_store_degrades_memory_not_the_request(sim: SimHandle, tmp_path: Path) -> None:
-    config = {"models": sim_models(sim.base_url), "policy": {"memory": {"enabled": True}}}
+    config = {"models": sim_models(sim.base_url), "policy": {"memory": {"long_term": True}}}
     with run_gateway(tmp_path, config) as gw:
         client = _client(gw, "sk-erin-1")
         _ask(client, "erin-1", [SYSTEM, {"role": "user", "content": "I prefer Go."}])
@@ -137,7 +137,7 @@ def test_a_broken_memory_store_degrades_memory_not_the_request(sim: SimHandle, t
 def test_the_summariser_model_is_asked_for_facts_off_the_request_path(sim: SimHandle, tmp_path: Path) -> None:
     models = [*sim_models(sim.base_url), {**sim_models(sim.base_url)[0], "name": "summarizer"}]
     policy = {
-        "memory": {"enabled": True, "extract_with": "summarizer"},
+        "memory": {"long_term": True, "extract_with": "summarizer"},
         "compaction": {"summarizer_model": "summarizer"},
     }
     with run_gateway(tmp_path, {"models": models, "policy": policy}) as gw:

@@ -66,3 +66,22 @@ def test_prune_forgets_tool_profiles_not_updated_since_the_cutoff(engine: Engine
     assert pruned.profiles == 1
     assert [p.key for p in store.load()] == ["new#1"]
     store.close()
+
+
+def test_prune_forgets_recall_passages_archived_before_the_cutoff(engine: Engine) -> None:
+    from gateway.memory.archive import archive, archived_count
+    from gateway.store.models import MemoryPassage
+
+    row = {"start": 1, "end": 3, "part": 0, "turn_start": 1, "turn_end": 1, "text": "user: code ZX-1", "terms": "code"}
+    archive(engine, "old-session", "caller:abc", [row])
+    archive(engine, "new-session", "caller:abc", [row])
+    now = time.time()
+    with engine.begin() as conn:
+        conn.execute(
+            update(MemoryPassage)
+            .where(MemoryPassage.session_id == "old-session")
+            .values(created_at=now - 40 * SECONDS_PER_DAY)
+        )
+    assert prune(engine, retention_days=30, now=now).passages == 1
+    assert archived_count(engine, session_id="old-session") == 0
+    assert archived_count(engine, session_id="new-session") == 1

@@ -52,3 +52,35 @@ def test_previous_summary_lines_are_folded_in() -> None:
 def test_a_span_without_facts_is_not_lost_silently() -> None:
     chat = ({"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi, how are you"})
     assert ExtractiveSummarizer(COUNTER)(chat, None, 50).startswith("- user: hello there")
+
+
+def _noisy_chat(codes: int) -> tuple[dict[str, str], ...]:
+    """A user stating locker codes in prose among chatter; every reply carries a random-looking id."""
+    out: list[dict[str, str]] = []
+    for k in range(codes * 3):
+        said = f"We moved {100 + k} pallets today and bay {10 + k % 40} needs new labels."
+        if k % 3 == 1:
+            said += f" The locker code for site {k // 3 + 1} is ZX-{1000 + 37 * k}D."
+        out.append({"role": "user", "content": said})
+        digest = f"{(k * 2654435761) % 16**8:08x}"
+        out.append({"role": "assistant", "content": f"Simulated answer {digest} to: {said[:60]}"})
+    return tuple(out)
+
+
+def test_user_facts_outrank_template_ids_and_chatter() -> None:
+    chat = _noisy_chat(12)
+    summary = ExtractiveSummarizer(COUNTER)(chat, None, 400)
+    codes = [f"ZX-{1000 + 37 * k}D" for k in range(1, 36, 3)]
+    assert all(code in summary for code in codes), summary
+    assert "Simulated answer" not in summary, "a reply that only labels itself with an id is noise"
+    for code in codes:  # each code keeps the words that say what it is
+        assert any(f"is {code}" in line and "locker code for site" in line for line in summary.splitlines())
+
+
+def test_a_fact_the_assistant_restates_is_kept_in_the_users_words() -> None:
+    chat = (
+        {"role": "user", "content": "The locker code for site 3 is ZX-1234D, please keep it."},
+        {"role": "assistant", "content": "Noted at 10:30: the locker code for site 3 is ZX-1234D."},
+    )
+    summary = ExtractiveSummarizer(COUNTER)(chat, None, 300)
+    assert "- user: The locker code for site 3 is ZX-1234D, please keep it." in summary.splitlines()

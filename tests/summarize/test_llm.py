@@ -51,3 +51,14 @@ def test_a_hanging_model_times_out(sim: SimHandle) -> None:
     sim.faults({"kind": "hang", "seconds": 2.0, "times": 1})
     with pytest.raises(UpstreamError):
         _summarizer(sim, timeout_s=0.3)(MESSAGES, None, 300)
+
+
+def test_replies_that_only_label_themselves_are_not_sent_to_the_model() -> None:
+    from gateway.summarize.llm import build_summary_messages
+
+    chat = []
+    for k, digest in enumerate(("3fa2b1c9", "0b1c2d3e", "9e8d7c6b")):
+        chat.append({"role": "user", "content": f"The locker code for site {k + 1} is ZX-{1000 + k}D."})
+        chat.append({"role": "assistant", "content": f"Simulated answer {digest} to: The locker code for site"})
+    sent = build_summary_messages(tuple(chat), None, 300)[1]["content"]
+    assert "ZX-1002D" in sent and "Simulated answer" not in sent and "3fa2b1c9" not in sent
