@@ -17,9 +17,9 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from openai import OpenAI
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
 
 def get_weather(city: str, unit: str = "metric") -> str:
@@ -31,7 +31,7 @@ def convert_temperature(celsius: float) -> str:
 
 
 FUNCTIONS: dict[str, Callable[..., str]] = {"get_weather": get_weather, "convert_temperature": convert_temperature}
-TOOLS: list[dict[str, Any]] = [
+TOOLS: list[ChatCompletionToolParam] = [
     {
         "type": "function",
         "function": {
@@ -55,10 +55,10 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
-def run(base_url: str, task: str, max_steps: int = 8) -> list[dict[str, Any]]:
+def run(base_url: str, task: str, max_steps: int = 8) -> list[ChatCompletionMessageParam]:
     """Run the agent until the model answers in text; return the conversation."""
     client = OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "no-key-needed"))
-    messages: list[dict[str, Any]] = [
+    messages: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": "You are a weather assistant. Use the tools."},
         {"role": "user", "content": task},
     ]
@@ -71,11 +71,13 @@ def run(base_url: str, task: str, max_steps: int = 8) -> list[dict[str, Any]]:
             extra_headers={"X-Session-Id": "example-tool-agent"},
         )
         message = reply.choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
+        messages.append(message.model_dump(exclude_none=True))  # type: ignore[arg-type]
         if not message.tool_calls:
             print(f"assistant: {message.content}")
             return messages
         for call in message.tool_calls:
+            if call.type != "function":
+                continue
             args = json.loads(call.function.arguments)
             result = FUNCTIONS[call.function.name](**args)
             print(f"tool call: {call.function.name}({args}) -> {result}")

@@ -57,7 +57,10 @@ def config(sim: SimHandle, db: Path) -> dict[str, Any]:
 
 def ask(base_url: str, case: ToolCase, force: str | None = None) -> None:
     client = openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
-    extra: dict[str, Any] = {"tool_choice": {"type": "function", "function": {"name": force}}} if force else {}
+    # Unforced asks only probe the scoring: "none" keeps the simulator (which calls matching tools
+    # under auto, as a model does) from teaching the gateway more than the forced calls.
+    choice: Any = {"type": "function", "function": {"name": force}} if force else "none"
+    extra: dict[str, Any] = {"tool_choice": choice}
     answer = client.chat.completions.create(
         model="gpt-4o-mini",
         messages=case.messages,  # type: ignore[arg-type]

@@ -52,7 +52,7 @@ def test_reminder_after_the_need_is_not_the_need() -> None:
 
 
 def test_allowed_tools_restricts_the_choice_and_keeps_its_mode() -> None:
-    allowed = {
+    allowed: dict[str, Any] = {
         "type": "allowed_tools",
         "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "send_email"}}]},
     }
@@ -63,7 +63,7 @@ def test_allowed_tools_restricts_the_choice_and_keeps_its_mode() -> None:
 
 def test_a_called_tool_is_not_called_again_for_the_same_need() -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "search_flights", "arguments": "{}"}}
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Search flights to Oslo"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "[]"},

@@ -126,8 +126,8 @@ def test_the_gateway_client_receives_the_real_turns_and_misses_are_counted(
             hidden.append(k)
     stats = httpx.get(sim.url + "/sim/stats").json()["replay"]
     assert stats["counts"].get("unmatched", 0) == 0
-    offered = [len(b.get("tools") or []) for b in sim.received()]
-    assert stats["counts"].get("miss", 0) == len(hidden) > 0, f"pruning hid a tool the agent needed ({offered})"
+    sizes = [len(b.get("tools") or []) for b in sim.received()]
+    assert stats["counts"].get("miss", 0) == len(hidden) > 0, f"pruning hid a tool the agent needed ({sizes})"
     assert [m["turn"] for m in stats["misses"]] == hidden
     recorded = Path(str(sim.record_path) + ".misses").read_bytes().splitlines()
     assert [orjson.loads(line) for line in recorded] == stats["misses"], "misses are recorded beside --record"
