@@ -37,6 +37,7 @@ from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, PassSpec
 from gateway.assembly.policy import Policy
 from gateway.assembly.prefix import PrefixReport, track_prefix
 from gateway.assembly.request import context_from_body
+from gateway.assembly.tool_payoff import cache_ratio
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
 from gateway.sessions.identify import identify_session
@@ -144,14 +145,16 @@ def build_context(
     summarizer: Summarizer | None = None,
     tool_profiles: Mapping[str, Any] | None = None,
 ) -> Context:
+    info = gw.info(model)
     env = Env(
         counter=gw.counter(model).for_request(),
-        context_window=gw.info(model).context_window,
+        context_window=info.context_window,
         model=model.name,
         provider=model.provider,
         now=time.time(),
         caller=caller,
         summarizer=summarizer,
+        cache_price_ratio=cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token),
     )
     if tool_profiles:
         env = replace(env, tool_profiles=tool_profiles)

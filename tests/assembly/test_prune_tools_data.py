@@ -44,11 +44,24 @@ def metatool47(data: None) -> list[ToolCase]:
 
 
 def test_bfcl_needed_tools_survive_pruning(data: None) -> None:
+    """The default keeps a smaller set than before (at most 35 % of the tool tokens) because a
+    miss is no longer final: every pruned request carries ``find_tools``, checked below."""
     cases = selection_cases("bfcl.jsonl")
     recall, removed, n = measure(cases, Policy().tools)
     assert n >= 40, "BFCL should have dozens of cases with at least min_offered tools"
-    assert recall >= 0.98
+    assert recall >= 0.95
     assert removed > 0
+
+
+def test_every_pruned_bfcl_request_can_search_for_the_rest(data: None) -> None:
+    policy = Policy().tools
+    pruned = 0
+    for case in selection_cases("bfcl.jsonl")[::4]:
+        out, decisions = prune_tools(context(case, SessionState("data")), SessionState("data"), policy)
+        if any(d.action == "pruned" for d in decisions):
+            pruned += 1
+            assert "find_tools" in [t["function"]["name"] for t in out.tools]
+    assert pruned >= 10
 
 
 def test_metatool_bm25_keeps_most_needed_tools_and_removes_60_percent(metatool47: list[ToolCase]) -> None:
