@@ -28,6 +28,7 @@ from gateway.api.memory_runtime import memory_runtime
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
+from gateway.api.tool_search import ToolSearch, tool_search
 from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
@@ -274,13 +275,16 @@ async def answer_chat(
             record.decisions.extend(d.to_dict() for d in lint_findings(assembly.assembled, gw.settings.policy))
 
     _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
+    search = tool_search(gw, model, session_id, body, outgoing, record)  # None unless find_tools is offered
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model) or _encoded(outgoing, model)
     if getattr(gw.recorder, "wants_json", False):  # a writer process parses these instead of unpickling dicts
         record.original_json, record.assembled_json = raw, raw_out
     if record.stream:
-        return await _stream(gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens)
-    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens)
+        return await _stream(
+            gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens, search
+        )
+    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens, search)
 
 
 async def _complete(
@@ -293,9 +297,13 @@ async def _complete(
     started: float,
     raw_out: bytes | None = None,
     count_tokens: Callable[[], None] = lambda: None,
+    search: ToolSearch | None = None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
+    if search is None:
+        call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
+    else:  # the model's find_tools calls are answered here, never returned
+        call = search.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
     data = await _reach_upstream(gw, model, record, started, headers, call, count_tokens)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
@@ -375,12 +383,18 @@ async def _stream(
     started: float,
     raw_out: bytes | None = None,
     count_tokens: Callable[[], None] = lambda: None,
+    search: ToolSearch | None = None,
 ) -> Response:
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
     upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+    if search is None:
+        opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+    else:  # held back until it shows whether it is a find_tools call
+        opening = search.open_stream(
+            lambda b, r: gw.upstream.open_stream(model, b, api_key, raw=r), upstream_body, upstream_raw
+        )
     stream = await _reach_upstream(gw, model, record, started, headers, opening, count_tokens)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)

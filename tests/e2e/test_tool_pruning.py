@@ -29,7 +29,8 @@ def client(gw: GatewayHandle, session: str) -> openai.OpenAI:
 
 
 def forwarded_names(sim: SimHandle) -> list[str]:
-    return [t["function"]["name"] for t in sim.received()[-1]["tools"]]
+    """The client's tools the provider got (the gateway's own ``find_tools`` left out)."""
+    return [t["function"]["name"] for t in sim.received()[-1]["tools"] if t["function"]["name"] != "find_tools"]
 
 
 def test_pruned_tools_reach_the_provider_and_stay_identical_next_turn(
@@ -42,6 +43,7 @@ def test_pruned_tools_reach_the_provider_and_stay_identical_next_turn(
     first_tools = sim.received()[-1]["tools"]
     kept = forwarded_names(sim)
     assert "get_weather" in kept and 2 <= len(kept) <= 4 < len(TOOLS)
+    assert first_tools[-1]["function"]["name"] == "find_tools"  # a pruned request can ask for the rest
     messages += [{"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "Great, thanks a lot!"}]
     c.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
     assert orjson.dumps(sim.received()[-1]["tools"]) == orjson.dumps(first_tools)
