@@ -56,7 +56,7 @@ from gateway.assembly.tool_modes import (
 from gateway.assembly.tool_payoff import PLAN_KEY, payoff
 from gateway.assembly.tool_required import called_names, required_names
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
-from gateway.assembly.tool_scoring.session_scores import session_scores, task_parts
+from gateway.assembly.tool_scoring.session_scores import plausible_misses, session_scores, task_parts
 from gateway.assembly.tool_scoring.usage_profiles import tool_key
 from gateway.tokens import TokenCounter
 
@@ -78,7 +78,11 @@ DEFAULT_BUDGET_SHARE = 0.35
 DEFAULT_FIND_TOP = 4
 DEFAULT_MAX_SEARCHES = 2
 DEFAULT_HORIZON_TURNS = 10
+DEFAULT_MIN_TOOL_TOKENS = 2_048
 DEFAULT_EXPECTED_CHANGES = 0.5
+#: Share of the plausible misses (removed tools the system prompt names or a kept tool links to)
+#: a session is expected to ask for; each search brings ``find_top`` tools.
+PLAUSIBLE_ASKED = 0.5
 
 
 class ToolPolicy(PassPolicy):
@@ -109,8 +113,12 @@ class ToolPolicy(PassPolicy):
     find_tools: bool = True  # offer the gateway-served search tool whenever tools are pruned
     find_top: int = Field(default=DEFAULT_FIND_TOP, gt=0)  # tools one find_tools call adds to the set
     max_searches: int = Field(default=DEFAULT_MAX_SEARCHES, ge=0)  # find_tools round trips per client request
+    # auto: tool lists smaller than this go through untouched: the few hundred tokens a turn they
+    # could save at the cached price do not pay for one search round trip (measured on ToolBench)
+    min_tool_tokens: int = Field(default=DEFAULT_MIN_TOOL_TOKENS, ge=0)
     horizon_turns: int = Field(default=DEFAULT_HORIZON_TURNS, gt=0)  # turns a pruned set is expected to serve
-    expected_changes: float = Field(default=DEFAULT_EXPECTED_CHANGES, ge=0)  # set changes expected per session
+    # set changes expected per session, times 1 + PLAUSIBLE_ASKED x plausible misses / find_top
+    expected_changes: float = Field(default=DEFAULT_EXPECTED_CHANGES, ge=0)
 
     @field_validator("scorer")
     @classmethod
@@ -148,6 +156,9 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     if len(tools) < policy.min_offered:
         reason = f"{len(tools)} tools offered, fewer than min_offered={policy.min_offered}"
         return ctx, [Decision(PASS, "kept_all", before, before, reason)]
+    if _auto(policy, ctx) and before < policy.min_tool_tokens and not state.tool_set:
+        reason = f"{before} tool tokens, fewer than min_tool_tokens={policy.min_tool_tokens}"
+        return ctx, [Decision(PASS, "kept_all", before, before, reason, {"plan": "all"})]
     if _auto(policy, ctx) and state.extra.get(PLAN_KEY) == "all":
         reason = "pruning does not pay in this session"
         return ctx, [Decision(PASS, "kept_all", before, before, reason, {"plan": "all"})]
@@ -214,15 +225,19 @@ def _first_plan(
     kept = sum(costs[n] for n in fresh)
     if _serves_search(policy, ctx, set(costs)):
         kept += ctx.env.counter.tool(FIND_TOOLS)
+    # each search grows the set by find_top tools: removed tools the session may well need cost changes
+    plausible = plausible_misses(ctx.messages, ctx.tools or (), set(fresh))
+    changes = policy.expected_changes * (1 + PLAUSIBLE_ASKED * plausible / policy.find_top)
     estimate = payoff(
         tool_tokens=before,
         removed_tokens=max(0, before - kept),
         prompt_tokens=ctx.env.counter.messages(ctx.messages),
         cache_ratio=ctx.env.cache_price_ratio,
         horizon_turns=policy.horizon_turns,
-        expected_changes=policy.expected_changes,
+        expected_changes=changes,
     )
-    detail = {"plan": "prune" if estimate.pays else "all", "saving": estimate.saving, "cost": estimate.cost}
+    plan = "prune" if estimate.pays else "all"
+    detail = {"plan": plan, "saving": estimate.saving, "cost": estimate.cost, "plausible_misses": plausible}
     if not estimate.pays:
         reason = f"pruning does not pay: saves ~{estimate.saving:g} tokens, expected to cost ~{estimate.cost:g}"
         session = replace(state, extra={**state.extra, PLAN_KEY: "all"})

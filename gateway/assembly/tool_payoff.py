@@ -3,11 +3,12 @@
 Tool definitions open the prompt, so they sit in the provider's cached prefix: from the
 second turn on, a removed tool token saves only the cached price of a token (``r`` =
 cached input price / input price, from litellm's model info), while every change of the
-tool set re-sends the whole prompt after the tools uncached, plus, when the change comes from
-a ``find_tools`` call, one extra upstream call. In units of one uncached input token:
+tool set re-sends the whole prompt after the tools uncached, plus, as the change comes from
+a ``find_tools`` call, one extra upstream call whose prompt was cached. In units of one
+uncached input token:
 
     saving over the horizon = horizon_turns * removed_tokens * max(r, 1 / horizon_turns)
-    expected cost          = expected_changes * (prompt_tokens + tool_tokens)
+    expected cost          = expected_changes * (prompt_tokens + tool_tokens) * (1 + r)
 
 ``mode: auto`` prunes (with ``find_tools``; on Anthropic with ``defer_loading``, whose search
 never changes the prefix) only when the saving is larger, and sends every tool untouched
@@ -55,7 +56,7 @@ def payoff(
     """
     ratio = min(1.0, max(cache_ratio, 1.0 / max(horizon_turns, 1)))
     saving = horizon_turns * removed_tokens * ratio
-    cost = expected_changes * (prompt_tokens + tool_tokens)
+    cost = expected_changes * (prompt_tokens + tool_tokens) * (1 + ratio)
     return Payoff(saving=round(saving, 1), cost=round(cost, 1))
 
 

@@ -86,6 +86,15 @@ def _count(decisions: Iterable[Mapping[str, Any]], pass_name: str, action: str) 
     return sum(1 for d in decisions if d["pass"] == pass_name and d["action"] == action)
 
 
+def _changes(decisions: Iterable[Mapping[str, Any]]) -> int:
+    """Tool-set changes, the session's first set left out: it breaks no cache that existed."""
+    return sum(
+        1
+        for d in decisions
+        if d["pass"] == "prune_tools" and d["action"] == "tool_set_changed" and not (d.get("detail") or {}).get("first")
+    )
+
+
 def run_whatif(
     conversations: Iterable[Conversation],
     policy: Policy,
@@ -148,7 +157,7 @@ def run_whatif(
                     },
                     saved_by_pass=dict(saved),
                     compactions=_count(decisions, "compact_history", "compacted"),
-                    tool_set_changes=_count(decisions, "prune_tools", "tool_set_changed"),
+                    tool_set_changes=_changes(decisions),
                     lint_findings=_count(decisions, "lint_context", "finding"),
                     reverted=assembly.reverted,
                 )

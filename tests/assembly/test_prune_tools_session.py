@@ -12,7 +12,14 @@ from gateway.assembly.tool_scoring.session_scores import tool_links
 from tests.assembly.tool_fixtures import call, catalogue, make_ctx, tool, user
 
 assert Policy  # imported first: policy.py gathers the pass policies
-DEFAULT = ToolPolicy()
+DEFAULT = ToolPolicy(min_tool_tokens=0)  # the catalogue is ~500 tokens: small enough to pass untouched
+
+
+def test_a_small_tool_list_goes_through_untouched_by_default() -> None:
+    ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
+    out, decisions = prune_tools(ctx, ctx.session, ToolPolicy())
+    assert out is ctx
+    assert decisions[0].action == "kept_all" and "min_tool_tokens" in decisions[0].reason
 
 
 def names(ctx) -> list[str]:
@@ -58,7 +65,7 @@ def test_payoff_counts_a_removed_token_at_the_cached_price() -> None:
     cheap = payoff(
         tool_tokens=1000,
         removed_tokens=600,
-        prompt_tokens=5000,
+        prompt_tokens=4000,
         cache_ratio=0.1,
         horizon_turns=10,
         expected_changes=0.5,
@@ -66,12 +73,13 @@ def test_payoff_counts_a_removed_token_at_the_cached_price() -> None:
     full = payoff(
         tool_tokens=1000,
         removed_tokens=600,
-        prompt_tokens=5000,
+        prompt_tokens=4000,
         cache_ratio=1.0,
         horizon_turns=10,
         expected_changes=0.5,
     )
-    assert not cheap.pays and full.pays and cheap.cost == full.cost == 3000
+    assert not cheap.pays and full.pays
+    assert (cheap.saving, cheap.cost, full.saving, full.cost) == (600, 2750, 6000, 5000)
 
 
 def test_a_tool_named_by_the_task_survives_a_turn_that_does_not_name_it() -> None:

@@ -171,3 +171,18 @@ def _id_entities(tool: Mapping[str, Any]) -> set[str]:
         if len(parts) >= 2 and parts[-1] == "id":
             found.add(parts[-2])
     return found
+
+
+def plausible_misses(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], kept: set[str]) -> int:
+    """How many removed tools the session may well ask for: named by the system prompt (an agent's
+    manual names the tools its procedures use) or linked to a kept tool (``tool_links``)."""
+    system = "\n".join(content_text(messages[i].get("content"))[0] for i in system_indices(messages))
+    names = [tool_name(t) for t in tools]
+    links = tool_links(tools)
+    count = 0
+    for i, name in enumerate(names):
+        if name in kept:
+            continue
+        if name in system or any(names[j] in kept for j in links[i]):
+            count += 1
+    return count
