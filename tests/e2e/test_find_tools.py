@@ -8,6 +8,7 @@ the real call, for plain and streamed requests alike.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,8 @@ import openai
 import pytest
 
 from benchmarks.replay_upstream import ReplayUpstream, serve_replay
+from gateway.store.engine import make_engine
+from gateway.store.queries import StoredRequest, get_request
 from tests.assembly.tool_fixtures import catalogue
 from tests.procs import GatewayHandle, run_gateway, sim_models
 
@@ -35,10 +38,35 @@ def replay() -> Iterator[tuple[ReplayUpstream, str]]:
 
 
 @pytest.fixture(scope="module")
-def gateway(replay: tuple[ReplayUpstream, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
-    config = {"models": sim_models(replay[1]), "policy": {"tools": {"mode": "prune", "max_tools": 3}}}
+def database(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('find-tools-db') / 'store.db'}"
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    replay: tuple[ReplayUpstream, str], database: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayHandle]:
+    config = {
+        "models": sim_models(replay[1]),
+        "database_url": database,
+        "policy": {"tools": {"mode": "prune", "max_tools": 3}},
+    }
     with run_gateway(tmp_path_factory.mktemp("gw-find-tools"), config) as handle:
         yield handle
+
+
+def recorded(database: str, request_id: str) -> StoredRequest:
+    """The stored record of a request (written after the answer, so wait for it)."""
+    engine = make_engine(database)
+    try:
+        for _ in range(100):
+            found = get_request(engine, request_id)
+            if found is not None:
+                return found
+            time.sleep(0.1)
+    finally:
+        engine.dispose()
+    raise AssertionError(f"request {request_id} was never recorded")
 
 
 def client(gw: GatewayHandle, session: str) -> openai.OpenAI:
@@ -46,12 +74,15 @@ def client(gw: GatewayHandle, session: str) -> openai.OpenAI:
 
 
 def test_find_tools_is_served_by_the_gateway_and_the_real_call_returned(
-    gateway: GatewayHandle, replay: tuple[ReplayUpstream, str]
+    gateway: GatewayHandle, replay: tuple[ReplayUpstream, str], database: str
 ) -> None:
     upstream, _ = replay
     upstream.log.clear()
     upstream.expect(TIMER_CALL, TOOLS)
-    got = client(gateway, "find-plain").chat.completions.create(model="gpt-4o-mini", messages=QUESTION, tools=TOOLS)
+    raw = client(gateway, "find-plain").chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=QUESTION, tools=TOOLS
+    )
+    got = raw.parse()
     assert [f.kind for f in upstream.log] == ["search", "answer"]
     assert "set_timer" not in upstream.log[0].offered and "find_tools" in upstream.log[0].offered
     assert "set_timer" in upstream.log[1].offered
@@ -59,6 +90,10 @@ def test_find_tools_is_served_by_the_gateway_and_the_real_call_returned(
     assert [c.function.name for c in calls] == ["set_timer"]
     assert got.usage.prompt_tokens == sum(f.prompt_tokens for f in upstream.log)
     assert got.usage.completion_tokens == 40
+    record = recorded(database, raw.headers["x-ventana-request-id"])
+    expanded = [d for d in record.decisions if d["pass"] == "find_tools"]
+    assert [d["action"] for d in expanded] == ["expanded"] and "set_timer" in expanded[0]["detail"]["added"]
+    assert "set_timer" in [t["function"]["name"] for t in record.assembled["tools"]]  # what was sent last
 
     # the next turn starts from the grown set: set_timer is offered without a search
     upstream.log.clear()
