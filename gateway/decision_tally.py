@@ -28,6 +28,7 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "move_volatile": ("moved", "learned"),
     "attach_documents": ("kept", "dropped", "chunked"),
     "prune_tools": ("pruned", "tool_set_changed", "kept_all"),
+    "find_tools": ("expanded",),
     "clear_tool_results": ("cleared",),
     "compact_history": ("compacted", "checkpoint_reused", "summarizer_failed", "prepared"),
     "recall_memory": ("recalled", "remembered"),
@@ -100,6 +101,8 @@ def _count_event(tally: DecisionTally, name: str, action: str, detail: Mapping[s
             tally.tool_set_changes += 1
         elif action == "pruned":
             tally.tools_pruned += _count(detail.get("removed"))
+    elif name == "find_tools" and action == "expanded":
+        tally.tool_set_changes += 1  # the gateway grew the set for the model's search
     elif name == "lint_context" and action == "finding":
         check = safe_label(detail.get("check"))
         severity = safe_label(detail.get("severity") or "warning")

@@ -35,6 +35,17 @@ def test_counts_the_named_events_of_the_vocabulary() -> None:
     assert tally.actions[("lint_context", "finding")] == 2
 
 
+def test_a_first_tool_set_is_no_change_and_a_search_expansion_is_one() -> None:
+    tally = tally_decisions(
+        [
+            _d("prune_tools", "tool_set_changed", added=["a", "b"], removed=[], first=True),
+            _d("find_tools", "expanded", 300, 420, query="set a timer", added=["set_timer"]),
+        ]
+    )
+    assert tally.tool_set_changes == 1
+    assert tally.tokens_added == {"find_tools": 120}
+
+
 def test_removed_may_be_a_count_instead_of_names() -> None:
     assert tally_decisions([_d("prune_tools", "pruned", 10, 5, removed=7)]).tools_pruned == 7
 

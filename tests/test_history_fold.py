@@ -22,8 +22,8 @@ from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.lint_context import _reminder_index, _summary_index
 from gateway.assembly.message_text import system_indices, user_indices
 from gateway.assembly.prefix import PrefixBlock, cacheable_tokens, prefix_blocks, track_prefix
-from gateway.assembly.prune_tools import _called_names
 from gateway.assembly.render_reminder import parse_reminder
+from gateway.assembly.tool_required import called_names as _called_names
 from gateway.assembly.verify_assembly import client_user_indices, is_gateway_block, last_client_user
 from gateway.errors import RequestError
 from gateway.history_fold import CHUNK, chunks

@@ -28,6 +28,7 @@ from gateway.api.memory_runtime import memory_runtime
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
+from gateway.api.tool_search import ToolSearch, tool_search
 from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
@@ -37,6 +38,7 @@ from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, PassSpec
 from gateway.assembly.policy import Policy
 from gateway.assembly.prefix import PrefixReport, track_prefix
 from gateway.assembly.request import context_from_body
+from gateway.assembly.tool_payoff import cache_ratio
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
 from gateway.sessions.identify import identify_session, scope_session
@@ -144,14 +146,16 @@ def build_context(
     summarizer: Summarizer | None = None,
     tool_profiles: Mapping[str, Any] | None = None,
 ) -> Context:
+    info = gw.info(model)
     env = Env(
         counter=gw.counter(model).for_request(),
-        context_window=gw.info(model).context_window,
+        context_window=info.context_window,
         model=model.name,
         provider=model.provider,
         now=time.time(),
         caller=caller,
         summarizer=summarizer,
+        cache_price_ratio=cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token),
     )
     if tool_profiles:
         env = replace(env, tool_profiles=tool_profiles)
@@ -272,13 +276,16 @@ async def answer_chat(
             record.decisions.extend(d.to_dict() for d in lint_findings(assembly.assembled, gw.settings.policy))
 
     _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
+    search = tool_search(gw, model, session_id, body, outgoing, record)  # None unless find_tools is offered
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model) or _encoded(outgoing, model)
     if getattr(gw.recorder, "wants_json", False):  # a writer process parses these instead of unpickling dicts
         record.original_json, record.assembled_json = raw, raw_out
     if record.stream:
-        return await _stream(gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens)
-    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens)
+        return await _stream(
+            gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens, search
+        )
+    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens, search)
 
 
 async def _complete(
@@ -291,9 +298,13 @@ async def _complete(
     started: float,
     raw_out: bytes | None = None,
     count_tokens: Callable[[], None] = lambda: None,
+    search: ToolSearch | None = None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
+    if search is None:
+        call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
+    else:  # the model's find_tools calls are answered here, never returned
+        call = search.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
     data = await _reach_upstream(gw, model, record, started, headers, call, count_tokens)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
@@ -373,12 +384,18 @@ async def _stream(
     started: float,
     raw_out: bytes | None = None,
     count_tokens: Callable[[], None] = lambda: None,
+    search: ToolSearch | None = None,
 ) -> Response:
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
     upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+    if search is None:
+        opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+    else:  # held back until it shows whether it is a find_tools call
+        opening = search.open_stream(
+            lambda b, r: gw.upstream.open_stream(model, b, api_key, raw=r), upstream_body, upstream_raw
+        )
     stream = await _reach_upstream(gw, model, record, started, headers, opening, count_tokens)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)

@@ -144,6 +144,8 @@ class Env:
     now: float = 0.0
     summarizer: Summarizer | None = None
     caller: str = ""  # short hash of the caller's key, never the key
+    # Cached input price over input price (litellm model info): what a token in the cached prefix costs
+    cache_price_ratio: float = 0.5
     # Tool usage profiles as of the request's start (tool_key -> unit vector; read-only snapshot)
     tool_profiles: Mapping[str, Any] = field(default_factory=lambda: _NO_PROFILES)
 

@@ -1,4 +1,4 @@
-"""Keep only the tools the current turn needs, and keep the same set turn after turn.
+"""Keep only the tools the session needs, and keep the same set turn after turn.
 
 Tool definitions sit at the very front of the prompt. Pruning them saves tokens on every
 call, but a tool list that changes every turn throws the provider's prefix cache away,
@@ -6,13 +6,21 @@ so the selection is sticky per session: once chosen, the set is reused in the sa
 and only grows, appending a missing tool at the end, so the forwarded ``tools`` array is
 byte-identical across turns while the set holds.
 
-Selection, on the first turn or when stickiness is off:
+Whether to prune at all is decided once per session, with its first set (``mode: auto``,
+``tool_payoff``): small tool lists and sessions where the cache makes removed tokens cheap
+go through untouched. When pruning, the gateway also offers ``find_tools`` (``tool_modes.FIND_TOOLS``),
+which it answers itself (``gateway.api.tool_search``): a tool the selection missed costs one
+search round trip, not a failure, and the set then grows by what the search found.
+
+Selection, on the first turn or when stickiness is off (scored against the whole task,
+``tool_scoring.session_scores``, unless ``session_scoring`` is off):
 1. always kept: the tool named by ``tool_choice`` (or listed in a client ``allowed_tools``),
    every tool called in the history, the configured ``pinned`` tools, non-function tools;
 2. then by descending relevance (``tool_scoring``) until ``max_tools`` tools or
    ``budget_tokens`` tool tokens or, when set, ``budget_share`` of the offered tool tokens;
    never fewer than ``min_tools``.
-Later turns keep the previous set and append what step 1 requires and, when missing,
+Later turns keep the previous set and append what step 1 requires and, unless ``find_tools``
+is served (then the model asks for what is missing), when missing,
 those of this turn's ``grow_top`` best tools that a fresh selection would keep and that
 score at least ``grow_ratio`` of the best (so a weak match does not churn the set). A set
 grown past ``max_set_tools`` is replaced by this turn's fresh selection.
@@ -32,9 +40,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from gateway.assembly.context import Context, Decision, Message, SessionState, Tool
+from gateway.assembly.context import Context, Decision, SessionState, Tool
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.tool_modes import (
+    FIND_TOOLS,
+    FIND_TOOLS_NAME,
+    MODE_PROVIDERS,
     ToolMode,
     allowed_tools_choice,
     deferred_tools,
@@ -42,9 +53,11 @@ from gateway.assembly.tool_modes import (
     is_restricting_choice,
     pruned_tools,
 )
+from gateway.assembly.tool_payoff import PLAN_KEY, payoff
+from gateway.assembly.tool_required import called_names, required_names
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
+from gateway.assembly.tool_scoring.session_scores import plausible_misses, session_scores, task_parts
 from gateway.assembly.tool_scoring.usage_profiles import tool_key
-from gateway.history_fold import CHUNK, HistoryFold, union
 from gateway.tokens import TokenCounter
 
 PASS = "prune_tools"
@@ -58,6 +71,18 @@ DEFAULT_MAX_SET_TOOLS = 48  # 3 x max_tools: room to grow over a long session be
 #: Weight of a tool's usage profile against its description (chosen on MetaTool-47's tuning half).
 DEFAULT_USAGE_WEIGHT = 0.3
 DEFAULT_USAGE_SYNC_S = 5.0
+#: A fresh set keeps at most this share of the offered tool tokens: with ``find_tools`` a
+#: miss costs a round trip, not the call, so the set can be small (0.25 measured against 0.35
+#: on the mixed tau2/ToolBench/BFCL replays: 61-66 % fewer tool tokens, 1.17 set changes).
+DEFAULT_BUDGET_SHARE = 0.25
+DEFAULT_FIND_TOP = 4
+DEFAULT_MAX_SEARCHES = 2
+DEFAULT_HORIZON_TURNS = 15
+DEFAULT_MIN_TOOL_TOKENS = 2_048
+DEFAULT_EXPECTED_CHANGES = 0.5
+#: Share of the plausible misses (removed tools the system prompt names or a kept tool links to)
+#: a session is expected to ask for; each search brings ``find_top`` tools.
+PLAUSIBLE_ASKED = 0.5
 
 
 class ToolPolicy(PassPolicy):
@@ -66,7 +91,7 @@ class ToolPolicy(PassPolicy):
     budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
     # Share of the offered tool tokens that may be kept (0.4: remove at least 60 %), or no such cap.
     # A cap in tokens rather than tools keeps more tools when the relevant ones are short.
-    budget_share: float | None = Field(default=None, gt=0, le=1)
+    budget_share: float | None = Field(default=DEFAULT_BUDGET_SHARE, gt=0, le=1)
     max_tools: int = Field(default=DEFAULT_MAX_TOOLS, gt=0)
     min_tools: int = Field(default=DEFAULT_MIN_TOOLS, ge=0)
     min_offered: int = Field(default=DEFAULT_MIN_OFFERED, ge=0)
@@ -81,8 +106,19 @@ class ToolPolicy(PassPolicy):
     # Keep the profiles in the store's database: they survive restarts and every worker learns from all.
     usage_persist: bool = True
     usage_sync_s: float = Field(default=DEFAULT_USAGE_SYNC_S, gt=0)  # how often a worker merges and reads back
-    mode: ToolMode = "prune"
+    # auto: prune only when it pays (``tool_payoff``), decided once per session; else always this mode
+    mode: Literal["auto"] | ToolMode = "auto"
     modes: dict[str, ToolMode] = Field(default_factory=dict)  # per provider, e.g. {"anthropic": "defer_loading"}
+    session_scoring: bool = True  # score against the task and the whole conversation, not only this turn
+    find_tools: bool = True  # offer the gateway-served search tool whenever tools are pruned
+    find_top: int = Field(default=DEFAULT_FIND_TOP, gt=0)  # tools one find_tools call adds to the set
+    max_searches: int = Field(default=DEFAULT_MAX_SEARCHES, ge=0)  # find_tools round trips per client request
+    # auto: tool lists smaller than this go through untouched: the few hundred tokens a turn they
+    # could save at the cached price do not pay for one search round trip (measured on ToolBench)
+    min_tool_tokens: int = Field(default=DEFAULT_MIN_TOOL_TOKENS, ge=0)
+    horizon_turns: int = Field(default=DEFAULT_HORIZON_TURNS, gt=0)  # turns a pruned set is expected to serve
+    # set changes expected per session, times 1 + PLAUSIBLE_ASKED x plausible misses / find_top
+    expected_changes: float = Field(default=DEFAULT_EXPECTED_CHANGES, ge=0)
 
     @field_validator("scorer")
     @classmethod
@@ -96,14 +132,21 @@ class ToolPolicy(PassPolicy):
         return scorer
 
     def mode_for(self, provider: str) -> ToolMode:
-        return effective_mode(self.modes.get(provider, self.mode), provider)
+        return effective_mode(self._configured(provider), provider)
+
+    def _configured(self, provider: str) -> ToolMode:
+        mode = self.modes.get(provider, self.mode)
+        if mode == "auto":  # Anthropic's own search keeps the prefix; elsewhere prune + find_tools
+            return "defer_loading" if provider in MODE_PROVIDERS["defer_loading"] else "prune"
+        return mode
 
 
 def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[Context, list[Decision]]:
-    """Keep only the tools this turn needs, sticky per session so the prefix stays cacheable.
+    """Keep only the tools this session needs, sticky per session so the prefix stays cacheable.
 
     Never drops a tool named by tool_choice, called in the history or pinned; never
-    keeps fewer than ``min_tools``; below ``min_offered`` offered tools it changes nothing.
+    keeps fewer than ``min_tools``; below ``min_offered`` offered tools, or when the
+    session's plan is to send every tool, it changes nothing.
     """
     tools = ctx.tools
     if not tools:
@@ -113,20 +156,31 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     if len(tools) < policy.min_offered:
         reason = f"{len(tools)} tools offered, fewer than min_offered={policy.min_offered}"
         return ctx, [Decision(PASS, "kept_all", before, before, reason)]
+    if _auto(policy, ctx) and before < policy.min_tool_tokens and not state.tool_set:
+        reason = f"{before} tool tokens, fewer than min_tool_tokens={policy.min_tool_tokens}"
+        return ctx, [Decision(PASS, "kept_all", before, before, reason, {"plan": "all"})]
+    if _auto(policy, ctx) and state.extra.get(PLAN_KEY) == "all":
+        reason = "pruning does not pay in this session"
+        return ctx, [Decision(PASS, "kept_all", before, before, reason, {"plan": "all"})]
     names = _unique_names(tools)
-    required = _required_names(ctx, policy, tools, names)
-    query = query_text(ctx.messages)
+    required = required_names(ctx, policy.pinned, tools, names)
     offered = set(names)
     previous = [n for n in state.tool_set if n in offered] if policy.sticky else []
-    if not query and not previous:
+    if previous and _serves_search(policy, ctx, offered):
+        # find_tools asks for what is missing: the set only grows by what must be kept (and searches)
+        return _emit(ctx, state, policy, _grow(previous, required, ()), before)
+    if not previous and not _has_text(ctx, policy):
         decision = Decision(PASS, "kept_all", before, before, "no user text to score the tools against")
         if not state.tool_set:
             return ctx, [decision]
         # every tool of the sticky set is gone from the offer: forget them, as a selection would
         return ctx.replace(session=replace(state, tool_set=())), [decision]
-    scores, ranked, profiled = _rank(query, tools, names, policy, ctx.env.tool_profiles, ctx.env.caller)
-    fresh = _select(names, ranked, required, policy, _costs(counter, tools, names))
+    scores, ranked, profiled = _rank(ctx, tools, names, policy, required)
+    costs = _costs(counter, tools, names)
+    fresh = _select(names, ranked, required, policy, costs)
     if not previous:
+        if _auto(policy, ctx):
+            return _first_plan(ctx, state, policy, fresh, before, costs, profiled)
         return _emit(ctx, state, policy, fresh, before, profiled)
     floor = max(scores[ranked[0]] * policy.grow_ratio, 1e-9)
     best = [names[i] for i in ranked[: policy.grow_top] if scores[i] >= floor and names[i] in fresh]
@@ -138,84 +192,97 @@ def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[
     return _emit(ctx, state, policy, selected, before, profiled)
 
 
+def _auto(policy: ToolPolicy, ctx: Context) -> bool:
+    return policy.modes.get(ctx.env.provider, policy.mode) == "auto"
+
+
+def _has_text(ctx: Context, policy: ToolPolicy) -> bool:
+    if policy.session_scoring:
+        return bool(task_parts(ctx.messages))
+    return bool(query_text(ctx.messages))
+
+
+def _serves_search(policy: ToolPolicy, ctx: Context, offered: set[str]) -> bool:
+    """Whether pruned requests of this session carry the gateway's ``find_tools``."""
+    return (
+        policy.find_tools
+        and FIND_TOOLS_NAME not in offered
+        and policy.mode_for(ctx.env.provider) == "prune"
+        and not is_restricting_choice(ctx.params.get("tool_choice"))
+    )
+
+
+def _first_plan(
+    ctx: Context,
+    state: SessionState,
+    policy: ToolPolicy,
+    fresh: list[str],
+    before: int,
+    costs: Mapping[str, int],
+    profiled: int,
+) -> tuple[Context, list[Decision]]:
+    """The session's first set under ``mode: auto``: prune only if the saving beats the expected changes."""
+    kept = sum(costs[n] for n in fresh)
+    if _serves_search(policy, ctx, set(costs)):
+        kept += ctx.env.counter.tool(FIND_TOOLS)
+    # each search grows the set by find_top tools: removed tools the session may well need cost changes
+    plausible = plausible_misses(ctx.messages, ctx.tools or (), set(fresh))
+    changes = policy.expected_changes * (1 + PLAUSIBLE_ASKED * plausible / policy.find_top)
+    estimate = payoff(
+        tool_tokens=before,
+        removed_tokens=max(0, before - kept),
+        prompt_tokens=ctx.env.counter.messages(ctx.messages),
+        cache_ratio=ctx.env.cache_price_ratio,
+        horizon_turns=policy.horizon_turns,
+        expected_changes=changes,
+    )
+    plan = "prune" if estimate.pays else "all"
+    detail = {"plan": plan, "saving": estimate.saving, "cost": estimate.cost, "plausible_misses": plausible}
+    if not estimate.pays:
+        reason = f"pruning does not pay: saves ~{estimate.saving:g} tokens, expected to cost ~{estimate.cost:g}"
+        session = replace(state, extra={**state.extra, PLAN_KEY: "all"})
+        return ctx.replace(session=session), [Decision(PASS, "kept_all", before, before, reason, detail)]
+    planned = replace(state, extra={**state.extra, PLAN_KEY: "prune"})
+    out, decisions = _emit(ctx.replace(session=planned), planned, policy, fresh, before, profiled)
+    return out, [*decisions[:-1], replace(decisions[-1], detail={**decisions[-1].detail, **detail})]
+
+
 def _rank(
-    query: str,
+    ctx: Context,
     tools: Sequence[Tool],
     names: Sequence[str],
     policy: ToolPolicy,
-    profiles: Mapping[str, Any],
-    caller: str = "",
+    required: set[str],
 ) -> tuple[list[float], list[int], int]:
-    """Score each named tool against the turn; indexes by descending score (ties: client order);
-    how many tools had a usage profile."""
+    """Score each named tool against the session (or the turn); indexes by descending score (ties:
+    client order); how many tools had a usage profile."""
     first_of: dict[str, Tool] = {}
     for tool in tools:
         first_of.setdefault(tool_name(tool), tool)
     documents = [tool_document(first_of[n]) for n in names]
+    query = query_text(ctx.messages)
+    profiles = ctx.env.tool_profiles
     profiled = 0
-    if not query:
-        scores = [0.0] * len(names)
-    elif profiles and policy.usage_weight > 0 and policy.scorer in EMBEDDING_SCORERS:
+    if profiles and query and policy.usage_weight > 0 and policy.scorer in EMBEDDING_SCORERS:
         from gateway.assembly.tool_scoring.embedding import score_with_profiles
 
-        vectors = [profiles.get(tool_key(first_of[n], caller)) for n in names]
+        vectors = [profiles.get(tool_key(first_of[n], ctx.env.caller)) for n in names]
         profiled = sum(v is not None for v in vectors)
         sentences = policy.scorer == "embedding_sentences"
         scores = score_with_profiles(query, documents, vectors, policy.usage_weight, sentences=sentences)
-    else:
+    elif policy.session_scoring:
+        called = called_names(ctx.messages) | frozenset(required)
+        scorer = get_scorer(policy.scorer)
+        scores = session_scores(ctx.messages, [first_of[n] for n in names], documents, called, scorer)
+    elif query:
         scores = get_scorer(policy.scorer)(query, documents)
+    else:
+        scores = [0.0] * len(names)
     return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i)), profiled
 
 
 def _unique_names(tools: Sequence[Tool]) -> list[str]:
     return list(dict.fromkeys(tool_name(t) for t in tools))
-
-
-def _required_names(ctx: Context, policy: ToolPolicy, tools: Sequence[Tool], names: Sequence[str]) -> set[str]:
-    """Names that must survive whatever their score."""
-    required = set(policy.pinned) | _chosen_names(ctx.params.get("tool_choice")) | _called_names(ctx.messages)
-    required |= {tool_name(t) for t in tools if not isinstance(t.get("function"), Mapping)}
-    return required & set(names)
-
-
-def _chosen_names(choice: Any) -> set[str]:
-    if not isinstance(choice, Mapping):
-        return set()
-    kind = choice.get("type")
-    if kind == "function" and isinstance(choice.get("function"), Mapping):
-        return {str(choice["function"].get("name"))}
-    if kind == "custom" and isinstance(choice.get("custom"), Mapping):
-        return {str(choice["custom"].get("name"))}
-    if kind == "allowed_tools" and isinstance(choice.get("allowed_tools"), Mapping):
-        return {tool_name(t) for t in choice["allowed_tools"].get("tools") or () if isinstance(t, Mapping)}
-    return set()
-
-
-#: dict first: parsed JSON is always dicts, and an ABC isinstance check costs ~10x more.
-_MAP = (dict, Mapping)
-
-
-def _called_names(messages: Sequence[Message]) -> frozenset[str]:
-    """Every tool name the history called; remembered per chunk (``gateway.history_fold``)."""
-    if len(messages) <= CHUNK:
-        return _called_in(messages)
-    return union(_CALLED.parts(messages))
-
-
-def _called_in(messages: Sequence[Message]) -> frozenset[str]:
-    called: set[str] = set()
-    for m in messages:
-        calls = m.get("tool_calls")
-        if not calls:
-            continue
-        for call in calls:
-            fn = call.get("function") if isinstance(call, _MAP) else None
-            if isinstance(fn, _MAP) and fn.get("name"):
-                called.add(str(fn["name"]))
-    return frozenset(called)
-
-
-_CALLED: HistoryFold[frozenset[str]] = HistoryFold(lambda chunk: _called_in(chunk.messages))
 
 
 def _costs(counter: TokenCounter, tools: Sequence[Tool], names: Sequence[str]) -> dict[str, int]:
@@ -303,7 +370,10 @@ def _emit(
         return out, decisions
     kept = pruned_tools(tools, selected)
     new_tools = deferred_tools(tools, selected) if mode == "defer_loading" else kept
-    after = counter.tools(kept)
+    if _serves_search(policy, ctx, set(_unique_names(tools))):
+        new_tools = (*kept, FIND_TOOLS)  # last: a search result grows the set before it, the cache is lost anyway
+        detail["find_tools"] = True
+    after = counter.tools(new_tools) if mode == "prune" else counter.tools(kept)
     reason = f"kept {len(selected)} of {len(selected) + len(removed)} tools"
     decisions.append(Decision(PASS, "pruned", before, after, reason, detail))
     return ctx.replace(tools=new_tools, session=session), decisions
@@ -322,15 +392,13 @@ def _set_change(
     dropped = [n for n in state.tool_set if n not in selected]
     first = not state.tool_set
     reason = "first tool set of the session" if first else f"tool set changed: +{len(added)} -{len(dropped)}"
-    cost_before = counter.tools(pruned_tools(tools, state.tool_set))
-    cost_after = counter.tools(pruned_tools(tools, selected))
-    return [
-        Decision(
-            PASS,
-            "tool_set_changed",
-            cost_before,
-            cost_after,
-            reason,
-            {"added": added, "removed": dropped, "first": first},
-        )
-    ]
+    # The set's sizes go in the detail, not in tokens before/after: this decision records a change,
+    # the "pruned" decision the saving; counting both would report a first set as a loss.
+    detail = {
+        "added": added,
+        "removed": dropped,
+        "first": first,
+        "tokens_before": counter.tools(pruned_tools(tools, state.tool_set)),
+        "tokens_after": counter.tools(pruned_tools(tools, selected)),
+    }
+    return [Decision(PASS, "tool_set_changed", 0, 0, reason, detail)]

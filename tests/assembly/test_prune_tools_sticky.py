@@ -8,9 +8,9 @@ from gateway.assembly.context import SessionState
 from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import ToolPolicy, prune_tools
 from gateway.assembly.tool_scoring import tool_name
-from tests.assembly.tool_fixtures import call, catalogue, make_ctx, user
+from tests.assembly.tool_fixtures import call, catalogue, legacy_policy, make_ctx, user
 
-POLICY = ToolPolicy(max_tools=4, min_tools=2)
+POLICY = legacy_policy(max_tools=4, min_tools=2)
 assert Policy  # imported first: policy.py gathers the pass policies
 
 

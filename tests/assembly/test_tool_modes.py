@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from gateway.assembly.policy import Policy
-from gateway.assembly.prune_tools import ToolPolicy, prune_tools
+from gateway.assembly.prune_tools import prune_tools
 from gateway.assembly.tool_modes import TOOL_SEARCH_TOOL, effective_mode
 from gateway.assembly.tool_scoring import tool_name
-from tests.assembly.tool_fixtures import catalogue, make_ctx, user
+from tests.assembly.tool_fixtures import catalogue, legacy_policy, make_ctx, user
 
 assert Policy  # imported first: policy.py gathers the pass policies
-ALLOWED = ToolPolicy(max_tools=3, min_tools=1, mode="allowed_tools")
-DEFER = ToolPolicy(max_tools=3, min_tools=1, modes={"anthropic": "defer_loading"})
+ALLOWED = legacy_policy(max_tools=3, min_tools=1, mode="allowed_tools")
+DEFER = legacy_policy(max_tools=3, min_tools=1, modes={"anthropic": "defer_loading"})
 
 
 def test_allowed_tools_keeps_the_full_list_and_restricts_the_choice() -> None:

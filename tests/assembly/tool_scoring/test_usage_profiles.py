@@ -118,7 +118,8 @@ KB = tool("confluence_search", "Full-text search over the Confluence wiki spaces
 TOOLS = [*catalogue(), KB]
 ASKED = "How many vacation days do I get per year?"
 SEEN = "How many days of paid holiday do new employees get?"
-POLICY = ToolPolicy(scorer="embedding_sentences", max_tools=4, min_tools=1)
+#: Pruning whatever the payoff and without a share cap: these tests are about the profiles.
+POLICY = ToolPolicy(scorer="embedding_sentences", max_tools=4, min_tools=1, mode="prune", budget_share=None)
 
 
 def kept(profiles: Any = None, policy: ToolPolicy = POLICY) -> list[str]:
