@@ -134,7 +134,8 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
         decisions.extend(made)
     if current is ctx:
         return Assembly(ctx, ctx, tuple(decisions))
-    problems = verify_assembly(ctx, current, decisions)
+    keep_rounds = policy.compaction.keep_recent_rounds if policy.compaction.enabled else None
+    problems = verify_assembly(ctx, current, decisions, keep_rounds=keep_rounds)
     if problems:
         failure = Decision(
             "verify_assembly",

@@ -2,7 +2,8 @@
 
 Once the assembled request passes ``prepare_at`` (the lower watermark) but is still under
 the threshold, the range that the next compaction will replace is already known: from
-the end of the head to the start of the recent turns. ``plan_compaction`` names it (pure);
+the end of the head through enough older rounds that, once the history has grown by the
+``threshold - prepare_at`` still to come, the request lands at ``target``. ``plan_compaction`` names it (pure);
 the API layer runs ``summarize_range`` on it in a background thread and stores the
 resulting checkpoint in the session. ``compact_history`` then finds it like any other
 checkpoint when the threshold is crossed.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.assembly.compaction_layout import (
+    choose_end,
     compaction_memory,
     layout,
     matching_checkpoints,
@@ -51,7 +53,9 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     previous = found[-1] if found else None
     if previous is not None and previous.range_hash != compaction_memory(assembled.session).get("active"):
         return None  # a prepared checkpoint is already waiting: one preparation per compaction
-    if previous is not None and previous.end >= lay.tail_start:
+    share = max(policy.target - (policy.threshold - policy.prepare_at), 0.01)
+    end = choose_end(original, lay, policy, share, floor=previous.end if previous is not None else 0)
+    if previous is not None and previous.end >= end:
         return None  # nothing aged since the summary in use
-    key = range_hash(messages[lay.head_end : lay.tail_start])
-    return CompactionPlan(messages, lay.head_end, lay.tail_start, previous, key)
+    key = range_hash(messages[lay.head_end : end])
+    return CompactionPlan(messages, lay.head_end, end, previous, key)
