@@ -32,7 +32,7 @@ from gateway.assembly.compaction_layout import (
     layout,
     original_messages,
     request_tokens,
-    token_limit,
+    watermarks,
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
@@ -137,15 +137,16 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
     """Sticky results first; then more, oldest first, while over the threshold, down to ``target``."""
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
     before = request_tokens(ctx, applied, policy)
-    if not sticky and before <= token_limit(ctx, policy.threshold):
+    marks = watermarks(ctx, lay, policy)
+    if not sticky and before <= marks.threshold:
         return []  # the common case, decided before looking at every tool result
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
     candidates = _candidates(ctx, lay, start, policy, stubs)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
     tokens = before - sum(stubs.saving(i) for i in chosen)
-    if tokens <= token_limit(ctx, policy.threshold):
+    if tokens <= marks.threshold:
         return chosen
-    target = token_limit(ctx, policy.target)
+    target = marks.target
     taken = set(chosen)
     for i in candidates:
         if tokens <= target:
@@ -153,7 +154,7 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
         if i not in taken:
             chosen.append(i)
             tokens -= stubs.saving(i)
-    if tokens > token_limit(ctx, policy.threshold) and "summarize" in policy.strategies:
+    if tokens > marks.threshold and "summarize" in policy.strategies:
         return []  # clearing cannot get under the threshold: the summary replaces these results anyway
     return sorted(chosen)
 

@@ -31,7 +31,7 @@ from gateway.assembly.compaction_layout import (
     layout,
     original_messages,
     request_tokens,
-    token_limit,
+    watermarks,
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
@@ -94,7 +94,7 @@ def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> Ses
 
 
 def _compacted(
-    ctx: Context, result: RangeSummary, policy: CompactionPolicy, before: int
+    ctx: Context, result: RangeSummary, policy: CompactionPolicy, before: int, limit: int
 ) -> tuple[Context, list[Decision]]:
     cp = result.checkpoint
     applied = apply_checkpoint(ctx.messages, cp)
@@ -115,7 +115,9 @@ def _compacted(
         "dropped": list(result.dropped[:MAX_DROPPED_LISTED]),
         "dropped_count": len(result.dropped),
     }
-    if after > token_limit(ctx, policy.threshold):
+    if limit != int(policy.threshold * ctx.env.context_window):
+        detail["raised_threshold_tokens"] = limit  # the head alone is past the configured threshold
+    if after > limit:
         detail["still_over"] = True
     decisions.append(
         Decision(
@@ -138,7 +140,8 @@ def compact_history(ctx: Context, state: SessionState, policy: CompactionPolicy)
     lay = layout(originals, policy, ctx.env.counter)
     if lay is None or not lay.has_middle:
         return ctx, []
-    limit = token_limit(ctx, policy.threshold)
+    marks = watermarks(ctx, lay, policy)
+    limit = marks.threshold
     before = request_tokens(ctx, ctx.messages, policy)
     cp, applied = best_application(ctx, originals, lay, policy)
     active = cp is not None and cp.range_hash == compaction_memory(ctx.session).get("active")
@@ -147,8 +150,8 @@ def compact_history(ctx: Context, state: SessionState, policy: CompactionPolicy)
     fits = cp is not None and request_tokens(ctx, applied, policy) <= limit
     if cp is not None and (active and fits):
         return _apply_stored(ctx, cp, policy, before, active=True)
-    end = choose_end(ctx, lay, policy, policy.target, floor=cp.end if cp is not None else 0)
+    end = choose_end(ctx, lay, policy, marks.target, floor=cp.end if cp is not None else 0)
     if cp is not None and (fits or cp.end >= end):
         return _apply_stored(ctx, cp, policy, before, active=active)
     result = summarize_range(originals, lay.head_end, end, cp, ctx.env.summarizer, policy, ctx.env.counter)
-    return _compacted(ctx, result, policy, before)
+    return _compacted(ctx, result, policy, before, limit)

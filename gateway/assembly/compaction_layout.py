@@ -106,14 +106,45 @@ def boundaries(messages: Sequence[Message], lo: int, hi: int) -> list[int]:
     return [i for i in range(lo + 1, hi + 1) if i == len(messages) or messages[i].get("role") != "tool"]
 
 
-def choose_end(ctx: Context, lay: Layout, policy: CompactionPolicy, share: float, floor: int = 0) -> int:
-    """Where a summary starting at the head should end so the request lands at ``share`` of the window.
+#: A threshold the head alone makes unreachable is raised, but never past this share of the window.
+RAISED_THRESHOLD_CAP = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Watermarks:
+    """The policy's shares of the window, in tokens, for this request."""
+
+    threshold: int
+    target: int
+    prepare: int
+
+
+def watermarks(ctx: Context, lay: Layout, policy: CompactionPolicy) -> Watermarks:
+    """The watermarks in tokens; raised when the head alone makes the threshold unreachable.
+
+    When the head (system prompt, task, tool definitions, reserve) plus the target-to-threshold
+    band is already past the threshold, compacting on every turn could hardly get under it and
+    would only rewrite the prefix each time. Then the threshold moves up to what compaction
+    can reach plus the usual target-to-threshold band (at most ``RAISED_THRESHOLD_CAP`` of
+    the window), and target and prepare_at move with it, so compaction stays rare.
+    """
+    threshold, target = token_limit(ctx, policy.threshold), token_limit(ctx, policy.target)
+    prepare = token_limit(ctx, policy.prepare_at)
+    floor = ctx.env.counter.request(ctx.messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
+    reachable = floor + threshold - target
+    if reachable <= threshold:
+        return Watermarks(threshold, target, prepare)
+    shift = min(reachable, max(threshold, int(RAISED_THRESHOLD_CAP * ctx.env.context_window))) - threshold
+    return Watermarks(threshold + shift, target + shift, prepare + shift)
+
+
+def choose_end(ctx: Context, lay: Layout, policy: CompactionPolicy, limit: int, floor: int = 0) -> int:
+    """Where a summary starting at the head should end so the request lands at ``limit`` tokens.
 
     The earliest boundary that does it (keeping as many rounds verbatim as fit: hysteresis,
     not the least possible), at least ``floor``; the end of the middle when none does.
     The summary is priced at its ceiling, ``summary_max_tokens``.
     """
-    limit = token_limit(ctx, share)
     counter, messages = ctx.env.counter, ctx.messages
     fixed = counter.request(messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
     fixed += policy.summary_max_tokens + SUMMARY_FRAME_TOKENS
@@ -222,7 +253,7 @@ def best_application(
     found = matching_checkpoints(originals, lay, ctx.session)
     if not found:
         return None, messages
-    limit = token_limit(ctx, policy.threshold)
+    limit = watermarks(ctx, lay, policy).threshold
     active = [cp for cp in found if cp.range_hash == compaction_memory(ctx.session).get("active")]
     if active:
         applied = apply_checkpoint(messages, active[0])

@@ -22,6 +22,7 @@ from gateway.assembly.compaction_layout import (
     range_hash,
     request_tokens,
     token_limit,
+    watermarks,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message
@@ -43,18 +44,21 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     if not policy.enabled or "summarize" not in policy.strategies or not policy.reuse_checkpoints:
         return None
     tokens = request_tokens(assembled, assembled.messages, policy)
-    if not token_limit(assembled, policy.prepare_at) < tokens <= token_limit(assembled, policy.threshold):
-        return None
+    if tokens <= token_limit(assembled, policy.prepare_at):
+        return None  # the common case, decided before reading the layout (a raised watermark is only higher)
     messages = original_messages(original)
     lay = layout(messages, policy, original.env.counter)
     if lay is None or not lay.has_middle:
+        return None
+    marks = watermarks(original, lay, policy)
+    if not marks.prepare < tokens <= marks.threshold:
         return None
     found = matching_checkpoints(messages, lay, assembled.session)
     previous = found[-1] if found else None
     if previous is not None and previous.range_hash != compaction_memory(assembled.session).get("active"):
         return None  # a prepared checkpoint is already waiting: one preparation per compaction
-    share = max(policy.target - (policy.threshold - policy.prepare_at), 0.01)
-    end = choose_end(original, lay, policy, share, floor=previous.end if previous is not None else 0)
+    aim = max(marks.target - (marks.threshold - marks.prepare), 1)  # lands at target once grown to the threshold
+    end = choose_end(original, lay, policy, aim, floor=previous.end if previous is not None else 0)
     if previous is not None and previous.end >= end:
         return None  # nothing aged since the summary in use
     key = range_hash(messages[lay.head_end : end])
