@@ -55,7 +55,7 @@ class CompactionPolicy(PassPolicy):
     reuse_checkpoints: bool = True
     max_checkpoints: int = Field(default=8, ge=1)
     prompt_cache_key: bool = True  # set OpenAI's prompt_cache_key from caller + session when the client sent none
-    prompt_cache_retention: str | None = None  # e.g. "24h": asked of OpenAI upstreams unless the client set it
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None  # asked of OpenAI upstreams if client did not
 
     @model_validator(mode="before")
     @classmethod
