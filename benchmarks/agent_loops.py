@@ -142,7 +142,9 @@ def _config(sim: SimHandle, summarizer: str) -> dict[str, Any]:
     return {"models": models, "policy": {"compaction": compaction}}
 
 
-def replay_run(client: openai.OpenAI, sim: SimHandle, run: dict[str, Any], window: int, stats: FileStats) -> None:
+def replay_run(
+    client: openai.OpenAI, sim: SimHandle, run: dict[str, Any], window: int, stats: FileStats, bar: Any
+) -> None:
     sim.reset()
     histories = list(turns(run["messages"]))
     answers: list[Any] = []
@@ -161,6 +163,7 @@ def replay_run(client: openai.OpenAI, sim: SimHandle, run: dict[str, Any], windo
             answers.append(None)
             if len(stats.errors) < 3:
                 stats.errors.append(f"turn {k}: {exc.status_code} {str(exc.message)[:160]}")
+        bar.update(1)
     received = sim.received()
     chats = [b for b in received if "<transcript" not in orjson.dumps(b["messages"]).decode()]
     stats.summarizer_calls += len(received) - len(chats)
@@ -180,7 +183,7 @@ def _score(histories: list[Any], answers: list[Any], chats: list[dict[str, Any]]
         s.over_window += COUNTER.request(sent, body.get("tools")) > window
         s.unpaired += bool(tool_pairing_problems(sent))
         want = newest(history, KEEP_ROUNDS)
-        s.newest_verbatim += _without_gateway_tail(sent)[-len(want) :] == want
+        s.newest_verbatim += not want or _without_gateway_tail(sent)[-len(want) :] == want
         details = answer.usage.prompt_tokens_details if answer.usage else None
         cached = (details.cached_tokens or 0) if details else 0
         if k > 0:
@@ -243,8 +246,7 @@ def main() -> None:
                         continue
                     stats = FileStats()
                     for run in runs:
-                        replay_run(client, sim, run, WINDOWS[name], stats)
-                        bar.update(sum(1 for _ in turns(run["messages"])))
+                        replay_run(client, sim, run, WINDOWS[name], stats, bar)
                     lines.append(row(name, mode, len(runs), stats))
                     for e in stats.errors:
                         lines.append(f"<!-- {name} {mode}: {e} -->")

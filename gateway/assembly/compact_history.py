@@ -150,8 +150,11 @@ def compact_history(ctx: Context, state: SessionState, policy: CompactionPolicy)
     fits = cp is not None and request_tokens(ctx, applied, policy) <= limit
     if cp is not None and (active and fits):
         return _apply_stored(ctx, cp, policy, before, active=True)
+    # A checkpoint prepared ahead was planned to land at the target once the history reached the
+    # threshold; if clearing delayed the crossing, it lands higher and is extended instead.
+    planned = cp is not None and request_tokens(ctx, applied, policy) <= marks.target + limit - marks.prepare
     end = choose_end(ctx, lay, policy, marks.target, floor=cp.end if cp is not None else 0)
-    if cp is not None and (fits or cp.end >= end):
+    if cp is not None and (planned or cp.end >= end):
         return _apply_stored(ctx, cp, policy, before, active=active)
     result = summarize_range(originals, lay.head_end, end, cp, ctx.env.summarizer, policy, ctx.env.counter)
     return _compacted(ctx, result, policy, before, limit)
