@@ -96,4 +96,3 @@ def test_the_clients_own_prompt_cache_key_is_never_replaced(
     mine, ours = loop_sim.received()
     assert mine["prompt_cache_key"] == "client-chosen"
     assert ours["prompt_cache_key"].startswith("ventana-")
-
