@@ -230,7 +230,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="longest runs replayed per file")
     parser.add_argument("--files", nargs="*", default=list(WINDOWS), help="files of shared/data/agent_loops")
     parser.add_argument("--summarizer", choices=["extractive", "llm", "both"], default="both")
+    parser.add_argument("--window", type=int, default=None, help="one context window for every file")
     args = parser.parse_args()
+    if args.window:
+        WINDOWS.update(dict.fromkeys(WINDOWS, args.window))
     modes = ["extractive", "llm"] if args.summarizer == "both" else [args.summarizer]
     work = [(name, mode, load_runs(name, args.runs)) for mode in modes for name in args.files]
     total = sum(sum(1 for _ in turns(r["messages"])) for _, _, runs in work for r in runs)
