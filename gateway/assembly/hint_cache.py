@@ -6,7 +6,8 @@ left there. Clients rarely set it; the gateway knows the caller and the session,
 ``prompt_cache_key`` to a hash of both (never the caller's key itself, and never shared
 across callers). ``policy.compaction.prompt_cache_retention`` (``in_memory`` or ``24h``)
 asks for longer retention. A value the client sent is never replaced, and other providers
-(which have no such fields) are left alone. It records no decision: it would be the same
+(which have no such fields) are left alone, and so is a prompt too short to be cached
+(under 1,024 tokens), which then goes out exactly as sent. It records no decision: it would be the same
 on every request, and the key is in the recorded body.
 """
 
@@ -19,6 +20,8 @@ from gateway.assembly.context import Context, Decision, SessionState
 
 PASS = "hint_cache"
 KEY_PREFIX = "ventana-"
+#: OpenAI caches prompts of at least this many tokens; a shorter one gains nothing from a key.
+CACHE_MINIMUM_TOKENS = 1024
 
 
 def cache_key(caller: str, session_id: str) -> str:
@@ -28,7 +31,7 @@ def cache_key(caller: str, session_id: str) -> str:
 
 def hint_cache(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Set ``prompt_cache_key`` (and the configured retention) for an OpenAI upstream when the client set none."""
-    if ctx.env.provider != "openai" or not state.session_id:
+    if ctx.env.provider != "openai" or not state.session_id or ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
         return ctx, []
     params = dict(ctx.params)
     set_: dict[str, object] = {}

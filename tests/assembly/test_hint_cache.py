@@ -8,7 +8,7 @@ from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.hint_cache import cache_key, hint_cache
 from tests.assembly.compaction_helpers import make_ctx
 
-MESSAGES = [{"role": "user", "content": "hi"}]
+MESSAGES = [{"role": "user", "content": "Summarise the incident report. " + "Disk sdb1 failed at 02:10. " * 150}]
 
 
 def _ctx(provider: str = "openai", caller: str = "c1", session: str = "s-test", **params: object):
@@ -38,6 +38,12 @@ def test_asks_for_retention_when_configured() -> None:
     out, _ = hint_cache(ctx, ctx.session, CompactionPolicy(prompt_cache_retention="24h"))
     assert out.params["prompt_cache_retention"] == "24h"
     assert "prompt_cache_retention" not in hint_cache(ctx, ctx.session, CompactionPolicy())[0].params
+
+
+def test_a_prompt_too_short_to_cache_goes_out_as_sent() -> None:
+    ctx = _ctx()
+    short = ctx.replace(messages=({"role": "user", "content": "hi"},))
+    assert hint_cache(short, short.session, CompactionPolicy())[0] is short
 
 
 def test_leaves_other_providers_and_switched_off_alone() -> None:
