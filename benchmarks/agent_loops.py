@@ -3,7 +3,8 @@
     python -m benchmarks.agent_loops                 # 3 longest runs per file, extractive and LLM
     python -m benchmarks.agent_loops --runs 1 --summarizer extractive
 
-Each file of ``shared/data/agent_loops/`` is replayed as its agent saw it: one request
+Each file of ``shared/data/agent_loops/`` (and the scripted agent's 200-turn session of
+``benchmarks.scripted_agent``, at 8K) is replayed as its agent saw it: one request
 before every assistant message, with the history up to there and the run's tools, in
 one session per run, through a real gateway to the provider simulator (``--record``).
 The numbers come from what the simulator received and answered, per file:
@@ -37,6 +38,7 @@ import orjson
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
+from benchmarks.scripted_agent import TOOLS, scripted_turns
 from gateway.assembly.verify_assembly import is_gateway_block, tool_pairing_problems
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import counter_for
@@ -48,10 +50,13 @@ THRESHOLD, TARGET = 0.55, 0.35
 KEEP_ROUNDS = 4
 #: Window per file: small enough that each long run must compact. tau2's head alone (system
 #: prompt + tool definitions) is 6-10K tokens, so 8K cannot hold it; 16K forces its long runs to compact.
+#: The peer-style long session of ``benchmarks.scripted_agent`` (200 turns, one tool round each).
+SCRIPTED = "scripted_agent"
 WINDOWS = {
     "mini_swe_agent_deepseek.jsonl": 16_000,
     "tau2_telecom_solo.jsonl": 16_000,
     "tau2_telecom_default.jsonl": 16_000,
+    SCRIPTED: 8_000,
 }
 _ERROR = re.compile(r"\b\w*(?:Error|Exception)\b:?[^\n]{0,60}")
 
@@ -74,8 +79,19 @@ class FileStats:
     errors: list[str] = field(default_factory=list)
 
 
+def scripted_run() -> dict[str, Any]:
+    """The scripted agent's session as one run: each turn answered with a fixed assistant line."""
+    steps, _ = scripted_turns(turns=200, facts=40)
+    messages: list[dict[str, Any]] = []
+    for step in steps:
+        messages += [*step, {"role": "assistant", "content": "Noted, moving on to the next item."}]
+    return {"id": SCRIPTED, "tools": TOOLS, "messages": messages}
+
+
 def load_runs(name: str, runs: int) -> list[dict[str, Any]]:
     """The ``runs`` runs with the most tool rounds (the ones a window forces to compact)."""
+    if name == SCRIPTED:
+        return [scripted_run()]
     lines = shared_path("data", "agent_loops", name).read_bytes().splitlines()
     rows = [orjson.loads(line) for line in lines if line.strip()]
     rows.sort(key=lambda r: -sum(1 for m in r["messages"] if m.get("role") == "assistant"))
