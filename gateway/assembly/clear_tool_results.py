@@ -2,22 +2,26 @@
 
 When the request (tools + messages + generation reserve) is over
 ``policy.compaction.threshold`` of the context window, even after reusing a stored
-summary, the oldest tool results of the middle of the history become
-``[result of search_flights cleared: 4,210 tokens]``. The ``tool`` message stays, with
-its ``tool_call_id``, so every call keeps its result. Clearing goes down to the lower
-watermark (``prepare_at``), so it happens in batches rather than a little every turn,
+summary, the oldest tool results of the middle of the history (older rounds, see
+``compaction_layout``) become ``[result of read_file {"path": "a.py"} cleared: 4,210 tokens]``:
+the tool, its arguments and the size removed, in the manner of Anthropic's
+``clear_tool_uses``. The ``tool`` message stays, with its ``tool_call_id``, so every call
+keeps its result. Tools named in ``never_clear`` keep their results. Clearing goes down
+to ``target``, so it happens in batches rather than a little every turn,
 and not at all when even clearing everything would leave the request over the threshold
 while summarising is enabled (the summary replaces those results anyway),
 and what was cleared stays cleared on later turns (sticky, by ``tool_call_id``) so the
 prefix does not change back and forth. The originals are kept in the Context's
 annotations: a later summary is written from them, so cleared facts are not lost.
 
-Never touches the head (system/developer messages, first user message) or the recent turns.
+Never touches the head (system/developer messages, the task) or the newest rounds.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.assembly.compaction_layout import (
@@ -28,30 +32,90 @@ from gateway.assembly.compaction_layout import (
     layout,
     original_messages,
     request_tokens,
-    token_limit,
+    watermarks,
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Context, Decision, Message, SessionState
 from gateway.object_memo import ObjectMemo
-from gateway.summarize.transcript import call_names
+from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
 
 PASS = "clear_tool_results"
 
 
-def stub(tool: str, tokens: int) -> str:
-    return f"[result of {tool} cleared: {tokens:,} tokens]"
+STUB_ARGUMENTS_CHARS = 160  # a stub repeats at most this much of the call's arguments
+STUB_FACTS_CHARS = 160  # and this much of the result's facts (paths, ids, numbers)
+STUB_ERROR_CHARS = 120  # and of its last error line
+_ERROR_WORD = re.compile(r"\b(?:\w*Error|\w*Exception|Traceback|error|failed|FAILED)\b")
 
 
-def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy) -> list[int]:
-    """Indices of clearable tool results in the middle, oldest first."""
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def stub(tool: str, tokens: int, arguments: str = "", result: str = "") -> str:
+    """The line a cleared result becomes: what was called, what it cost, and what it said in short.
+
+    The facts (paths, ids, numbers; words with digits first) and the first error line of
+    the result stay, so an agent does not redo a lookup to recover an id it already had.
+    """
+    args = _clip(arguments, STUB_ARGUMENTS_CHARS)
+    called = f"{tool} {args}" if args and args != "{}" else tool
+    extra = ""
+    facts = sorted(extract_facts(result), key=lambda f: f.replace(",", "").replace(".", "").isdigit())
+    kept: list[str] = []
+    for fact in facts:
+        if sum(len(k) + 2 for k in kept) + len(fact) > STUB_FACTS_CHARS:
+            break
+        kept.append(fact)
+    if kept:
+        extra += "; facts: " + ", ".join(kept)
+    errors = [line for line in result.splitlines() if _ERROR_WORD.search(line)]
+    if errors:  # the last one: a traceback ends with the exception
+        extra += "; error: " + _clip(errors[-1], STUB_ERROR_CHARS)
+    return f"[result of {called} cleared: {tokens:,} tokens{extra}]"
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    name: str
+    arguments: str
+
+
+#: Per assistant message object: ``tool_call_id -> (name, arguments)`` (a resent history is last turn's objects).
+_CALLS: ObjectMemo[dict[str, _Call]] = ObjectMemo()
+
+
+def _message_calls(message: Message) -> dict[str, _Call]:
+    out: dict[str, _Call] = {}
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(fn, Mapping):
+            out[str(call.get("id"))] = _Call(str(fn.get("name") or "tool"), str(fn.get("arguments") or ""))
+    return out
+
+
+def calls_by_id(messages: Sequence[Message]) -> dict[str, _Call]:
+    """``tool_call_id -> the call`` for every call in ``messages``, built once per run."""
+    out: dict[str, _Call] = {}
+    for m in messages:
+        if m.get("tool_calls"):
+            out.update(_CALLS.get_or(m, _message_calls))
+    return out
+
+
+def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy, stubs: _Stubs) -> list[int]:
+    """Indices of clearable tool results in the middle, oldest first (``never_clear`` tools left out)."""
     out = []
     counter, messages = ctx.env.counter, ctx.messages
     least = max(policy.clear_min_tokens, 1)
+    keep = set(policy.never_clear)
     for i in range(start, lay.tail_start):
         m = messages[i]
-        if m.get("role") == "tool" and _result_tokens(m, counter) >= least:
+        clearable = m.get("role") == "tool" and _result_tokens(m, counter) >= least and stubs.tool(i) not in keep
+        if clearable and stubs.saving(i) > 0:
             out.append(i)
     return out
 
@@ -70,18 +134,19 @@ def _result_tokens(m: Message, counter: Any) -> int:
 
 
 def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], stubs: _Stubs) -> list[int]:
-    """Sticky results first; then more, oldest first, while over the threshold, down to ``prepare_at``."""
+    """Sticky results first; then more, oldest first, while over the threshold, down to ``target``."""
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
     before = request_tokens(ctx, applied, policy)
-    if not sticky and before <= token_limit(ctx, policy.threshold):
+    marks = watermarks(ctx, lay, policy)
+    if not sticky and before <= marks.threshold:
         return []  # the common case, decided before looking at every tool result
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
-    candidates = _candidates(ctx, lay, start, policy)
+    candidates = _candidates(ctx, lay, start, policy, stubs)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
     tokens = before - sum(stubs.saving(i) for i in chosen)
-    if tokens <= token_limit(ctx, policy.threshold):
+    if tokens <= marks.threshold:
         return chosen
-    target = token_limit(ctx, policy.prepare_at)
+    target = marks.target
     taken = set(chosen)
     for i in candidates:
         if tokens <= target:
@@ -89,14 +154,14 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
         if i not in taken:
             chosen.append(i)
             tokens -= stubs.saving(i)
-    if tokens > token_limit(ctx, policy.threshold) and "summarize" in policy.strategies:
+    if tokens > marks.threshold and "summarize" in policy.strategies:
         return []  # clearing cannot get under the threshold: the summary replaces these results anyway
     return sorted(chosen)
 
 
 #: The stub made for each tool-result object, with the tool name and encoding it was made with. A resent
 #: history is last turn's objects (``gateway.sessions.resent``), so a stub is made once.
-_STUBS: ObjectMemo[tuple[tuple[str, str], Message]] = ObjectMemo()
+_STUBS: ObjectMemo[tuple[tuple[str, str, str], Message]] = ObjectMemo()
 
 
 class _Stubs:
@@ -104,22 +169,29 @@ class _Stubs:
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        self._names = call_names(ctx.messages)  # once per run: looking names up per stub was O(n^2)
+        self._calls = calls_by_id(ctx.messages)  # once per run: looking calls up per stub was O(n^2)
         self._made: dict[int, Message] = {}
+
+    def call(self, i: int) -> _Call:
+        return self._calls.get(str(self._ctx.messages[i].get("tool_call_id")), _Call("tool", ""))
+
+    def tool(self, i: int) -> str:
+        return self.call(i).name
 
     def get(self, i: int) -> Message:
         found = self._made.get(i)
         if found is None:
             m = self._ctx.messages[i]
-            tool = self._names.get(str(m.get("tool_call_id")), "tool")
+            call = self.call(i)
             counter = self._ctx.env.counter
-            made_by = (tool, counter.encoding_name)
+            made_by = (call.name, call.arguments, counter.encoding_name)
             last = _STUBS.get(m)
             if last is not None and last[0] == made_by:
                 found = last[1]  # last turn's stub object: its count and hash are remembered too
             else:
-                count = counter.text(content_text(m.get("content"))[0])
-                found = _STUBS.put(m, (made_by, {**m, "content": stub(tool, count)}))[1]
+                text = content_text(m.get("content"))[0]
+                made = stub(call.name, counter.text(text), call.arguments, text)
+                found = _STUBS.put(m, (made_by, {**m, "content": made}))[1]
             self._made[i] = found
         return found
 
@@ -142,18 +214,30 @@ _SAVINGS: ObjectMemo[int] = ObjectMemo()
 _DECISIONS: ObjectMemo[tuple[int, float, Decision]] = ObjectMemo()
 
 
-def _decision(ctx: Context, i: int, stub_message: Message, threshold: float) -> Decision:
+def _round_of(messages: Sequence[Message], i: int) -> int:
+    """Index of the assistant message whose call tool result ``i`` answers."""
+    while i > 0 and messages[i].get("role") == "tool":
+        i -= 1
+    return i
+
+
+def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, tool: str) -> Decision:
     found = _DECISIONS.get(stub_message)
     if found is not None and found[0] == i and found[1] == threshold:
         return found[2]
-    tool = str(stub_message["content"])[len("[result of ") :].split(" cleared:")[0]
     decision = Decision(
         PASS,
         "cleared",
         tokens_before=ctx.env.counter.message(ctx.messages[i]),
         tokens_after=ctx.env.counter.message(stub_message),
         reason=f"request over {threshold:.0%} of the context window; old tool result cleared",
-        detail={"tool": tool, "message_index": i, "threshold": threshold},
+        detail={
+            "tool": tool,
+            "message_index": i,
+            "round": _round_of(ctx.messages, i),
+            "tool_call_id": str(stub_message.get("tool_call_id")),
+            "threshold": threshold,
+        },
     )
     return _DECISIONS.put(stub_message, (i, threshold, decision))[2]
 
@@ -174,7 +258,7 @@ def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPoli
     decisions: list[Decision] = []
     for i in chosen:
         messages[i] = stubs.get(i)
-        decisions.append(_decision(ctx, i, messages[i], policy.threshold))
+        decisions.append(_decision(ctx, i, messages[i], policy.threshold, stubs.tool(i)))
     present = {str(m.get("tool_call_id")) for m in ctx.messages if m.get("role") == "tool"}
     cleared = sorted((sticky & present) | {str(ctx.messages[i].get("tool_call_id")) for i in chosen})
     originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in chosen}}

@@ -1,10 +1,12 @@
-"""Replace the middle of a long history by one summary, reusing stored summaries byte for byte.
+"""Replace older rounds of a long history by one summary, reusing stored summaries byte for byte.
 
 Trigger: the request (tools + messages + generation reserve) is over
 ``policy.compaction.threshold`` of the model's context window. The head (system and
-developer messages, the first user message) and the recent turns are never touched; the
-middle becomes ONE ``<summary ...>`` message at the place it occupied. The middle ends
-where a user message starts, so a ``tool_calls`` message always leaves with its results.
+developer messages, the task) and the newest rounds are never touched (``compaction_layout``);
+older complete rounds become ONE ``<summary ...>`` message at the place they occupied, so
+a ``tool_calls`` message always leaves with its results. Hysteresis: the summary covers
+enough rounds to bring the request down to ``policy.compaction.target``, not just under
+the threshold, so the next compaction is many rounds away.
 
 Checkpoints make it one summarisation per compaction, not per turn: the summary of a
 range is stored in the session keyed by the hash of the range, and while the incoming
@@ -18,21 +20,24 @@ new one (hierarchical), bounded by ``summary_max_tokens``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.assembly.compaction_layout import (
     apply_checkpoint,
     best_application,
+    choose_end,
     compaction_memory,
     layout,
     original_messages,
     request_tokens,
-    token_limit,
+    watermarks,
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Checkpoint, Context, Decision, SessionState
+from gateway.assembly.context import Checkpoint, Context, Decision, Message, SessionState
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
+from gateway.summarize.transcript import call_names
 
 PASS = "compact_history"
 MAX_DROPPED_LISTED = 50  # the decision lists this many dropped facts; ``dropped_count`` has them all
@@ -41,6 +46,7 @@ MAX_DROPPED_LISTED = 50  # the decision lists this many dropped facts; ``dropped
 def _detail(cp: Checkpoint, policy: CompactionPolicy, calls: int, reused: bool) -> dict[str, object]:
     return {
         "threshold": policy.threshold,
+        "target": policy.target,
         "start": cp.start,
         "end": cp.end,
         "summarizer": cp.summarizer,
@@ -49,33 +55,35 @@ def _detail(cp: Checkpoint, policy: CompactionPolicy, calls: int, reused: bool) 
     }
 
 
-def _reuse(ctx: Context, cp: Checkpoint, policy: CompactionPolicy, before: int) -> tuple[Context, list[Decision]]:
-    """Send a stored summary again; the first turn it takes effect is that compaction's turn.
+def _rounds(messages: Sequence[Message], start: int, end: int) -> dict[str, object]:
+    """Name the rounds a summary stands for: their indices and the tools they called."""
+    rounds = [i for i in range(start, end) if messages[i].get("role") == "assistant"]
+    names = call_names(messages[start:end])
+    tools = sorted(set(names.values()))
+    return {"rounds": rounds[:MAX_DROPPED_LISTED], "round_count": len(rounds), "tools": tools}
 
-    A checkpoint the previous turn did not send (one prepared ahead in the background, or by
-    another replica) changes what the model sees now: it is recorded as ``compacted`` (with
-    ``prepared_ahead``) so metrics, the sessions list and the dashboards count it once; the
-    turns after it, which send the same bytes, record ``checkpoint_reused``.
+
+def _apply_stored(
+    ctx: Context, cp: Checkpoint, policy: CompactionPolicy, before: int, active: bool
+) -> tuple[Context, list[Decision]]:
+    """Send a stored checkpoint: ``checkpoint_reused`` only when it is the one the previous turn sent.
+
+    A checkpoint prepared ahead changes the prefix the first time it is sent, so that turn
+    records ``compacted`` (with ``prepared: true`` and no summariser call), not a reuse.
     """
     applied = apply_checkpoint(ctx.messages, cp)
-    taking_effect = compaction_memory(ctx.session).get("active") != cp.range_hash
-    detail = _detail(cp, policy, 0, True)
-    if taking_effect:
-        detail["prepared_ahead"] = True
-    decision = Decision(
-        PASS,
-        "compacted" if taking_effect else "checkpoint_reused",
-        tokens_before=before,
-        tokens_after=request_tokens(ctx, applied, policy),
-        reason=(
-            f"request over {policy.threshold:.0%} of the context window; middle replaced by the summary prepared ahead"
-            if taking_effect
-            else "history starts with a summarised range; its stored summary is sent again byte for byte"
-        ),
-        detail=detail,
-    )
-    session = replace(ctx.session, extra=with_memory(ctx.session, active=cp.range_hash))
-    return ctx.replace(messages=applied, session=session), [decision]
+    after = request_tokens(ctx, applied, policy)
+    if active:
+        action = "checkpoint_reused"
+        reason = "history starts with a summarised range; its stored summary is sent again byte for byte"
+        detail = _detail(cp, policy, 0, True)
+    else:
+        action = "compacted"
+        reason = f"request over {policy.threshold:.0%} of the context window; summary prepared ahead sent"
+        rounds = _rounds(original_messages(ctx), cp.start, cp.end)
+        detail = {**_detail(cp, policy, 0, True), "prepared": True, "prepared_ahead": True, **rounds}
+    decision = Decision(PASS, action, tokens_before=before, tokens_after=after, reason=reason, detail=detail)
+    return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), [decision]
 
 
 def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> SessionState:
@@ -87,7 +95,7 @@ def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> Ses
 
 
 def _compacted(
-    ctx: Context, result: RangeSummary, policy: CompactionPolicy, before: int
+    ctx: Context, result: RangeSummary, policy: CompactionPolicy, before: int, limit: int
 ) -> tuple[Context, list[Decision]]:
     cp = result.checkpoint
     applied = apply_checkpoint(ctx.messages, cp)
@@ -104,10 +112,13 @@ def _compacted(
         )
     detail = {
         **_detail(cp, policy, result.calls, False),
+        **_rounds(original_messages(ctx), cp.start, cp.end),
         "dropped": list(result.dropped[:MAX_DROPPED_LISTED]),
         "dropped_count": len(result.dropped),
     }
-    if after > token_limit(ctx, policy.threshold):
+    if limit != int(policy.threshold * ctx.env.context_window):
+        detail["raised_threshold_tokens"] = limit  # the head alone is past the configured threshold
+    if after > limit:
         detail["still_over"] = True
     decisions.append(
         Decision(
@@ -115,7 +126,7 @@ def _compacted(
             "compacted",
             tokens_before=before,
             tokens_after=after,
-            reason=f"request over {policy.threshold:.0%} of the context window; middle replaced by a summary",
+            reason=f"request over {policy.threshold:.0%} of the context window; older rounds replaced by a summary",
             detail=detail,
         )
     )
@@ -123,19 +134,28 @@ def _compacted(
 
 
 def compact_history(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
-    """Replace the middle of the history by one summary once the request passes the threshold."""
+    """Replace older rounds by one summary once the request passes the threshold, down to the target."""
     if "summarize" not in policy.strategies:
         return ctx, []
     originals = original_messages(ctx)
     lay = layout(originals, policy, ctx.env.counter)
     if lay is None or not lay.has_middle:
         return ctx, []
-    limit = token_limit(ctx, policy.threshold)
+    marks = watermarks(ctx, lay, policy)
+    limit = marks.threshold
     before = request_tokens(ctx, ctx.messages, policy)
     cp, applied = best_application(ctx, originals, lay, policy)
-    if cp is not None and (request_tokens(ctx, applied, policy) <= limit or cp.end >= lay.tail_start):
-        return _reuse(ctx, cp, policy, before)
+    active = cp is not None and cp.range_hash == compaction_memory(ctx.session).get("active")
     if cp is None and before <= limit:
         return ctx, []
-    result = summarize_range(originals, lay.head_end, lay.tail_start, cp, ctx.env.summarizer, policy, ctx.env.counter)
-    return _compacted(ctx, result, policy, before)
+    fits = cp is not None and request_tokens(ctx, applied, policy) <= limit
+    if cp is not None and (active and fits):
+        return _apply_stored(ctx, cp, policy, before, active=True)
+    # A checkpoint prepared ahead was planned to land at the target once the history reached the
+    # threshold; if clearing delayed the crossing, it lands higher and is extended instead.
+    planned = cp is not None and request_tokens(ctx, applied, policy) <= marks.target + limit - marks.prepare
+    end = choose_end(ctx, lay, policy, marks.target, floor=cp.end if cp is not None else 0)
+    if cp is not None and (planned or cp.end >= end):
+        return _apply_stored(ctx, cp, policy, before, active=active)
+    result = summarize_range(originals, lay.head_end, end, cp, ctx.env.summarizer, policy, ctx.env.counter)
+    return _compacted(ctx, result, policy, before, limit)

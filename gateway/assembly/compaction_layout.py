@@ -3,13 +3,19 @@
 Shared by ``clear_tool_results``, ``compact_history`` and ``plan_compaction`` so all three
 agree on what may change. The layout of a message list is:
 
-    [system/developer ... first user]  head, never touched
-    [middle]                           may be cleared or replaced by one summary
-    [recent turns ... last user ...]   tail, never touched
+    [system/developer ... task]   head, never touched (the task is the first user message, if any)
+    [middle]                      older complete rounds: may be cleared or replaced by one summary
+    [newest rounds ...]           tail, never touched
 
-The middle always ends where a user message starts, so it never splits an assistant
-``tool_calls`` message from its results. It also stops before any system/developer
-message that appears mid-conversation, since those are never touched.
+A *round* is an assistant message with all its tool results; a user message belongs to
+the round it prompts. The tail holds at least ``keep_recent_rounds`` rounds and
+``keep_recent_tokens`` tokens (a chat with no more rounds than that keeps its last
+``keep_recent_turns`` user turns instead), and a long agent loop inside one user turn is split
+like any other history (hundreds of tool rounds after one task, or after none at all
+when the task is in the system prompt). Every boundary is where a message other than
+a tool result starts, so a ``tool_calls`` message always stays or goes with its results.
+The middle also stops before any system/developer message that appears mid-conversation,
+since those are never touched.
 """
 
 from __future__ import annotations
@@ -24,47 +30,135 @@ import orjson
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState
 from gateway.assembly.defuse_closers import defuse_closers
-from gateway.assembly.message_text import system_indices, user_indices
+from gateway.assembly.message_text import SYSTEM_ROLES, system_indices, user_indices
 from gateway.object_memo import ObjectMemo
 
 #: Annotation key under which ``clear_tool_results`` keeps the originals of what it cleared.
 ORIGINALS_KEY = "compaction_originals"
 #: ``SessionState.extra`` key holding compaction's own per-session memory.
 STATE_KEY = "compaction"
+#: Tokens a summary message adds beyond its text (the ``<summary ...>`` frame), for planning.
+SUMMARY_FRAME_TOKENS = 40
 
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    head_end: int  # first index after the first user message
-    tail_start: int  # first index of the protected recent turns
+    head_end: int  # first index after the system prompt and the task
+    tail_start: int  # first index of the protected newest rounds
 
     @property
     def has_middle(self) -> bool:
         return self.tail_start > self.head_end
 
 
-def layout(messages: Sequence[Message], policy: CompactionPolicy, counter: Any) -> Layout | None:
-    """Locate head and tail; None when the conversation has no first user message."""
+def head_end(messages: Sequence[Message]) -> int:
+    """End of the head: the leading system/developer messages and the task, if it comes before any tool round."""
     users = user_indices(messages)
-    if not users:
+    if users and not any(m.get("tool_calls") for m in messages[: users[0]] if m.get("role") == "assistant"):
+        return users[0] + 1
+    n = 0
+    while n < len(messages) and messages[n].get("role") in SYSTEM_ROLES:
+        n += 1
+    return n
+
+
+def _round_start(messages: Sequence[Message], head: int, keep: int) -> int:
+    """Start of the newest ``keep`` rounds, with the user messages that prompted the oldest of them."""
+    assistants = [i for i in range(head, len(messages)) if messages[i].get("role") == "assistant"]
+    if len(assistants) <= keep:
+        return head
+    start = assistants[-keep]
+    while start > head and messages[start - 1].get("role") == "user":
+        start -= 1
+    return start
+
+
+def _turn_start(messages: Sequence[Message], head: int, keep: int) -> int:
+    later = [u for u in user_indices(messages) if u >= head]
+    return later[-min(keep, len(later))] if later else head
+
+
+def layout(messages: Sequence[Message], policy: CompactionPolicy, counter: Any) -> Layout | None:
+    """Locate head and tail; None when there is nothing but the head."""
+    head = head_end(messages)
+    if head >= len(messages):
         return None
-    head_end = users[0] + 1
-    later = users[1:]  # the user messages after the first (indices ascend)
-    if not later:
-        return Layout(head_end, head_end)
-    keep = min(policy.keep_recent_turns, len(later))
-    tail_start = later[-keep]
-    if policy.keep_recent_tokens:
-        for start in reversed(later[: len(later) - keep]):
-            if counter.messages(messages[tail_start:]) >= policy.keep_recent_tokens:
-                break
-            tail_start = start
+    rounds = _round_start(messages, head, policy.keep_recent_rounds)
+    # Enough rounds: the newest keep_recent_rounds are the tail. A short chat with few rounds
+    # (long user messages) falls back to its newest keep_recent_turns user turns.
+    tail_start = rounds if rounds > head else _turn_start(messages, head, policy.keep_recent_turns)
+    if policy.keep_recent_tokens and tail_start > head:
+        kept = counter.messages(messages[tail_start:])
+        while tail_start > head and kept < policy.keep_recent_tokens:
+            tail_start -= 1
+            kept += counter.message(messages[tail_start])
+            while tail_start > head and messages[tail_start].get("role") == "tool":
+                tail_start -= 1
+                kept += counter.message(messages[tail_start])
     for i in system_indices(messages):
-        if head_end <= i < tail_start:
-            later_users = [u for u in later if u <= i]
-            tail_start = later_users[-1] if later_users else head_end
+        if head <= i < tail_start:
+            tail_start = i
             break
-    return Layout(head_end, max(head_end, tail_start))
+    return Layout(head, max(head, tail_start))
+
+
+def boundaries(messages: Sequence[Message], lo: int, hi: int) -> list[int]:
+    """Indices in ``(lo, hi]`` where a middle may end: never right before a tool result."""
+    return [i for i in range(lo + 1, hi + 1) if i == len(messages) or messages[i].get("role") != "tool"]
+
+
+#: A threshold the head alone makes unreachable is raised, but never past this share of the window.
+RAISED_THRESHOLD_CAP = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Watermarks:
+    """The policy's shares of the window, in tokens, for this request."""
+
+    threshold: int
+    target: int
+    prepare: int
+
+
+def watermarks(ctx: Context, lay: Layout, policy: CompactionPolicy) -> Watermarks:
+    """The watermarks in tokens; raised when the head alone makes the threshold unreachable.
+
+    When the head (system prompt, task, tool definitions, reserve) plus the target-to-threshold
+    band is already past the threshold, compacting on every turn could hardly get under it and
+    would only rewrite the prefix each time. Then the threshold moves up to what compaction
+    can reach plus the usual target-to-threshold band (at most ``RAISED_THRESHOLD_CAP`` of
+    the window), and target and prepare_at move with it, so compaction stays rare.
+    """
+    threshold, target = token_limit(ctx, policy.threshold), token_limit(ctx, policy.target)
+    prepare = token_limit(ctx, policy.prepare_at)
+    floor = ctx.env.counter.request(ctx.messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
+    reachable = floor + threshold - target
+    if reachable <= threshold:
+        return Watermarks(threshold, target, prepare)
+    shift = min(reachable, max(threshold, int(RAISED_THRESHOLD_CAP * ctx.env.context_window))) - threshold
+    return Watermarks(threshold + shift, target + shift, prepare + shift)
+
+
+def choose_end(ctx: Context, lay: Layout, policy: CompactionPolicy, limit: int, floor: int = 0) -> int:
+    """Where a summary starting at the head should end so the request lands at ``limit`` tokens.
+
+    The earliest boundary that does it (keeping as many rounds verbatim as fit: hysteresis,
+    not the least possible), at least ``floor``; the end of the middle when none does.
+    The summary is priced at its ceiling, ``summary_max_tokens``.
+    """
+    counter, messages = ctx.env.counter, ctx.messages
+    fixed = counter.request(messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
+    fixed += policy.summary_max_tokens + SUMMARY_FRAME_TOKENS
+    suffix = counter.messages(messages[lay.tail_start :])
+    ends = boundaries(messages, max(lay.head_end, floor - 1), lay.tail_start)
+    suffix_at: dict[int, int] = {}
+    for i in range(lay.tail_start - 1, max(lay.head_end, floor - 1), -1):
+        suffix += counter.message(messages[i])
+        suffix_at[i] = suffix
+    for e in ends:
+        if e >= lay.tail_start or fixed + suffix_at.get(e, 0) <= limit:
+            return e
+    return lay.tail_start
 
 
 #: Digests by message object: a resent history is last turn's objects (``sessions.resent``).
@@ -160,7 +254,7 @@ def best_application(
     found = matching_checkpoints(originals, lay, ctx.session)
     if not found:
         return None, messages
-    limit = token_limit(ctx, policy.threshold)
+    limit = watermarks(ctx, lay, policy).threshold
     active = [cp for cp in found if cp.range_hash == compaction_memory(ctx.session).get("active")]
     if active:
         applied = apply_checkpoint(messages, active[0])

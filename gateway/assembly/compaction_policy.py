@@ -3,19 +3,30 @@
 One block configures both compaction passes (``clear_tool_results`` at slot 4 and
 ``compact_history`` at slot 5): ``strategies`` switches them on; clearing, the cheaper, always runs first.
 Thresholds are shares of the model's context window and appear in every decision.
+
+Three watermarks, all shares of the window: crossing ``threshold`` triggers a compaction
+that goes down to ``target`` (hysteresis: the next one is many rounds away and the prefix
+stays byte-identical in between); ``prepare_at`` is where the next summary is prepared in
+the background. ``target`` and ``prepare_at`` default relative to ``threshold`` (35/55 and
+45/55 of it), so lowering the threshold alone is a valid configuration.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from gateway.assembly.pass_policy import PassPolicy
 
 DEFAULT_THRESHOLD = 0.55
+DEFAULT_TARGET = 0.35
 DEFAULT_PREPARE_AT = 0.45
+#: ``target`` and ``prepare_at`` as shares of the threshold when they are not set.
+TARGET_RATIO = DEFAULT_TARGET / DEFAULT_THRESHOLD
+PREPARE_RATIO = DEFAULT_PREPARE_AT / DEFAULT_THRESHOLD
 DEFAULT_KEEP_RECENT_TURNS = 3
+DEFAULT_KEEP_RECENT_ROUNDS = 4
 DEFAULT_SUMMARY_MAX_TOKENS = 1200
 DEFAULT_SUMMARIZER_INPUT_TOKENS = 6000
 DEFAULT_SUMMARIZER_TIMEOUT_S = 30.0
@@ -27,10 +38,13 @@ class CompactionPolicy(PassPolicy):
     """Settings of history compaction (see docs/compaction.md for each key's effect)."""
 
     threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1)
+    target: float = Field(default=DEFAULT_TARGET, gt=0, le=1)
     prepare_at: float = Field(default=DEFAULT_PREPARE_AT, gt=0, le=1)
     keep_recent_turns: int = Field(default=DEFAULT_KEEP_RECENT_TURNS, ge=1)
+    keep_recent_rounds: int = Field(default=DEFAULT_KEEP_RECENT_ROUNDS, ge=1)
     keep_recent_tokens: int | None = Field(default=None, ge=0)
     strategies: tuple[Strategy, ...] = ("clear_tool_results", "summarize")
+    never_clear: tuple[str, ...] = ()  # tool names whose results are never cleared
     summarizer_model: str | None = None  # a configured model name; null -> the session's model or extractive
     #: With no summarizer_model: summarise with the session's own model when it has a provider key.
     summarize_with_session_model: bool = True
@@ -42,13 +56,34 @@ class CompactionPolicy(PassPolicy):
     reserve_tokens: int = Field(default=0, ge=0)  # generation reserve when the request sets no max_tokens
     reuse_checkpoints: bool = True
     max_checkpoints: int = Field(default=8, ge=1)
+    prompt_cache_key: bool = True  # set OpenAI's prompt_cache_key from caller + session when the client sent none
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None  # asked of OpenAI upstreams if client did not
+
+    @model_validator(mode="before")
+    @classmethod
+    def _relative_defaults(cls, data: Any) -> Any:
+        """Unset ``target``/``prepare_at`` follow the threshold, so ``threshold: 0.2`` alone is valid."""
+        if not isinstance(data, dict) or "threshold" not in data:
+            return data
+        threshold = data["threshold"]
+        if not isinstance(threshold, int | float):
+            return data  # the field validator names the problem
+        out = dict(data)
+        out.setdefault("target", round(threshold * TARGET_RATIO, 4))
+        out.setdefault("prepare_at", round(threshold * PREPARE_RATIO, 4))
+        return out
 
     @model_validator(mode="after")
-    def _prepare_below_threshold(self) -> CompactionPolicy:
+    def _watermarks_in_order(self) -> CompactionPolicy:
         if self.prepare_at > self.threshold:
             raise ValueError(
                 f"prepare_at ({self.prepare_at}) must not exceed threshold ({self.threshold}): "
                 "the summary is prepared before the threshold is crossed"
+            )
+        if self.target > self.threshold:
+            raise ValueError(
+                f"target ({self.target}) must not exceed threshold ({self.threshold}): "
+                "a compaction goes from the threshold down to the target"
             )
         if self.summarizer_input_tokens <= self.summary_max_tokens:
             raise ValueError(

@@ -17,6 +17,7 @@ from gateway.assembly.attach_documents import attach_documents
 from gateway.assembly.clear_tool_results import clear_tool_results
 from gateway.assembly.compact_history import compact_history
 from gateway.assembly.context import Context, Decision, Pass
+from gateway.assembly.hint_cache import hint_cache
 from gateway.assembly.lint_context import LintPolicy, lint_context
 from gateway.assembly.move_volatile import move_volatile
 from gateway.assembly.pass_policy import PassPolicy
@@ -77,7 +78,8 @@ def _merged_lint_policy(policy: Policy) -> LintPolicy:
 # 7. restate_rules           adds critical rules to the reminder lines
 # 8. render_reminder         renders every reminder line as the last message; nothing may append after it
 # 9. place_cache_breakpoints marks the stable prefix once the layout is final
-# 10. lint_context           checks the final layout against the validation gate
+# 10. hint_cache             names the session's provider cache (prompt_cache_key); body params only
+# 11. lint_context           checks the final layout against the validation gate
 PASSES: tuple[PassSpec, ...] = (
     PassSpec("move_volatile", move_volatile, lambda p: p.volatile),
     PassSpec("attach_documents", attach_documents, lambda p: p.attach_documents),
@@ -89,6 +91,7 @@ PASSES: tuple[PassSpec, ...] = (
     PassSpec("restate_rules", restate_rules, lambda p: p.rules),
     PassSpec("render_reminder", render_reminder, lambda p: p.reminder),
     PassSpec("place_cache_breakpoints", place_cache_breakpoints, lambda p: p.cache_breakpoints),
+    PassSpec("hint_cache", hint_cache, lambda p: p.compaction),
     PassSpec("lint_context", lint_context, _lint_policy),
 )
 #: The passes that shape what is forwarded. ``lint_context`` only reports, so unless lint is
@@ -135,7 +138,8 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
         decisions.extend(made)
     if current is ctx:
         return Assembly(ctx, ctx, tuple(decisions))
-    problems = verify_assembly(ctx, current, decisions)
+    keep_rounds = policy.compaction.keep_recent_rounds if policy.compaction.enabled else None
+    problems = verify_assembly(ctx, current, decisions, keep_rounds=keep_rounds)
     if problems:
         failure = Decision(
             "verify_assembly",

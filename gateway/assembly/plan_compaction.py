@@ -2,7 +2,8 @@
 
 Once the assembled request passes ``prepare_at`` (the lower watermark) but is still under
 the threshold, the range that the next compaction will replace is already known: from
-the end of the head to the start of the recent turns. ``plan_compaction`` names it (pure);
+the end of the head through enough older rounds that, once the history has grown by the
+``threshold - prepare_at`` still to come, the request lands at ``target``. ``plan_compaction`` names it (pure);
 the API layer runs ``summarize_range`` on it in a background thread and stores the
 resulting checkpoint in the session. ``compact_history`` then finds it like any other
 checkpoint when the threshold is crossed.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.assembly.compaction_layout import (
+    choose_end,
     compaction_memory,
     layout,
     matching_checkpoints,
@@ -20,6 +22,7 @@ from gateway.assembly.compaction_layout import (
     range_hash,
     request_tokens,
     token_limit,
+    watermarks,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message
@@ -41,17 +44,22 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     if not policy.enabled or "summarize" not in policy.strategies or not policy.reuse_checkpoints:
         return None
     tokens = request_tokens(assembled, assembled.messages, policy)
-    if not token_limit(assembled, policy.prepare_at) < tokens <= token_limit(assembled, policy.threshold):
-        return None
+    if tokens <= token_limit(assembled, policy.prepare_at):
+        return None  # the common case, decided before reading the layout (a raised watermark is only higher)
     messages = original_messages(original)
     lay = layout(messages, policy, original.env.counter)
     if lay is None or not lay.has_middle:
+        return None
+    marks = watermarks(original, lay, policy)
+    if not marks.prepare < tokens <= marks.threshold:
         return None
     found = matching_checkpoints(messages, lay, assembled.session)
     previous = found[-1] if found else None
     if previous is not None and previous.range_hash != compaction_memory(assembled.session).get("active"):
         return None  # a prepared checkpoint is already waiting: one preparation per compaction
-    if previous is not None and previous.end >= lay.tail_start:
+    aim = max(marks.target - (marks.threshold - marks.prepare), 1)  # lands at target once grown to the threshold
+    end = choose_end(original, lay, policy, aim, floor=previous.end if previous is not None else 0)
+    if previous is not None and previous.end >= end:
         return None  # nothing aged since the summary in use
-    key = range_hash(messages[lay.head_end : lay.tail_start])
-    return CompactionPlan(messages, lay.head_end, lay.tail_start, previous, key)
+    key = range_hash(messages[lay.head_end : end])
+    return CompactionPlan(messages, lay.head_end, end, previous, key)

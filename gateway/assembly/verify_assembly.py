@@ -4,10 +4,13 @@ The checks, each returning a sentence when it fails:
 - every assistant tool call has its ``tool`` result and every result its call;
 - system/developer messages are byte-identical unless a decision declared it changed them
   (``detail["changes_system"]``);
-- the last user message and everything after it (trailing tool results) are verbatim and
-  in order, followed only by gateway blocks (the reminder); the one exception is a
-  message a decision declares shrunk (``detail["shrunk_message"]``: its original index),
-  which may stand there as a ``<condensed`` gateway block of the same role;
+- the task (the first user message, when it comes before any tool round) is forwarded;
+- the protected tail is verbatim and in order, followed only by gateway blocks (the
+  reminder): from the last user message, or from the newest ``keep_rounds`` rounds when
+  an agent loop runs after it (compaction may rewrite older rounds of that loop, never
+  these). The one exception is a message a decision declares shrunk
+  (``detail["shrunk_message"]``: its original index), which may stand there as a
+  ``<condensed`` gateway block of the same role;
 - every other message is either one of the client's, unchanged and in the original order,
   or a block the gateway wrote, recognisable by its opening marker.
 """
@@ -95,7 +98,30 @@ def comparable(message: Message) -> Message:
     return out
 
 
-def verify_assembly(original: Context, assembled: Context, decisions: Sequence[Decision]) -> list[str]:
+def protected_start(messages: Sequence[Message], keep_rounds: int | None) -> int:
+    """Where the tail nothing may change starts: the last client user message or the newest rounds, the later.
+
+    ``keep_rounds`` None (compaction off): from the last client user message. -1 when
+    there is nothing to protect (no user message and no round).
+    """
+    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    rounds = assistants[-min(keep_rounds, len(assistants))] if assistants and keep_rounds else -1
+    return max(last_client_user(messages), rounds)
+
+
+def _task(messages: Sequence[Message]) -> int:
+    """Index of the task (first client user message before any tool round), or -1."""
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            return -1
+        if m.get("role") == "user" and not is_gateway_block(m):
+            return i
+    return -1
+
+
+def verify_assembly(
+    original: Context, assembled: Context, decisions: Sequence[Decision], *, keep_rounds: int | None = None
+) -> list[str]:
     """Return the problems found (empty when the assembled request is safe to send)."""
     orig = [comparable(m) for m in original.messages]
     new = [comparable(m) for m in assembled.messages]
@@ -110,15 +136,18 @@ def verify_assembly(original: Context, assembled: Context, decisions: Sequence[D
         new_sys = [m for m in new if m.get("role") in ("system", "developer") and not is_gateway_block(m)]
         if old_sys != new_sys:
             problems.append("system/developer messages changed without a decision saying so")
-    last = last_client_user(orig)
+    shrunk = {int(d.detail["shrunk_message"]) for d in decisions if "shrunk_message" in d.detail}
+    task = _task(orig)
+    if task >= 0 and task not in shrunk and not any(m is orig[task] or m == orig[task] for m in new):
+        problems.append("the task (first user message) is not forwarded verbatim")
+    last = protected_start(orig, keep_rounds)
     if last >= 0:
-        shrunk = {int(d.detail["shrunk_message"]) for d in decisions if "shrunk_message" in d.detail}
         tail: list[Message | None] = [None if i in shrunk else orig[i] for i in range(last, len(orig))]
         found = _find_run(new, tail, [orig[i].get("role") for i in range(last, len(orig))])
         if found < 0:
-            problems.append("the last user turn and its trailing messages are not forwarded verbatim")
+            problems.append("the last user turn or the newest rounds are not forwarded verbatim")
         elif not all(is_gateway_block(m) for m in new[found + len(tail) :]):
-            problems.append("something other than gateway blocks follows the last user turn")
+            problems.append("something other than gateway blocks follows the last user turn or the newest rounds")
     problems += _order_problems(orig, new)
     return problems
 

@@ -27,6 +27,7 @@ def test_passes_sit_at_their_numbered_slots() -> None:
         "restate_rules",
         "render_reminder",
         "place_cache_breakpoints",
+        "hint_cache",
         "lint_context",
     ]
 

@@ -34,7 +34,8 @@ def test_plans_the_middle_between_the_watermarks() -> None:
     ctx = make_ctx(messages)
     plan = plan_compaction(ctx, ctx, POLICY)
     assert plan is not None
-    assert (plan.start, plan.end) == (2, len(messages) - 8)
+    assert plan.start == 2 and plan.end <= len(messages) - 8, "the two recent turns are never planned away"
+    assert messages[plan.end]["role"] != "tool", "a planned range never ends between a call and its result"
     assert plan.previous is None
 
 
@@ -50,11 +51,9 @@ def test_a_prepared_checkpoint_is_used_when_the_threshold_is_crossed() -> None:
     crossing = make_ctx(longer, state=state)
     assert crossing.prompt_tokens() > 0.55 * 8000
     out, decisions = compact_history(crossing, state, POLICY)
-    assert [d.action for d in decisions] == ["compacted"], "the turn a prepared summary takes effect is a compaction"
-    assert decisions[0].detail["summarizer_calls"] == 0
+    assert [d.action for d in decisions] == ["compacted"], "a first use changes the prefix: not a reuse"
+    assert decisions[0].detail["summarizer_calls"] == 0 and decisions[0].detail["prepared"] is True
     assert decisions[0].detail["prepared_ahead"] is True
-    _, decisions = compact_history(make_ctx(longer, state=out.session), out.session, POLICY)
-    assert [d.action for d in decisions] == ["checkpoint_reused"], "later turns resend it: counted once"
     assert out.messages[2]["content"].endswith(prepared.summary.replace("</summary", "<\\/summary") + "\n</summary>")
 
 

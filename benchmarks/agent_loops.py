@@ -1,0 +1,277 @@
+"""Replay real agent loops turn by turn through ``ventana serve`` at a window that forces compaction.
+
+    python -m benchmarks.agent_loops                 # 3 longest runs per file, extractive and LLM
+    python -m benchmarks.agent_loops --runs 1 --summarizer extractive
+
+Each file of ``shared/data/agent_loops/`` (and the scripted agent's 200-turn session of
+``benchmarks.scripted_agent``, at 8K) is replayed as its agent saw it: one request
+before every assistant message, with the history up to there and the run's tools, in
+one session per run, through a real gateway to the provider simulator (``--record``).
+The numbers come from what the simulator received and answered, per file:
+
+- refused: requests the gateway answered with an error; over window: forwarded bodies
+  whose tools + messages exceed the window;
+- unpaired: forwarded bodies with a tool call lacking its result or a result its call;
+- newest verbatim: turns whose newest ``keep_recent_rounds`` rounds went out byte for byte;
+- cache: turns with cached tokens > 0 (after each run's first) and their median cached share;
+- rewrites: turns whose body does not extend the previous one (a compaction or a clearing
+  batch: the provider's cache restarts there), against the bound the issue sets: one per
+  ``(threshold - target) x window`` of growth;
+- facts kept: of the paths, ids and error lines in the rounds the final request no longer
+  carries verbatim, the share still present in it (in a summary or a stub).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+from tqdm import tqdm
+
+import gateway  # noqa: F401  (offline tiktoken)
+from benchmarks.scripted_agent import TOOLS, scripted_turns
+from gateway.assembly.verify_assembly import is_gateway_block, tool_pairing_problems
+from gateway.summarize.facts import extract_facts
+from gateway.tokens import counter_for
+from tests.procs import SimHandle, run_gateway, run_simulator
+from tests.shared_data import shared_path
+
+COUNTER = counter_for("o200k_base")
+THRESHOLD, TARGET = 0.55, 0.35
+KEEP_ROUNDS = 4
+#: Window per file: small enough that each long run must compact. tau2's head alone (system
+#: prompt + tool definitions) is 6-10K tokens, so 8K cannot hold it; 16K forces its long runs to compact.
+#: The peer-style long session of ``benchmarks.scripted_agent`` (200 turns, one tool round each).
+SCRIPTED = "scripted_agent"
+WINDOWS = {
+    "mini_swe_agent_deepseek.jsonl": 16_000,
+    "tau2_telecom_solo.jsonl": 16_000,
+    "tau2_telecom_default.jsonl": 16_000,
+    SCRIPTED: 8_000,
+}
+_ERROR = re.compile(r"\b\w*(?:Error|Exception)\b:?[^\n]{0,60}")
+
+
+@dataclass
+class FileStats:
+    requests: int = 0
+    refused: int = 0
+    over_window: int = 0
+    unpaired: int = 0
+    newest_verbatim: int = 0
+    hits: int = 0
+    hit_turns: int = 0
+    shares: list[float] = field(default_factory=list)
+    rewrites: int = 0
+    rewrite_bound: float = 0.0
+    facts: int = 0
+    facts_kept: int = 0
+    summarizer_calls: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def scripted_run() -> dict[str, Any]:
+    """The scripted agent's session as one run: each turn answered with a fixed assistant line."""
+    steps, _ = scripted_turns(turns=200, facts=40)
+    messages: list[dict[str, Any]] = []
+    for step in steps:
+        messages += [*step, {"role": "assistant", "content": "Noted, moving on to the next item."}]
+    return {"id": SCRIPTED, "tools": TOOLS, "messages": messages}
+
+
+def load_runs(name: str, runs: int) -> list[dict[str, Any]]:
+    """The ``runs`` runs with the most tool rounds (the ones a window forces to compact)."""
+    if name == SCRIPTED:
+        return [scripted_run()]
+    lines = shared_path("data", "agent_loops", name).read_bytes().splitlines()
+    rows = [orjson.loads(line) for line in lines if line.strip()]
+    rows.sort(key=lambda r: -sum(1 for m in r["messages"] if m.get("role") == "assistant"))
+    return rows[:runs]
+
+
+def _clean(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as an OpenAI client sends it (reasoning text is not sent back)."""
+    return {k: v for k, v in message.items() if k != "reasoning_content"}
+
+
+def turns(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The history before each assistant message: what the agent sent to get that message."""
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant" and i > 0:
+            yield [_clean(x) for x in messages[:i]]
+
+
+def newest(history: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The newest ``n`` rounds (from the last user message while there are no more rounds than that).
+
+    A leading system prompt is left out: ``move_volatile`` may rightly move its per-turn values.
+    """
+    starts = [i for i, m in enumerate(history) if m.get("role") == "assistant"]
+    if len(starts) > n:
+        return history[starts[-n] :]
+    users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+    start = users[-1] if users else 0
+    while start < len(history) and history[start].get("role") in ("system", "developer"):
+        start += 1
+    return history[start:]
+
+
+def _without_gateway_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    end = len(messages)
+    while end and is_gateway_block(messages[end - 1]) and messages[end - 1].get("role") != "tool":
+        end -= 1
+    return messages[:end]
+
+
+def fact_strings(messages: list[dict[str, Any]]) -> set[str]:
+    """Paths, ids and error lines of ``messages`` (not bare numbers: too many, too ambiguous)."""
+    out: set[str] = set()
+    for m in messages:
+        text = str(m.get("content") or "") + " ".join(
+            str(c.get("function", {}).get("arguments", "")) for c in m.get("tool_calls") or ()
+        )
+        for f in extract_facts(text):
+            if "/" in f or (any(c.isalpha() for c in f) and any(c.isdigit() for c in f) and len(f) >= 4):
+                out.add(f)
+        out.update(e.group(0).strip()[:60] for e in _ERROR.finditer(text))
+    return out
+
+
+def _config(sim: SimHandle, summarizer: str) -> dict[str, Any]:
+    models = [
+        {"name": f"loop-{w}", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url, "context_window": w}
+        for w in sorted(set(WINDOWS.values()))
+    ]
+    models.append({"name": "summarizer", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url})
+    compaction: dict[str, Any] = {"threshold": THRESHOLD, "target": TARGET, "keep_recent_rounds": KEEP_ROUNDS}
+    if summarizer == "llm":
+        compaction["summarizer_model"] = "summarizer"
+    return {"models": models, "policy": {"compaction": compaction}}
+
+
+def replay_run(
+    client: openai.OpenAI, sim: SimHandle, run: dict[str, Any], window: int, stats: FileStats, bar: Any
+) -> None:
+    sim.reset()
+    histories = list(turns(run["messages"]))
+    answers: list[Any] = []
+    for k, history in enumerate(histories):
+        try:
+            answers.append(
+                client.chat.completions.create(
+                    model=f"loop-{window}",
+                    messages=history,  # type: ignore[arg-type]
+                    tools=run["tools"],
+                    extra_headers={"x-session-id": f"{run['id']}-{window}"},
+                )
+            )
+        except openai.APIStatusError as exc:
+            stats.refused += 1
+            answers.append(None)
+            if len(stats.errors) < 3:
+                stats.errors.append(f"turn {k}: {exc.status_code} {str(exc.message)[:160]}")
+        bar.update(1)
+    received = sim.received()
+    chats = [b for b in received if "<transcript" not in orjson.dumps(b["messages"]).decode()]
+    stats.summarizer_calls += len(received) - len(chats)
+    stats.requests += len(histories)
+    _score(histories, answers, chats, window, stats)
+
+
+def _score(histories: list[Any], answers: list[Any], chats: list[dict[str, Any]], window: int, s: FileStats) -> None:
+    sent_for = iter(chats)
+    previous: list[dict[str, Any]] | None = None
+    for k, (history, answer) in enumerate(zip(histories, answers, strict=True)):
+        if answer is None:
+            previous = None
+            continue
+        body = next(sent_for)
+        sent = body["messages"]
+        s.over_window += COUNTER.request(sent, body.get("tools")) > window
+        s.unpaired += bool(tool_pairing_problems(sent))
+        want = newest(history, KEEP_ROUNDS)
+        s.newest_verbatim += not want or _without_gateway_tail(sent)[-len(want) :] == want
+        details = answer.usage.prompt_tokens_details if answer.usage else None
+        cached = (details.cached_tokens or 0) if details else 0
+        if k > 0:
+            s.hit_turns += 1
+            s.hits += cached > 0
+            s.shares.append(cached / max(1, answer.usage.prompt_tokens))
+        stable = _without_gateway_tail(previous) if previous is not None else None
+        if stable is not None and sent[: len(stable)] != stable:
+            s.rewrites += 1
+        previous = sent
+    growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
+    s.rewrite_bound += max(0.0, growth / ((THRESHOLD - TARGET) * window))
+    final_history, final_sent = histories[-1], previous
+    if final_sent is not None:
+        verbatim = [m for m in final_history if m in final_sent]
+        gone = [m for m in final_history if m not in verbatim and m.get("role") not in ("system", "developer")]
+        facts = fact_strings(gone)
+        text = orjson.dumps(final_sent).decode()
+        s.facts += len(facts)
+        s.facts_kept += sum(1 for f in facts if orjson.dumps(f).decode()[1:-1] in text)
+
+
+def row(name: str, mode: str, runs: int, s: FileStats) -> str:
+    median = statistics.median(s.shares) if s.shares else 0.0
+    hit = s.hits / max(1, s.hit_turns)
+    facts = f"{s.facts_kept}/{s.facts} ({s.facts_kept / max(1, s.facts):.0%})"
+    return (
+        f"| `{name}` | {mode} | {runs} | {WINDOWS[name] // 1000}K | {s.requests} | {s.refused} | {s.over_window} | "
+        f"{s.unpaired} | {s.newest_verbatim}/{s.requests} | {hit:.2f} | {median:.2f} | {s.rewrites} "
+        f"(bound {s.rewrite_bound:.1f}) | {s.summarizer_calls} | {facts} |"
+    )
+
+
+HEADER = (
+    "| file | summariser | runs | window | requests | refused | over window | unpaired | newest rounds verbatim "
+    "| turns with cache hit | median cached share | rewrites (bound) | summariser calls "
+    "| facts of compacted rounds kept |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="longest runs replayed per file")
+    parser.add_argument("--files", nargs="*", default=list(WINDOWS), help="files of shared/data/agent_loops")
+    parser.add_argument("--summarizer", choices=["extractive", "llm", "both"], default="both")
+    parser.add_argument("--window", type=int, default=None, help="one context window for every file")
+    args = parser.parse_args()
+    if args.window:
+        WINDOWS.update(dict.fromkeys(WINDOWS, args.window))
+    modes = ["extractive", "llm"] if args.summarizer == "both" else [args.summarizer]
+    work = [(name, mode, load_runs(name, args.runs)) for mode in modes for name in args.files]
+    total = sum(sum(1 for _ in turns(r["messages"])) for _, _, runs in work for r in runs)
+    lines = []
+    with ExitStack() as stack, tqdm(total=total, unit="turn") as bar:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        sim = stack.enter_context(run_simulator(tmp))
+        for mode in modes:
+            with run_gateway(tmp, _config(sim, mode)) as gw:
+                client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
+                for name, file_mode, runs in work:
+                    if file_mode != mode:
+                        continue
+                    stats = FileStats()
+                    for run in runs:
+                        replay_run(client, sim, run, WINDOWS[name], stats, bar)
+                    lines.append(row(name, mode, len(runs), stats))
+                    for e in stats.errors:
+                        lines.append(f"<!-- {name} {mode}: {e} -->")
+    print(HEADER)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Tell an OpenAI upstream which cache a request belongs to, unless the client already did.
+
+OpenAI routes requests that share a ``prompt_cache_key`` to the same cache, so the turns of
+one long session (an agent loop of hundreds of rounds) find the prefix the previous turn
+left there. Clients rarely set it; the gateway knows the caller and the session, so it sets
+``prompt_cache_key`` to a hash of both (never the caller's key itself, and never shared
+across callers). ``policy.compaction.prompt_cache_retention`` (``in_memory`` or ``24h``)
+asks for longer retention. A value the client sent is never replaced, and other providers
+(which have no such fields) are left alone, and so is a prompt too short to be cached
+(under 1,024 tokens), which then goes out exactly as sent. It records no decision: it would be the same
+on every request, and the key is in the recorded body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.context import Context, Decision, SessionState
+
+PASS = "hint_cache"
+KEY_PREFIX = "ventana-"
+#: OpenAI caches prompts of at least this many tokens; a shorter one gains nothing from a key.
+CACHE_MINIMUM_TOKENS = 1024
+
+
+def cache_key(caller: str, session_id: str) -> str:
+    """A stable key per caller and session (64 characters at most, as OpenAI allows)."""
+    return KEY_PREFIX + hashlib.sha256(f"{caller}\x00{session_id}".encode()).hexdigest()[:32]
+
+
+def hint_cache(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
+    """Set ``prompt_cache_key`` (and the configured retention) for an OpenAI upstream when the client set none."""
+    if ctx.env.provider != "openai" or not state.session_id or ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
+        return ctx, []
+    params = dict(ctx.params)
+    set_: dict[str, object] = {}
+    if policy.prompt_cache_key and params.get("prompt_cache_key") is None:
+        set_["prompt_cache_key"] = cache_key(ctx.env.caller, state.session_id)
+    retention = policy.prompt_cache_retention
+    if retention and params.get("prompt_cache_retention") is None and "prompt_cache_options" not in params:
+        set_["prompt_cache_retention"] = retention
+    if not set_:
+        return ctx, []
+    return ctx.replace(params={**params, **set_}), []

@@ -1,0 +1,184 @@
+"""Compaction inside agent loops: one task, then many tool rounds, with or without user messages.
+
+Properties over random loops (parallel calls, failing summarisers, no user message,
+several user turns): every forwarded list is valid for OpenAI and, after litellm's
+translation, for Anthropic; the newest rounds go out byte for byte; nothing is reverted.
+Examples: a 150-round loop stays inside a 16K window, compacts rarely (hysteresis), and a
+``checkpoint_reused`` decision always means the same bytes as the previous turn.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.assembly.compaction_layout import layout
+from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.context import Message
+from gateway.assembly.pipeline import Assembly
+from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.config import parse_settings
+from tests.assembly.compaction_helpers import COUNTER, CountingSummarizer, policy, run_turns
+from tests.assembly.loop_helpers import (
+    LOOP_SYSTEM,
+    LOOP_TASK,
+    agent_loop,
+    anthropic_problems,
+    loop_round,
+    openai_problems,
+)
+
+
+def _failing(messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+    raise ConnectionError("summariser unreachable")
+
+
+_failing.name = "llm:failing"  # type: ignore[attr-defined]
+
+
+@st.composite
+def loops(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
+    """Steps of a loop: the head, then rounds with parallel calls, now and then a user turn or a chat reply."""
+    if draw(st.booleans()):
+        head: list[dict[str, Any]] = [{"role": "system", "content": f"{LOOP_SYSTEM}\n{LOOP_TASK}"}]
+    else:
+        head = [{"role": "system", "content": LOOP_SYSTEM}, {"role": "user", "content": LOOP_TASK}]
+    steps = [head]
+    for k in range(draw(st.integers(1, 60))):
+        step = loop_round(k, parallel=draw(st.integers(1, 3)), words=draw(st.integers(8, 300)))
+        extra = draw(st.integers(0, 12))
+        if extra == 0:
+            step = [{"role": "user", "content": f"Also check module {k} for ID-{k}77."}, *step]
+        elif extra == 1:
+            step = [*step, {"role": "assistant", "content": f"Round {k} done; file /repo/out_{k}.txt written."}]
+        steps.append(step)
+    return steps
+
+
+def _prefixes(steps: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    out, acc = [], []
+    for step in steps:
+        acc = acc + step
+        out.append(list(acc))
+    return out[1:]
+
+
+def _newest_rounds(history: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """What must go out verbatim: the newest ``n`` rounds; with no more rounds than that, from the last user turn."""
+    starts = [i for i, m in enumerate(history) if m.get("role") == "assistant"]
+    if len(starts) > n:
+        return history[starts[-n] :]
+    users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+    return history[users[-1] :] if users else history
+
+
+@st.composite
+def loop_policies(draw: st.DrawFn) -> dict[str, Any]:
+    threshold = draw(st.sampled_from([0.3, 0.55, 0.8]))
+    summary = draw(st.integers(60, 400))
+    return {
+        "threshold": threshold,
+        "target": threshold * draw(st.sampled_from([0.5, 0.64, 1.0])),
+        "keep_recent_rounds": draw(st.integers(1, 5)),
+        "keep_recent_tokens": draw(st.sampled_from([None, 300])),
+        "strategies": draw(
+            st.sampled_from([["clear_tool_results", "summarize"], ["summarize"], ["clear_tool_results"]])
+        ),
+        "never_clear": draw(st.sampled_from([[], ["read_file"]])),
+        "summary_max_tokens": summary,
+        "summarizer_input_tokens": summary + draw(st.integers(100, 3000)),
+        "reuse_checkpoints": draw(st.booleans()),
+    }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(steps=loops(), pol=loop_policies(), which=st.sampled_from(["extractive", "failing", "counting"]))
+def test_every_forwarded_loop_is_valid_for_openai_and_anthropic(steps: list, pol: dict, which: str) -> None:
+    summarizer = {"extractive": None, "failing": _failing, "counting": CountingSummarizer()}[which]
+    histories = _prefixes(steps)
+    results = run_turns(histories, policy(**pol), window=4000, summarizer=summarizer)
+    for history, result in zip(histories, results, strict=True):
+        out = list(result.assembled.messages)
+        assert not result.reverted, [d.reason for d in result.decisions if d.action == "reverted"]
+        assert openai_problems(out) == []
+        if not anthropic_problems(history):
+            assert anthropic_problems(out) == []
+        newest = _newest_rounds(history, pol["keep_recent_rounds"])
+        assert out[len(out) - len(newest) :] == newest, "the newest rounds go out byte for byte"
+        assert out[0] == history[0], "the system prompt is never touched"
+        summaries = [m for m in out if is_gateway_block(m) and str(m.get("content")).startswith("<summary")]
+        assert len(summaries) <= 1
+
+
+def _loop_run(rounds: int, window: int, **pol: Any) -> tuple[list[list[dict[str, Any]]], list[Assembly]]:
+    histories = [agent_loop(n, task_in_system=True, words=160) for n in range(1, rounds + 1)]
+    return histories, run_turns(histories, policy(**pol), window=window)
+
+
+def test_a_single_task_loop_without_user_message_is_compacted() -> None:
+    histories, results = _loop_run(150, 16_000)
+    sent = [r.assembled.prompt_tokens() for r in results]
+    per_round = COUNTER.messages(loop_round(0, words=160))
+    assert max(sent) <= 0.55 * 16_000 + per_round, "never past the threshold by more than one round"
+    actions = [d.action for r in results for d in r.decisions]
+    assert "cleared" in actions and "compacted" in actions
+    last = results[-1].assembled.messages
+    assert last[0] == histories[-1][0], "the system prompt (with the task) is never touched"
+    assert last[-8:] == tuple(histories[-1][-8:]), "the newest four rounds go out verbatim"
+
+
+def test_hysteresis_compacts_down_to_the_target_so_compactions_are_rare() -> None:
+    histories, results = _loop_run(150, 16_000, strategies=["summarize"])
+    compacted = [i for i, r in enumerate(results) if any(d.action == "compacted" for d in r.decisions)]
+    assert compacted
+    per_round = COUNTER.messages(loop_round(0, words=160))
+    for i in compacted:
+        assert results[i].assembled.prompt_tokens() <= 0.35 * 16_000 + per_round
+    growth = (0.55 - 0.35) * 16_000
+    assert len(compacted) <= 1 + sum(COUNTER.messages(loop_round(0, words=160)) for _ in histories) / growth
+
+
+def test_a_reused_checkpoint_is_byte_identical_to_the_previous_turn() -> None:
+    _, results = _loop_run(120, 16_000, strategies=["summarize"])
+    for prev, cur in itertools.pairwise(results):
+        if any(d.action == "checkpoint_reused" for d in cur.decisions):
+            summary = [m for m in cur.assembled.messages if str(m.get("content")).startswith("<summary")]
+            before = [m for m in prev.assembled.messages if str(m.get("content")).startswith("<summary")]
+            assert summary == before
+
+
+def test_stubs_name_the_tool_its_arguments_and_keep_the_facts() -> None:
+    _, results = _loop_run(60, 16_000, strategies=["clear_tool_results"])
+    cleared = [d for r in results for d in r.decisions if d.action == "cleared"]
+    assert cleared and all(d.detail["tool"] == "read_file" for d in cleared)
+    last = results[-1].assembled.messages
+    stubs = [m["content"] for m in last if str(m.get("content")).startswith("[result of ")]
+    assert stubs[0].startswith('[result of read_file {"path": "/repo/src/mod_0_0.py"} cleared: ')
+    assert "OBJ-00000" in stubs[0], "an id from the cleared result stays in its stub"
+    assert any("error: ValueError: invalid date" in s for s in stubs), "the error line stays"
+    for d in cleared:
+        assert last[d.detail["round"]]["role"] == "assistant", "the decision names the round's assistant message"
+
+
+def test_never_clear_keeps_those_tools_results() -> None:
+    _, results = _loop_run(60, 16_000, strategies=["clear_tool_results"], never_clear=["read_file"])
+    assert not [d for r in results for d in r.decisions if d.action == "cleared"]
+
+
+def test_layout_of_a_loop_keeps_the_task_and_the_newest_rounds() -> None:
+    messages = agent_loop(30)
+    lay = layout(messages, CompactionPolicy(keep_recent_rounds=4), COUNTER)
+    assert lay is not None and lay.head_end == 2
+    assert messages[lay.tail_start]["role"] == "assistant"
+    assert sum(1 for m in messages[lay.tail_start :] if m["role"] == "assistant") == 4
+
+
+@pytest.mark.parametrize("threshold", [0.2, 0.9])
+def test_a_threshold_alone_is_valid_and_moves_prepare_at_and_target(threshold: float) -> None:
+    settings = parse_settings({"policy": {"compaction": {"threshold": threshold}}})
+    c = settings.policy.compaction
+    assert c.target < c.prepare_at < c.threshold == threshold
