@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.table import Table
 
+from gateway.cli_output import plain
 from gateway.store.queries import RequestSummary
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -57,9 +58,9 @@ def logs_table(rows: Sequence[RequestSummary]) -> Table:
         status = str(row.status) if row.status < 400 else f"[red]{row.status}[/red]"
         table.add_row(
             format_time(row.created_at),
-            row.request_id,
-            row.session_id,
-            row.model,
+            plain(row.request_id),
+            plain(row.session_id),  # a client-chosen name: never markup, never terminal escapes
+            plain(row.model),
             f"{row.tokens_original} -> {row.tokens_assembled}",
             str(row.cached_tokens),
             status,
