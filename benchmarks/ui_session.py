@@ -23,7 +23,7 @@ from gateway.store.migrate import upgrade
 from gateway.store.queries import list_requests
 from gateway.store.record import RequestRecord
 from gateway.store.writer import KnownContent, write_records
-from gateway.ui.pages import _page, bar_segments
+from gateway.ui.pages import _page, session_page
 from gateway.ui.queries import session_turns
 from gateway.upstream.usage import Usage
 
@@ -88,14 +88,7 @@ def main() -> None:
         base.append(time.perf_counter() - t)
         t = time.perf_counter()
         turns = session_turns(engine, SESSION)
-        scale = max(r.prompt_tokens or r.tokens_assembled for r in turns) or 1
-        html = _page(
-            "session.html",
-            session_id=SESSION,
-            components=(),
-            rows=[(r, bar_segments(r.budget, scale), 100 * r.cached_tokens / scale) for r in turns],
-            first_compaction=None,
-        ).body
+        html = _page("session.html", **session_page(SESSION, turns)).body
         page.append(time.perf_counter() - t)
     assert len(rows) == len(turns) == args.turns
     p, b = statistics.median(page) * 1000, statistics.median(base) * 1000

@@ -76,6 +76,12 @@ def serve(config_path: str | None, host: str, port: int, workers: int, log_level
     default=None,
     help="Also listen here through a front that can drop connections ('close' faults).",
 )
+@click.option(
+    "--replay",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Answer with the real next assistant message of these transcripts (agent_loops JSONL).",
+)
 def provider_sim(
     host: str,
     port: int,
@@ -84,15 +90,26 @@ def provider_sim(
     no_cache: bool,
     cache_models: tuple[str, ...],
     cut_port: int | None,
+    replay: str | None,
 ) -> None:
-    """Run the local OpenAI-compatible fake provider (deterministic answers, provider cache accounting)."""
+    """Run the local OpenAI-compatible fake provider (deterministic answers, provider cache accounting).
+
+    It behaves like a model: tools under auto, structured output, n, logprobs; with --replay
+    it answers as the recorded agents did (GET /sim/stats counts replayed turns and misses).
+    """
     import uvicorn
 
     from gateway.providersim.app import create_sim_app
 
     kinds = dict(item.split("=", 1) for item in cache_models if "=" in item)
     app = create_sim_app(
-        record=record, latency_ms=latency_ms, cache=not no_cache, cache_models=kinds, port=port, cut_port=cut_port
+        record=record,
+        latency_ms=latency_ms,
+        cache=not no_cache,
+        cache_models=kinds,
+        port=port,
+        cut_port=cut_port,
+        replay=replay,
     )
     click.echo(f"Ventana provider simulator on http://{host}:{port}/v1", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
@@ -132,12 +149,17 @@ def replay_send(request_id: str, model_name: str | None, config_path: str | None
     "--policy",
     "policies",
     multiple=True,
-    default=("default",),
-    show_default=True,
-    help="'default', 'off', or a YAML file (a config or a policy mapping). Repeat to compare.",
+    default=(),
+    help="'served' (the config's policy), 'default' (bundled), 'off', or a YAML file (a config or a policy "
+    "mapping). Repeat to compare. Default: 'served' for --session, else 'default'.",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None)
-@click.option("--model", "model_name", default=None, help="Configured model to account for (default: the first).")
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    help="Configured model to account for (default: the session's model for --session, else the first).",
+)
 @click.option(
     "--cache-model",
     type=click.Choice(["openai", "anthropic", "vllm"]),
@@ -229,7 +251,7 @@ def migrate(config_path: str | None, revision: str) -> None:
 @click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def logs(config_path: str | None, session: str | None, since: str | None, limit: int, as_json: bool) -> None:
-    """List recorded requests, newest first: time, session, model, tokens original -> assembled, cached, status."""
+    """List recorded requests, newest first: time, session, turn, model, tokens original -> sent, status, error."""
     from gateway.store.commands import run_logs
 
     try:

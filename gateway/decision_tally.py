@@ -96,7 +96,7 @@ def _count_event(tally: DecisionTally, name: str, action: str, detail: Mapping[s
         elif action == "summarizer_failed":
             tally.summarizer_failures += 1
     elif name == "prune_tools":
-        if action == "tool_set_changed":
+        if action == "tool_set_changed" and not detail.get("first"):  # a session's first set is no change
             tally.tool_set_changes += 1
         elif action == "pruned":
             tally.tools_pruned += _count(detail.get("removed"))

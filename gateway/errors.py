@@ -5,6 +5,7 @@
     ├── RequestError                  (400, invalid_request_error) the client sent something wrong
     │   ├── BodyTooLarge              (413)
     │   ├── UnknownModel              (404, model_not_found)
+    │   ├── NotFound                  (404, not_found) an id the caller has no object under
     │   ├── ContextTooLong            (400, context_length_exceeded)
     │   ├── LintViolation             (400) strict lint rejected the assembled context
     │   └── UnsupportedMediaType      (415) a POST whose body is not declared JSON (a CSRF form post)
@@ -70,6 +71,11 @@ class BodyTooLarge(RequestError):
 class UnknownModel(RequestError):
     status_code = 404
     code = "model_not_found"
+
+
+class NotFound(RequestError):
+    status_code = 404
+    code = "not_found"
 
 
 class ContextTooLong(RequestError):

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 _MS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 
 REQUESTS = Counter("ventana_requests_total", "Chat requests by model and HTTP status", ["model", "status"])
+REQUEST_ERRORS = Counter(
+    "ventana_request_errors_total",
+    "Chat requests answered with an error status (>= 400), by model; started at 0 so the first error counts",
+    ["model"],
+)
 LATENCY_MS = Histogram("ventana_request_duration_ms", "Total request time in ms", ["model"], buckets=_MS_BUCKETS)
 OVERHEAD_MS = Histogram(
     "ventana_gateway_overhead_ms",
@@ -131,6 +136,20 @@ MODEL_CONTEXT_WINDOW = Gauge(
 
 #: Error classes ``upstream/`` raises; started at zero so the errors panel shows 0, not "no data".
 UPSTREAM_ERROR_TYPES = ("UpstreamRateLimited", "UpstreamTimeout", "UpstreamUnavailable", "UpstreamRejected")
+#: Statuses a recorded request most often ends with, started at zero: a series Prometheus first
+#: sees at 1 has no earlier sample, so ``increase()`` would miss a (model, status)'s first error.
+STARTED_STATUSES = ("200", "400", "429", "499", "500", "502", "503", "504")
+#: The codes the gateway's own refusals carry (``gateway.errors``), started at zero for the same reason.
+REJECTED_CODES = (
+    "invalid_request_error",
+    "invalid_api_key",
+    "admin_key_required",
+    "rate_limit_exceeded",
+    "request_too_large",
+    "model_not_found",
+    "context_length_exceeded",
+    "context_lint_failed",
+)
 
 
 def publish_model(name: str, info: ModelInfo) -> None:
@@ -149,7 +168,8 @@ def start_series(model: str, passes: Sequence[str]) -> None:
     that is not running shows no data rather than a misleading zero.
     """
     for child in (
-        REQUESTS.labels(model, "200"),
+        *(REQUESTS.labels(model, status) for status in STARTED_STATUSES),
+        REQUEST_ERRORS.labels(model),
         PROMPT_TOKENS.labels(model, "original"),
         PROMPT_TOKENS.labels(model, "assembled"),
         CACHED_TOKENS.labels(model),
@@ -181,6 +201,8 @@ def start_gateway(settings: Settings, info: Callable[[ModelConfig], ModelInfo]) 
     for model in settings.models:
         publish_model(model.name, info(model))
         start_series(model.name, passes)
+    for code in REJECTED_CODES:
+        REJECTED.labels(code).inc(0)
 
 
 def stop_worker() -> None:
@@ -193,7 +215,7 @@ def render() -> tuple[bytes, str]:
     """Exposition text for /metrics, aggregated across workers in multiprocess mode."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(), CONTENT_TYPE_LATEST
 
@@ -215,6 +237,8 @@ def observe(record: RequestRecord) -> None:
     """Count one finished request; called once per request, streamed or not."""
     model = record.model
     _child(REQUESTS, model, str(record.status)).inc()
+    if record.status >= 400:
+        _child(REQUEST_ERRORS, model).inc()
     _child(LATENCY_MS, model).observe(record.total_ms)
     _child(OVERHEAD_MS, model).observe(record.overhead_ms)
     if record.ttfb_ms is not None:

@@ -171,8 +171,8 @@ class TokenCounter:
         return message_overhead(message) + sum(self.text(p) for p in pieces) + images * IMAGE_TOKENS
 
     def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
-        if messages.__class__ in (tuple, list) and len(messages) > CHUNK:  # type: ignore[arg-type]
-            return sum(self._chunk_sums.parts(messages, self._chunk_sum))  # type: ignore[arg-type]
+        if messages.__class__ in (tuple, list) and len(messages) > CHUNK:  # type: ignore[arg-type,unused-ignore]
+            return sum(self._chunk_sums.parts(messages, self._chunk_sum))  # type: ignore[arg-type,unused-ignore]
         return sum(self.message(m) for m in messages)
 
     def _chunk_sum(self, chunk: Chunk) -> int:
@@ -238,15 +238,10 @@ class RequestCounter(TokenCounter):
         self._lock = shared._lock
         self._messages = shared._messages
         self._chunk_sums = shared._chunk_sums
-        self._objects: dict[int, tuple[Any, int]] = {}  # id -> (the object, held so the id stays its own; count)
+        self._objects: ObjectMemo[int] = ObjectMemo(limit=1 << 62)  # per request: bounded by the request
 
     def _remembered(self, obj: Any, count: Callable[[Any], int]) -> int:
-        found = self._objects.get(id(obj))
-        if found is not None and found[0] is obj:
-            return found[1]
-        n = count(obj)
-        self._objects[id(obj)] = (obj, n)
-        return n
+        return self._objects.get_or(obj, count)
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Remembered across requests: a resent message is last turn's object (``sessions.resent``)."""

@@ -60,7 +60,13 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @contextmanager
 def run_simulator(
-    tmp: Path, *, record: bool = True, latency_ms: float = 0.0, cache: bool = True, cut: bool = False
+    tmp: Path,
+    *,
+    record: bool = True,
+    latency_ms: float = 0.0,
+    cache: bool = True,
+    cut: bool = False,
+    replay: Path | None = None,
 ) -> Iterator[SimHandle]:
     """Start ``ventana provider-sim``; with ``cut`` also its connection-cutting front (``close`` faults)."""
     port = free_port()
@@ -75,6 +81,8 @@ def run_simulator(
         cmd.append("--no-cache")
     if cut_port:
         cmd += ["--cut-port", str(cut_port)]
+    if replay is not None:
+        cmd += ["--replay", str(replay)]
     # stderr goes to a file: an unread pipe fills up (each simulated stream drop logs a traceback)
     # and then blocks the simulator mid-test.
     with (tmp / f"sim-{port}.log").open("wb") as sim_log:

@@ -161,7 +161,7 @@ def _expected(records: list[RequestRecord]) -> dict[str, Counter[tuple[str, ...]
                 add("ventana_summarizer_calls_total", (r.model,), detail.get("summarizer_calls") or 0)
             if d["action"] == "summarizer_failed":
                 add("ventana_summarizer_calls_total", (r.model,), 1)
-            if d["action"] == "tool_set_changed":
+            if d["action"] == "tool_set_changed" and not detail.get("first"):
                 add("ventana_tool_set_changes_total", (r.model,), 1)
             if d["pass"] == "prune_tools" and d["action"] == "pruned":
                 removed = detail.get("removed") or []
@@ -274,3 +274,73 @@ def _check_panel(prom: PromHandle, q: PanelQuery, exported: dict[str, Any], miss
         assert not _has_data(result) or all(float(r["value"][1]) == 0 for r in result), where
         return
     assert _has_data(result), f"{where}: no data for {to_promql(q.expr)}"
+
+
+def _panel_expr(title: str) -> str:
+    (expr,) = [q.expr for q in QUERIES if q.panel == title]
+    return expr
+
+
+LOGISTICS = (
+    "The shipment {i} left the Rotterdam warehouse on 2026-03-{day:02d} with order id ORD-{i:05d}, carrying "
+    "{n} pallets of ceramic tiles for the Lisbon showroom; the driver asked whether customs form CF-{i} needs "
+    "a second signature before the border. "
+)
+
+
+def _prepared_compaction_session(gw: Served) -> None:
+    """A conversation on the 8,000-token window that passes ``prepare_at`` and then the threshold."""
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-dashboards", max_retries=0)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a logistics assistant."},
+        {"role": "user", "content": "Track my shipments, please."},
+    ]
+    for i in range(1, 26):
+        reply = client.chat.completions.create(
+            model="small-window", messages=messages, extra_headers={"X-Session-Id": "dash-prepared"}
+        )
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+        messages.append({"role": "user", "content": LOGISTICS.format(i=i, day=i % 28 + 1, n=i * 3) * 3})
+
+
+def test_error_ratio_from_the_first_502_and_compactions_after_a_prepared_compaction(
+    gateway: Served, sim: SimHandle, tmp_path: Path
+) -> None:
+    """The Overview's error ratio and the Context's compactions stat, as Grafana would ask them.
+
+    The 502 is the first error of its (model, status) in this process: a series that appears at
+    1 has no earlier sample, so a ratio built on it reads 0 %. The compaction goes through the
+    normal path (prepared in the background, adopted by a later turn).
+    """
+    host_port = gateway.url.removeprefix("http://")
+    ratio_expr = to_promql(_panel_expr("Error ratio (range)"), range_="10m", model="small-window")
+    compactions_expr = to_promql(_panel_expr("Compactions (range)"), range_="10m", model="small-window")
+    with run_prometheus(tmp_path, host_port) as prom:
+        assert prom.wait_for('count(up{job="ventana"} == 1)', 1) == 1, prom.log()
+        time.sleep(1.2)  # a baseline scrape before any of the traffic below
+        start = len(gateway.recorder.records)
+        _prepared_compaction_session(gateway)
+        sim.faults({"kind": "status", "status": 502, "times": 1})
+        client = openai.OpenAI(base_url=gateway.base_url, api_key="sk-dashboards", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as failed:
+            client.chat.completions.create(model="small-window", messages=[{"role": "user", "content": "fail"}])
+        assert failed.value.status_code == 502
+        records = list(gateway.recorder.records)[start:]
+        total = len(records)
+        assert total == 26 and sum(r.status >= 400 for r in records) == 1
+        compacted = [
+            d for r in records for d in r.decisions if d["pass"] == "compact_history" and d["action"] == "compacted"
+        ]
+        assert any((d.get("detail") or {}).get("prepared_ahead") for d in compacted), "no compaction was prepared ahead"
+        now = _requests_now(gateway)
+        assert prom.wait_for('sum(ventana_requests_total{model="small-window"})', now) == now, prom.log()
+        time.sleep(1.2)  # one more scrape after the last request
+        ratio = prom.scalar(ratio_expr)
+        assert ratio == pytest.approx(1 / total, rel=0.25), f"error ratio {ratio} after one 502 in {total} requests"
+        assert prom.scalar(compactions_expr) == pytest.approx(len(compacted), abs=0.5), "each compaction counts once"
+
+
+def _requests_now(gw: Served) -> float:
+    """What the gateway's own /metrics counts now for small-window, for Prometheus to catch up with."""
+    samples = _samples(gw.url)["ventana_requests_total"]
+    return sum(v for labels, v in samples.items() if ("model", "small-window") in labels)

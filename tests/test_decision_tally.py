@@ -78,3 +78,9 @@ def test_saved_minus_added_is_the_net_saving(decisions: list[dict[str, Any]]) ->
     assert sum(tally.tokens_saved.values()) - sum(tally.tokens_added.values()) == net
     assert sum(tally.actions.values()) == len(decisions)
     assert all(v > 0 for v in (*tally.tokens_saved.values(), *tally.tokens_added.values()))
+
+
+def test_a_sessions_first_tool_set_is_not_a_change() -> None:
+    first = _d("prune_tools", "tool_set_changed", added=["a", "b"], removed=[], first=True)
+    assert tally_decisions([first]).tool_set_changes == 0
+    assert tally_decisions([first]).actions[("prune_tools", "tool_set_changed")] == 1, "the decision is still counted"

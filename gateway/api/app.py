@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import orjson
 from fastapi import Depends, FastAPI
@@ -31,7 +32,9 @@ from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.memory_runtime import memory_runtime
+from gateway.api.messages import count_tokens, create_message
 from gateway.api.rate_limit import RateLimiter
+from gateway.api.responses import add_responses_routes
 from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
@@ -68,12 +71,23 @@ def freeze_startup_objects() -> None:
 GIL_SWITCH_INTERVAL_S = 0.001
 
 
+REQUEST_ID_HEADER = "x-ventana-request-id"
+
+
+def new_request_id() -> str:
+    return "req-" + os.urandom(10).hex()
+
+
 def error_response(exc: VentanaError, headers: dict[str, str] | None = None) -> Response:
+    """The OpenAI error body; every error carries a request id, a refusal before forwarding too.
+
+    A request refused before forwarding (401, 404, 413, 429, bad input) is not recorded in
+    the store; its id is in the gateway's log line, so a client can still quote it.
+    """
+    merged = {**exc.headers, **(headers or {})}
+    merged.setdefault(REQUEST_ID_HEADER, new_request_id())
     return Response(
-        orjson.dumps(exc.body()),
-        status_code=exc.status_code,
-        media_type="application/json",
-        headers={**exc.headers, **(headers or {})},
+        orjson.dumps(exc.body()), status_code=exc.status_code, media_type="application/json", headers=merged
     )
 
 
@@ -119,6 +133,11 @@ def create_app(
                 callbacks.uninstall()
             if probe is not None:
                 await probe.stop()
+            # Summaries being prepared and passages being archived finish before the store closes,
+            # so a shutdown loses neither; their HTTP clients and engine are released after.
+            for runtime in (compaction_runtime(gw), memory_runtime(gw)):
+                await runtime.drain()
+                runtime.close()
             await tool_usage_runtime(gw).stop()
             await gw.recorder.close()
             await gw.sessions.close()
@@ -131,20 +150,23 @@ def create_app(
     app.state.access = Access(settings.auth)
     limiter = RateLimiter.from_config(settings.limits)
 
-    async def admitted(principal: Annotated[Principal, Depends(require_client)]) -> Principal:
-        """A valid key (when auth is on) within its rate limit (when one is set)."""
-        if limiter is not None:
-            limiter.admit(principal.caller)
-        return principal
-
     app.state.loop_lag_probe = probe
     app.state.loop_callback_timer = callbacks
 
     @app.exception_handler(VentanaError)
     async def _ventana_error(request: Request, exc: VentanaError) -> Response:
+        response = error_response(exc)
         if exc.status_code < 500 and not isinstance(exc, UpstreamError):  # upstream ones: counted in chat.py
             metrics.REJECTED.labels(exc.code or exc.error_type).inc()
-        return error_response(exc)
+            log.info(
+                "refused %s %s: %s %s (%s)",
+                request.method,
+                request.url.path,
+                exc.status_code,
+                exc.code or exc.error_type,
+                response.headers[REQUEST_ID_HEADER],
+            )
+        return response
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> Response:
@@ -157,7 +179,7 @@ def create_app(
                 "code": None,
             }
         }
-        return JSONResponse(body, status_code=exc.status_code)
+        return JSONResponse(body, status_code=exc.status_code, headers={REQUEST_ID_HEADER: new_request_id()})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
@@ -166,10 +188,14 @@ def create_app(
 
     access = app.state.access
 
-    async def _chat(request: Request) -> Response:
-        principal = access.client(request.headers)
+    def _admit(request: Request) -> Principal:
+        principal: Principal = access.client(request.headers)
         if limiter is not None:
             limiter.admit(principal.caller)
+        return principal
+
+    async def _chat(request: Request) -> Response:
+        _admit(request)
         return await chat_completions(request, gw)
 
     # Plain Starlette routes, not FastAPI's: the chat route reads its own body and needs no
@@ -177,6 +203,18 @@ def create_app(
     # rate limit) is checked inline; the exception handlers above still apply.
     app.add_route("/v1/chat/completions", _chat, methods=["POST"])
     app.add_route("/chat/completions", _chat, methods=["POST"])
+
+    add_responses_routes(app, gw, _admit)
+
+    async def _messages(request: Request) -> Response:
+        return await create_message(request, gw, _admit)
+
+    async def _count_tokens(request: Request) -> Response:
+        return await count_tokens(request, gw, _admit)
+
+    # The Anthropic Messages front door renders its own errors, in Anthropic's shape.
+    app.add_route("/v1/messages", _messages, methods=["POST"])
+    app.add_route("/v1/messages/count_tokens", _count_tokens, methods=["POST"])
 
     @app.get("/v1/models", dependencies=[Depends(require_client)])
     @app.get("/models", dependencies=[Depends(require_client)])

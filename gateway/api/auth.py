@@ -83,7 +83,7 @@ class Access:
     def gateway_key(self, headers: Mapping[str, str]) -> str | None:
         if self.config.passthrough:
             return headers.get(GATEWAY_KEY_HEADER) or None
-        return bearer(headers)
+        return bearer(headers) or headers.get("x-api-key") or None  # x-api-key: Anthropic's SDKs
 
     def client(self, headers: Mapping[str, str]) -> Principal:
         """Admit a chat/models request, or raise AuthError (401)."""

@@ -126,11 +126,11 @@ class CallbackTimer:
             finally:
                 timer.observe((time.thread_time() - cpu) * 1000, handle, start)
 
-        Handle._run = timed_run  # type: ignore[method-assign]
+        Handle._run = timed_run  # type: ignore[method-assign,assignment]
 
     def uninstall(self) -> None:
         if self._original is not None:
-            Handle._run = self._original  # type: ignore[method-assign]
+            Handle._run = self._original  # type: ignore[method-assign,assignment]
             self._original = None
 
     def observe(self, cpu_ms: float, handle: Handle, start: str | None = None) -> None:

@@ -23,6 +23,7 @@ from dataclasses import replace
 from gateway.assembly.compaction_layout import (
     apply_checkpoint,
     best_application,
+    compaction_memory,
     layout,
     original_messages,
     request_tokens,
@@ -49,14 +50,29 @@ def _detail(cp: Checkpoint, policy: CompactionPolicy, calls: int, reused: bool) 
 
 
 def _reuse(ctx: Context, cp: Checkpoint, policy: CompactionPolicy, before: int) -> tuple[Context, list[Decision]]:
+    """Send a stored summary again; the first turn it takes effect is that compaction's turn.
+
+    A checkpoint the previous turn did not send (one prepared ahead in the background, or by
+    another replica) changes what the model sees now: it is recorded as ``compacted`` (with
+    ``prepared_ahead``) so metrics, the sessions list and the dashboards count it once; the
+    turns after it, which send the same bytes, record ``checkpoint_reused``.
+    """
     applied = apply_checkpoint(ctx.messages, cp)
+    taking_effect = compaction_memory(ctx.session).get("active") != cp.range_hash
+    detail = _detail(cp, policy, 0, True)
+    if taking_effect:
+        detail["prepared_ahead"] = True
     decision = Decision(
         PASS,
-        "checkpoint_reused",
+        "compacted" if taking_effect else "checkpoint_reused",
         tokens_before=before,
         tokens_after=request_tokens(ctx, applied, policy),
-        reason="history starts with a summarised range; its stored summary is sent again byte for byte",
-        detail=_detail(cp, policy, 0, True),
+        reason=(
+            f"request over {policy.threshold:.0%} of the context window; middle replaced by the summary prepared ahead"
+            if taking_effect
+            else "history starts with a summarised range; its stored summary is sent again byte for byte"
+        ),
+        detail=detail,
     )
     session = replace(ctx.session, extra=with_memory(ctx.session, active=cp.range_hash))
     return ctx.replace(messages=applied, session=session), [decision]

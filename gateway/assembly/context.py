@@ -13,7 +13,7 @@ the budget report, the CLI and the UI all read the same record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -195,5 +195,3 @@ class Pass(Protocol):
 
     def __call__(self, ctx: Context, state: SessionState, policy: Any) -> tuple[Context, list[Decision]]: ...
 
-
-PolicyGetter = Callable[[Any], Any]

@@ -36,6 +36,7 @@ from gateway.assembly.message_text import map_text, system_indices, system_messa
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.assembly.volatile_patterns import compile_named, find_volatile
+from gateway.object_memo import ObjectMemo
 
 PLACEHOLDER = "[{label}: see reminder]"
 PLACEHOLDER_RX = re.compile(r"\[[\w #]+: see reminder\]")
@@ -92,8 +93,7 @@ Spans = tuple[tuple[int, int, str], ...]
 #: One memo per pattern set, found by identity: hashing the set itself (13 compiled regexes,
 #: each hashed over its compiled code) cost 1.4 us a lookup, about 60 us of an agent request
 #: that looks up its system prompt and every tool description twice.
-_SPAN_MEMOS: dict[int, tuple[Patterns, Callable[[str], Spans]]] = {}
-_MAX_PATTERN_SETS = 32
+_SPAN_MEMOS: ObjectMemo[Callable[[str], Spans]] = ObjectMemo(limit=32)
 
 
 def pattern_spans(text: str, patterns: Patterns) -> Spans:
@@ -102,12 +102,11 @@ def pattern_spans(text: str, patterns: Patterns) -> Spans:
     Memoised per text: a session resends the same system prompt and tool descriptions
     every turn, so scanning them costs once, not once per turn.
     """
-    entry = _SPAN_MEMOS.get(id(patterns))
-    if entry is None or entry[0] is not patterns:
-        if len(_SPAN_MEMOS) >= _MAX_PATTERN_SETS:
-            _SPAN_MEMOS.clear()
-        entry = _SPAN_MEMOS[id(patterns)] = (patterns, lru_cache(maxsize=8192)(partial(_pattern_spans, patterns)))
-    return entry[1](text)
+    return _SPAN_MEMOS.get_or(patterns, _spans_memo)(text)
+
+
+def _spans_memo(patterns: Patterns) -> Callable[[str], Spans]:
+    return lru_cache(maxsize=8192)(partial(_pattern_spans, patterns))
 
 
 def _pattern_spans(patterns: Patterns, text: str) -> Spans:

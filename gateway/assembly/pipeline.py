@@ -9,9 +9,9 @@ failure is recorded. The gateway never makes a request worse than the client sen
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.assembly.attach_documents import attach_documents
 from gateway.assembly.clear_tool_results import clear_tool_results
@@ -19,6 +19,7 @@ from gateway.assembly.compact_history import compact_history
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.lint_context import LintPolicy, lint_context
 from gateway.assembly.move_volatile import move_volatile
+from gateway.assembly.pass_policy import PassPolicy
 from gateway.assembly.place_cache_breakpoints import place_cache_breakpoints
 from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import prune_tools
@@ -27,41 +28,31 @@ from gateway.assembly.render_reminder import render_reminder
 from gateway.assembly.restate_rules import restate_rules
 from gateway.assembly.shrink_oversize import shrink_oversize
 from gateway.assembly.verify_assembly import verify_assembly
+from gateway.object_memo import ObjectMemo
+
+log = logging.getLogger("ventana")
 
 
 @dataclass(frozen=True, slots=True)
 class PassSpec:
     name: str
     run: Pass
-    policy: Callable[[Policy], Any]
+    policy: Callable[[Policy], PassPolicy]
 
 
 def _compaction_threshold(policy: Policy) -> float | None:
-    """The configured compaction threshold, whatever the compaction policy calls it (None when off)."""
-    compaction = getattr(policy, "compaction", None) or getattr(policy, "compact_history", None)
-    if compaction is None or not getattr(compaction, "enabled", False):
-        return None
-    for name in ("threshold", "threshold_ratio", "trigger_ratio", "trigger"):
-        value = getattr(compaction, name, None)
-        if isinstance(value, int | float):
-            return float(value)
-    return None
+    """The configured compaction threshold (None when compaction is off)."""
+    return policy.compaction.threshold if policy.compaction.enabled else None
 
 
-#: id(policy) -> (policy, its lint policy): a pydantic copy costs ~30 us, and the policy is the
-#: gateway's settings, the same object on every request. The policy is held, so its id stays its own.
-_LINT_POLICIES: dict[int, tuple[Policy, LintPolicy]] = {}
+#: policy -> its lint policy: a pydantic copy costs ~30 us, and the policy is the gateway's
+#: settings, the same (frozen) object on every request.
+_LINT_POLICIES: ObjectMemo[LintPolicy] = ObjectMemo(limit=64)
 
 
 def _lint_policy(policy: Policy) -> LintPolicy:
     """The lint policy with what the other passes declare, so the gate checks the real config."""
-    found = _LINT_POLICIES.get(id(policy))
-    if found is not None and found[0] is policy:
-        return found[1]
-    if len(_LINT_POLICIES) >= 64:
-        _LINT_POLICIES.clear()
-    lint = _LINT_POLICIES[id(policy)] = (policy, _merged_lint_policy(policy))
-    return lint[1]
+    return _LINT_POLICIES.get_or(policy, _merged_lint_policy)
 
 
 def _merged_lint_policy(policy: Policy) -> LintPolicy:
@@ -128,9 +119,19 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
     decisions: list[Decision] = []
     for spec in passes:
         pass_policy = spec.policy(policy)
-        if not getattr(pass_policy, "enabled", True):
+        if not pass_policy.enabled:
             continue
-        current, made = spec.run(current, current.session, pass_policy)
+        try:
+            current, made = spec.run(current, current.session, pass_policy)
+        except Exception as exc:  # a bug in one pass must not cost the client its answer
+            failure = Decision(
+                spec.name,
+                "pass_failed",
+                reason=f"the pass raised {type(exc).__name__}: {exc}; forwarding the original request",
+                detail={"error": type(exc).__name__},
+            )
+            log.exception("assembly pass %s failed; forwarding the original", spec.name)
+            return Assembly(ctx, ctx, (*decisions, failure), reverted=True)
         decisions.extend(made)
     if current is ctx:
         return Assembly(ctx, ctx, tuple(decisions))

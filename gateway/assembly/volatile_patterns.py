@@ -7,7 +7,7 @@ system prompt must not make every turn look like a new conversation.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?"
@@ -42,10 +42,6 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 _COMPILED = tuple((name, re.compile(pattern)) for name, pattern in BUILTIN_PATTERNS)
-
-
-def compile_patterns(extra: Iterable[str] = ()) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    return _COMPILED + tuple((f"config:{p}", re.compile(p)) for p in extra)
 
 
 def compile_named(extra: Mapping[str, str]) -> tuple[tuple[str, re.Pattern[str]], ...]:

@@ -1,8 +1,11 @@
-"""The simulator's HTTP surface: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+"""The simulator's HTTP surface: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``POST /v1/messages``
+and ``GET /v1/models``.
 
 Answers are deterministic (a function of the request), so tests can compare what the
-client received with what the simulator sent. A tool call is returned when the request
-forces one (``tool_choice`` "required" or naming a function). ``--record`` appends every
+client received with what the simulator sent. What the model says (tool calls, structured
+output, ``n``, logprobs, replayed turns) is decided in ``completion.py`` and ``replay.py``;
+this module only speaks HTTP: recording, faults, SSE. ``Simulator.answer`` is the seam the
+other front doors (Responses, Messages) translate through. ``--record`` appends every
 received body as one JSON line, so tests see exactly what the gateway forwarded.
 """
 
@@ -10,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,13 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.providersim.cache_models import CacheModel, cache_model_for, default_kind, prompt_blocks
+from gateway.providersim.completion import complete
 from gateway.providersim.cutter import ConnectionCutter
 from gateway.providersim.faults import FaultPlan
-from gateway.tokens import content_text, counter_for, encoding_for_model
+from gateway.providersim.messages import create_message
+from gateway.providersim.replay import Replayer, load_transcripts
+from gateway.providersim.responses import responses
+from gateway.tokens import counter_for, encoding_for_model
 
 _JSON = "application/json"
 
@@ -34,71 +40,6 @@ _JSON = "application/json"
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> Response:
     body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
     return Response(orjson.dumps(body), status_code=status, media_type=_JSON)
-
-
-def _answer_text(messages: list[Mapping[str, Any]], max_tokens: int | None = None) -> str:
-    last_user = next(
-        (
-            text
-            for m in reversed(messages)
-            if m.get("role") == "user" and not (text := content_text(m.get("content"))[0]).startswith("<reminder>")
-        ),
-        "",
-    )
-    digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:8]
-    summary_request = any(
-        "<transcript" in content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"
-    )
-    if summary_request:
-        return _echo_summary(messages, max_tokens)
-    return f"Simulated answer {digest} to: {last_user[:60]}"
-
-
-def _echo_summary(messages: list[Mapping[str, Any]], max_tokens: int | None = None) -> str:
-    """Answer a summarisation request the way a terse model would: keep the clauses that carry facts.
-
-    Every transcript line is ``speaker: text``; of each line only the clauses with a digit
-    survive (``speaker: clause; clause``), tool-call lines are kept whole, and an earlier
-    summary folded in as ``summary so far:`` lines keeps its text. The answer honours
-    ``max_tokens`` (about 3 characters a token), cutting at a line end.
-    """
-    text = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") == "user")
-    body = text.split("<transcript", 1)[-1].split("\n", 1)[-1].split("</transcript>", 1)[0]
-    lines: list[str] = []
-    for line in body.splitlines():
-        line = line.strip().removeprefix("summary so far: ")
-        speaker, _, said = line.partition(": ")
-        if " called" in speaker or line.startswith("- "):
-            lines.append(line)
-            continue
-        clauses = [c for c in re.split(r"(?<=[.;,])\s+", said) if any(ch.isdigit() for ch in c)]
-        if clauses:
-            lines.append(f"{speaker}: {' '.join(clauses)}")
-    limit = max_tokens * 3 if max_tokens else 20000
-    out = "\n".join(lines[:400])
-    return out[:limit].rsplit("\n", 1)[0] if len(out) > limit else out
-
-
-def _forced_tool(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    tools = body.get("tools") or []
-    choice = body.get("tool_choice")
-    if not tools:
-        return None
-    if choice == "required":
-        return tools[0].get("function", {})
-    if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
-        name = choice["function"].get("name")
-        return next((t["function"] for t in tools if t.get("function", {}).get("name") == name), None)
-    return None
-
-
-def _arguments(fn: Mapping[str, Any]) -> str:
-    props = (fn.get("parameters") or {}).get("properties") or {}
-    required = (fn.get("parameters") or {}).get("required") or list(props)
-    sample = {"string": "example", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
-    return orjson.dumps(
-        {k: sample.get((props.get(k) or {}).get("type", "string"), "example") for k in required}
-    ).decode()
 
 
 class Simulator:
@@ -110,7 +51,9 @@ class Simulator:
         cache: bool = True,
         cache_models: Mapping[str, str] | None = None,
         cut_port: int | None = None,
+        replayer: Replayer | None = None,
     ) -> None:
+        self.replayer = replayer
         self.cutter: ConnectionCutter | None = None
         self.cut_port = cut_port
         self.record_path = Path(record) if record else None
@@ -183,89 +126,84 @@ class Simulator:
             return await fault.respond(request.headers.get("authorization", ""))
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        messages = body["messages"]
-        usage = self.usage(body)
-        tool = _forced_tool(body)
-        limit = body.get("max_tokens") or body.get("max_completion_tokens")
-        text = None if tool else _answer_text(messages, limit if isinstance(limit, int) else None)
-        usage["completion_tokens"] = max(1, len((text or "").split()))
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        completion_id = "chatcmpl-sim" + hashlib.sha256(raw).hexdigest()[:16]
+        answer = self.answer(body, "chatcmpl-sim" + hashlib.sha256(raw).hexdigest()[:16])
         if body.get("stream"):
-            return StreamingResponse(
-                self._stream(body, completion_id, text, tool, usage, fault), media_type="text/event-stream"
-            )
-        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-        if tool:
-            message["tool_calls"] = [
-                {
-                    "id": "call_" + completion_id[-12:],
-                    "type": "function",
-                    "function": {"name": tool.get("name"), "arguments": _arguments(tool)},
-                }
-            ]
-        answer = {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model"),
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if tool else "stop", "logprobs": None}
-            ],
-            "usage": usage,
-            "system_fingerprint": "fp_ventana_sim",
-        }
+            return StreamingResponse(self._stream(body, answer, fault), media_type="text/event-stream")
         if fault is not None and fault.kind == "malformed":
             return Response(b'{"id": "broken", "choices": [', media_type=_JSON)
         return Response(orjson.dumps(answer), media_type=_JSON)
 
-    async def _stream(
-        self,
-        body: Mapping[str, Any],
-        completion_id: str,
-        text: str | None,
-        tool: Mapping[str, Any] | None,
-        usage: dict[str, Any],
-        fault: Any,
-    ) -> AsyncIterator[bytes]:
+    def answer(self, body: Mapping[str, Any], completion_id: str) -> dict[str, Any]:
+        """The chat completion for a Chat Completions body (replayed in replay mode, cache-accounted).
+
+        Other front doors turn their request into such a body and translate this answer back."""
+        return complete(body, completion_id=completion_id, usage=self.usage(body), message=self.replayed(body))
+
+    def replayed(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The transcript's next assistant message in replay mode, else None (the model invents one)."""
+        if self.replayer is None:
+            return None
+        verdict = self.replayer.answer(body)
+        if verdict.outcome == "miss" and self.record_path is not None:
+            # Beside the request log, not in it: that file stays one received body per line.
+            miss = {"transcript": verdict.transcript, "turn": verdict.turn, "tools": list(verdict.missing)}
+            with Path(str(self.record_path) + ".misses").open("ab") as fh:
+                fh.write(orjson.dumps(miss) + b"\n")
+        return verdict.message
+
+    async def stats(self, request: Request) -> Response:
+        """Replay's tally (replayed, find_tools, miss, unmatched, ended, and each miss) and the request count."""
+        replay = self.replayer.stats() if self.replayer is not None else None
+        return Response(orjson.dumps({"requests": self.requests, "replay": replay}), media_type=_JSON)
+
+    async def _stream(self, body: Mapping[str, Any], answer: Mapping[str, Any], fault: Any) -> AsyncIterator[bytes]:
+        """Relay ``answer`` as SSE chunks: words (tokens when logprobs were asked), then the finish."""
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         base = {
-            "id": completion_id,
+            "id": answer["id"],
             "object": "chat.completion.chunk",
-            "created": int(time.time()),
+            "created": answer["created"],
             "model": body.get("model"),
             "system_fingerprint": "fp_ventana_sim",
         }
 
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            payload = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        def chunk(index: int, delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> bytes:
+            choice = {"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
+            payload = {**base, "choices": [choice]}
             if include_usage:
                 payload["usage"] = None
             return b"data: " + orjson.dumps(payload) + b"\n\n"
 
-        yield chunk({"role": "assistant", "content": "", "refusal": None})
-        if tool:
-            call = {
-                "index": 0,
-                "id": "call_" + completion_id[-12:],
-                "type": "function",
-                "function": {"name": tool.get("name"), "arguments": _arguments(tool)},
-            }
-            yield chunk({"tool_calls": [call]})
-        else:
-            words = (text or "").split(" ")
-            for i, word in enumerate(words):
-                if fault is not None and fault.kind == "drop_stream" and i >= len(words) // 2:
-                    raise ConnectionResetError("simulated mid-stream drop")
-                if fault is not None and fault.kind == "slow_stream":
-                    await asyncio.sleep(fault.seconds)
-                if fault is not None and fault.kind == "malformed" and i == len(words) // 2:
-                    yield b'data: {"id": "broken", "choices": [\n\n'
-                yield chunk({"content": word if i == 0 else " " + word})
-        yield chunk({}, "tool_calls" if tool else "stop")
+        for choice in answer["choices"]:
+            index, message = choice["index"], choice["message"]
+            yield chunk(index, {"role": "assistant", "content": "", "refusal": None})
+            if message.get("reasoning_content"):  # a replayed reasoning model's turn
+                yield chunk(index, {"reasoning_content": message["reasoning_content"]})
+            for n, call in enumerate(message.get("tool_calls") or []):
+                yield chunk(index, {"tool_calls": [{"index": n, **call}]})
+            text = message.get("content")
+            if isinstance(text, str) and text:
+                logprobs = (choice.get("logprobs") or {}).get("content")
+                pieces = [e["token"] for e in logprobs] if logprobs is not None else text.split(" ")
+                if logprobs is None:
+                    pieces = [w if i == 0 else " " + w for i, w in enumerate(pieces)]
+                for i, piece in enumerate(pieces):
+                    if index == 0 and fault is not None:
+                        if fault.kind == "drop_stream" and i >= len(pieces) // 2:
+                            raise ConnectionResetError("simulated mid-stream drop")
+                        if fault.kind == "slow_stream":
+                            await asyncio.sleep(fault.seconds)
+                        if fault.kind == "malformed" and i == len(pieces) // 2:
+                            yield b'data: {"id": "broken", "choices": [\n\n'
+                    entry = None if logprobs is None else {"content": [logprobs[i]], "refusal": None}
+                    yield chunk(index, {"content": piece}, logprobs=entry)
+            yield chunk(index, {}, choice["finish_reason"])
         if include_usage:
-            yield b"data: " + orjson.dumps({**base, "choices": [], "usage": usage}) + b"\n\n"
+            yield b"data: " + orjson.dumps({**base, "choices": [], "usage": answer["usage"]}) + b"\n\n"
         yield b"data: [DONE]\n\n"
+
+    async def messages(self, request: Request) -> Response:
+        return await create_message(self, request)
 
     async def models(self, request: Request) -> Response:
         data = [
@@ -290,6 +228,8 @@ class Simulator:
     async def reset(self, request: Request) -> Response:
         self.caches.clear()
         self.faults = FaultPlan()
+        if self.replayer is not None:
+            self.replayer.reset()
         if self.cutter is not None:
             self.cutter.reset()
         return Response(b"{}", media_type=_JSON)
@@ -316,18 +256,36 @@ def create_sim_app(
     cache_models: Mapping[str, str] | None = None,
     port: int | None = None,
     cut_port: int | None = None,
+    replay: str | None = None,
 ) -> Starlette:
-    """The simulator app; with ``cut_port`` (and the ``port`` it serves on) a ConnectionCutter fronts it."""
-    sim = Simulator(record=record, latency_ms=latency_ms, cache=cache, cache_models=cache_models, cut_port=cut_port)
+    """The simulator app; with ``cut_port`` (and the ``port`` it serves on) a ConnectionCutter fronts it.
+
+    ``replay`` names an agent_loops-shaped JSONL file whose transcripts answer the requests.
+    """
+    replayer = Replayer(load_transcripts(replay)) if replay else None
+    sim = Simulator(
+        record=record,
+        latency_ms=latency_ms,
+        cache=cache,
+        cache_models=cache_models,
+        cut_port=cut_port,
+        replayer=replayer,
+    )
     sim.port = port or 0
     app = Starlette(
         lifespan=sim.lifespan,
         routes=[
             Route("/v1/chat/completions", sim.chat, methods=["POST"]),
             Route("/chat/completions", sim.chat, methods=["POST"]),
+            Route("/v1/responses", partial(responses, sim), methods=["POST"]),
+            Route("/responses", partial(responses, sim), methods=["POST"]),
+            Route("/v1/messages", sim.messages, methods=["POST"]),
             Route("/v1/models", sim.models, methods=["GET"]),
             Route("/_sim/faults", sim.control_faults, methods=["POST"]),
             Route("/_sim/reset", sim.reset, methods=["POST"]),
+            Route("/sim/stats", sim.stats, methods=["GET"]),
+            # Other front doors (Responses, Messages) add their routes here and answer through
+            # gateway.providersim.completion.complete, the same brain as chat.
         ],
     )
     app.state.sim = sim

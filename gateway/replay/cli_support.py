@@ -11,11 +11,14 @@ from gateway.config import ModelConfig, Settings
 from gateway.errors import ConfigError
 
 
-def load_policy(spec: str) -> tuple[str, Policy]:
-    """``default`` (the bundled policy), ``off`` (every pass disabled), or a YAML file.
+def load_policy(spec: str, served: Policy | None = None) -> tuple[str, Policy]:
+    """``served`` (the config's policy, what the gateway runs), ``default`` (the bundled policy),
+    ``off`` (every pass disabled), or a YAML file.
 
     The file may be a whole gateway config (its ``policy:`` is used) or just the policy mapping.
     """
+    if spec == "served":
+        return "served", served if served is not None else Policy()
     if spec == "default":
         return "default", Policy()
     if spec == "off":

@@ -33,6 +33,42 @@ def _conversations(
     return found[:limit] if limit is not None else found
 
 
+def _session_model(settings: Settings, session: str) -> str | None:
+    """The model the logged session used (its newest request's), or None when nothing is logged."""
+    from gateway.store.commands import reading
+    from gateway.store.queries import list_requests
+
+    with reading(settings) as engine:
+        rows = list_requests(engine, session=session, limit=1)
+    return rows[0].model if rows else None
+
+
+def whatif_defaults(
+    settings: Settings, session: str | None, model_name: str | None, policies: tuple[str, ...]
+) -> tuple[str | None, tuple[str, ...], str]:
+    """Fill in what the user did not name, and say what was chosen.
+
+    A logged session is replayed by default as it was served: with its own model and the
+    config's policy (not the first configured model and the bundled policy). A transcript has
+    no model of its own: the first configured one, and the bundled policy, as before.
+    """
+    notes = []
+    if model_name is None and session is not None:
+        model_name = _session_model(settings, session)
+        if model_name is not None:
+            if settings.model(model_name) is None:
+                raise ConfigError(
+                    f"session {session!r} used model {model_name!r}, which this config does not define; pass --model"
+                )
+            notes.append(f"model {model_name} (the session's)")
+    if not policies:
+        policies = ("served",) if session is not None else ("default",)
+        notes.append(
+            "policy served (this config's policy)" if session is not None else "policy default (the bundled one)"
+        )
+    return model_name, policies, ", ".join(notes)
+
+
 def whatif_command(
     *,
     transcript: str | None,
@@ -48,15 +84,22 @@ def whatif_command(
     chart: str | None,
 ) -> list[WhatIfResult]:
     settings = load_settings(config_path)
+    model_name, policies, chosen = whatif_defaults(settings, session, model_name, policies)
     model = pick_model(settings, model_name)
+    if chosen:
+        Console(stderr=True).print(f"what-if with {chosen}", style="dim")
     conversations = _conversations(settings, model.name, transcript, session, since, limit)
     total_turns = sum(len(c.requests) for c in conversations)
     results = []
     for spec in policies:
-        name, policy = load_policy(spec)
+        name, policy = load_policy(spec, served=settings.policy)
         with tqdm(
             total=total_turns, desc=f"what-if {name}", unit="turn", file=sys.stderr, disable=total_turns < 20
         ) as bar:
+
+            def progress(n: int) -> None:
+                bar.update(n)
+
             results.append(
                 run_whatif(
                     conversations,
@@ -66,7 +109,7 @@ def whatif_command(
                     context_window=model.context_window,
                     cache_kind=cache_model or model.cache_model,
                     policy_name=name,
-                    progress=bar.update,
+                    progress=progress,
                 )
             )
     console = Console(width=None if sys.stdout.isatty() else 160)

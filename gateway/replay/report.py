@@ -64,12 +64,14 @@ def to_json(results: Sequence[WhatIfResult]) -> bytes:
 def print_report(results: Sequence[WhatIfResult], console: Console, *, per_turn: bool = True) -> None:
     if per_turn:
         table = Table(title="What-if, per turn")
-        table.add_column("conv/turn")
+        labels = [f"{t.conversation}/{t.turn}" for t in results[0].turns] if results else []
+        # never cut: a conversation id cut to "tau-ai..." names no conversation
+        table.add_column("conv/turn", no_wrap=True, min_width=max(map(len, labels), default=9))
         for r in results:
             for col in ("sent", "cached", "written", "compact", "tools±"):
                 table.add_column(f"{r.policy_name}\n{col}", justify="right")
         for rows in zip(*(r.turns for r in results), strict=True):
-            cells = [f"{rows[0].conversation[-18:]}/{rows[0].turn}"]
+            cells = [f"{rows[0].conversation}/{rows[0].turn}"]
             for t in rows:
                 cells += [
                     f"{t.tokens_sent:,}",

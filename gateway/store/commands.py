@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from gateway.config import Settings
 from gateway.errors import StoreError, StoreNotMigrated
 from gateway.store.engine import make_engine, normalise_url, safe_url, sqlite_path
-from gateway.store.inspect_request import diff_lines, print_inspect
+from gateway.store.inspect_request import diff_lines, not_found_message, print_inspect
 from gateway.store.logs_table import parse_since, print_logs
 from gateway.store.migrate import current_revision, head_revision, upgrade
 from gateway.store.queries import get_request, list_requests
@@ -84,8 +84,8 @@ def run_logs(
 def run_inspect(settings: Settings, console: Console, request_id: str, *, diff: bool, as_json: bool) -> None:
     with reading(settings) as engine:
         stored = get_request(engine, request_id)
-    if stored is None:
-        raise StoreError(f"no request {request_id!r} in {safe_url(settings.database_url)} (see `ventana logs`)")
+        if stored is None:
+            raise StoreError(not_found_message(engine, request_id, safe_url(settings.database_url)))
     if as_json:
         data = stored.to_dict()
         if diff:

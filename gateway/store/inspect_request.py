@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from sqlalchemy import Engine, select
 
 from gateway.cli_output import plain, printable
 from gateway.store.logs_table import format_time
+from gateway.store.models import Request
 from gateway.store.queries import StoredRequest
 from gateway.tokens import content_text
 
@@ -61,11 +63,27 @@ def _is_gateway_text(message: Mapping[str, Any]) -> bool:
     return content_text(message.get("content"))[0].lstrip().startswith(("<reminder>", "<summary"))
 
 
+def _images(content: Any) -> list[str]:
+    """One line per image part: its URL, or for inline data its type and size (never the bytes)."""
+    out = []
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, Mapping) or part.get("type") not in ("image_url", "input_image", "image"):
+            continue
+        ref = part.get("image_url") or part.get("url") or part.get("source") or ""
+        url = str((ref.get("url") or ref.get("data") or "") if isinstance(ref, Mapping) else ref)
+        if url.startswith("data:"):
+            out.append(f"[image: {url[5:].split(';', 1)[0] or 'inline'}, {len(url):,} chars inline]")
+        else:
+            out.append(f"[image: {url[:200] or '?'}]")
+    return out
+
+
 def render_message(message: Mapping[str, Any], *, limit: int | None = None) -> str:
-    """A readable rendering of one message: role, text, tool calls."""
+    """A readable rendering of one message: role, text, images, tool calls."""
     text = content_text(message.get("content"))[0]
     if limit is not None and len(text) > limit:
         text = text[:limit] + f" ... [{len(text) - limit} more chars]"
+    text = " ".join([text, *_images(message.get("content"))]).strip()
     head = str(message.get("role", "?"))
     if message.get("tool_call_id"):
         head += f" (result of {message['tool_call_id']})"
@@ -77,19 +95,73 @@ def render_message(message: Mapping[str, Any], *, limit: int | None = None) -> s
 
 
 def render_body(body: Mapping[str, Any]) -> list[str]:
-    """The lines ``--diff`` compares: tools by name, then every message in full."""
-    lines = [f"tools: {', '.join(_tool_names(body.get('tools')))}"] if body.get("tools") is not None else []
+    """The lines ``--diff`` compares: every message in full (tools are compared as a set)."""
+    lines: list[str] = []
     for i, message in enumerate(body.get("messages") or ()):
         lines.extend(f"{i:>3} {line}" for line in render_message(message).splitlines())
     return lines
 
 
+def tool_difference(stored: StoredRequest) -> list[str]:
+    """The tools as a set difference: removed ones ``-``, added ones ``+``, a count of the kept.
+
+    A pruned list is a subset, not an edit: a line diff of names would show reorders as changes.
+    """
+    original, sent = _tool_names(stored.original.get("tools")), _tool_names(stored.assembled.get("tools"))
+    if not original and not sent:
+        return []
+    kept = [n for n in original if n in set(sent)]
+    lines = [f"tools: {len(original)} offered, {len(sent)} sent, {len(kept)} kept"]
+    lines += [f"-tool {n}" for n in original if n not in set(sent)]
+    lines += [f"+tool {n}" for n in sent if n not in set(original)]
+    return lines
+
+
 def diff_lines(stored: StoredRequest) -> list[str]:
-    return list(
-        difflib.unified_diff(
-            render_body(stored.original), render_body(stored.assembled), "original", "assembled", lineterm=""
-        )
+    """The tools' set difference, then a unified diff of the messages as rendered."""
+    messages = difflib.unified_diff(
+        render_body(stored.original), render_body(stored.assembled), "original", "assembled", lineterm=""
     )
+    return [*tool_difference(stored), *messages]
+
+
+def styled_diff(lines: Sequence[str]) -> Text:
+    """The diff coloured the way ``git diff`` is: removed red, added green, hunks cyan."""
+    out = Text()
+    for line in lines:
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        else:
+            style = ""
+        out.append(line + "\n", style=style)
+    return out
+
+
+def ids_starting(engine: Engine, prefix: str, limit: int = 5) -> list[str]:
+    """Request ids that start with ``prefix`` (at most ``limit``), to say why a prefix found nothing."""
+    query = (
+        select(Request.request_id)
+        .where(Request.request_id.startswith(prefix, autoescape=True))
+        .order_by(Request.request_id)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return list(conn.scalars(query))
+
+
+def not_found_message(engine: Engine, request_id: str, where: str) -> str:
+    """``no request`` or, for a prefix several ids share, which ones: the user needs more characters."""
+    found = ids_starting(engine, request_id)
+    if len(found) > 1:
+        more = ", ..." if len(found) == 5 else ""
+        return f"{request_id!r} is ambiguous: it starts {', '.join(found)}{more}; give more characters of the id"
+    return f"no request {request_id!r} in {where} (see `ventana logs`)"
 
 
 def _tool_names(tools: Any) -> list[str]:
@@ -108,15 +180,52 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
     console.print(head)  # every value here is data a client or a provider wrote: Text, not markup
     if diff:
         lines = diff_lines(stored)
-        console.print(Text("\n".join(lines)) if lines else "original and assembled are identical")
+        console.print(styled_diff(lines) if lines else "original and assembled are identical", end="")
         return
     _print_zones(stored.assembled, console)
     console.print(_decisions_table(stored.decisions))
-    console.print(Panel(_json(stored.budget) if stored.budget else "no budget report recorded", title="budget"))
+    console.print(_budget_table(stored))
     console.print(_usage_table(stored))
     answer = stored.response_text or ""
     calls = ", ".join(_call_names(stored.tool_calls)) or "none"
     console.print(Panel(plain(f"{answer}\n\ntool calls: {calls}  finish: {stored.finish_reason}"), title="response"))
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRow:
+    component: str
+    tokens: int
+    share_of_window: float
+    suggestion: str
+
+
+def budget_rows(stored: StoredRequest) -> list[BudgetRow]:
+    """The budget report's lines, its suggestions read against what this request already did.
+
+    The report is computed on the assembled request: a history still large after a compaction
+    is not a reason to "enable compact_history", which is on; the suggestion says so.
+    """
+    components = (stored.budget or {}).get("components") or {}
+    compacted = any(d.get("pass") == "compact_history" for d in stored.decisions)
+    out = []
+    for name, line in components.items():
+        suggestion = str(line.get("suggestion") or "")
+        if name == "history" and compacted and suggestion:
+            suggestion = "history is compacted already: lower compaction.threshold or keep_recent_turns"
+        out.append(BudgetRow(name, int(line.get("tokens") or 0), float(line.get("share_of_window") or 0), suggestion))
+    return out
+
+
+def _budget_table(stored: StoredRequest) -> Table | str:
+    rows = budget_rows(stored)
+    if not rows:
+        return "no budget report recorded"
+    table = Table(title="budget", title_justify="left")
+    for column, justify in (("component", "left"), ("tokens", "right"), ("of window", "right"), ("suggestion", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for b in rows:
+        table.add_row(b.component, f"{b.tokens:,}", f"{b.share_of_window:.0%}", b.suggestion)
+    return table
 
 
 def _print_zones(body: Mapping[str, Any], console: Console) -> None:
@@ -167,7 +276,3 @@ def _usage_table(stored: StoredRequest) -> Table:
 
 def _call_names(calls: Sequence[Mapping[str, Any]] | None) -> list[str]:
     return [str((c.get("function") or {}).get("name")) for c in calls or ()]
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()

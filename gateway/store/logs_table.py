@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from gateway.cli_output import plain
+from gateway.cli_output import plain, printable
 from gateway.store.queries import RequestSummary
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -43,30 +44,42 @@ def format_time(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+ERROR_CHARS = 80
+
+
 def logs_table(rows: Sequence[RequestSummary]) -> Table:
-    """One line per request: time, session, model, tokens original -> assembled, cached, status."""
+    """One line per request: time, session, turn, model, tokens original -> assembled, cached, status, error."""
     table = Table(title=f"{len(rows)} requests (newest first)", title_justify="left")
     table.add_column("time (UTC)", no_wrap=True)
     table.add_column("request", no_wrap=True)
     table.add_column("session", no_wrap=True)
+    table.add_column("turn", justify="right", no_wrap=True)
     table.add_column("model")
     table.add_column("tokens orig -> asm", justify="right", no_wrap=True)
     table.add_column("cached", justify="right")
     table.add_column("status", justify="right")
     table.add_column("ms", justify="right")
+    table.add_column("error", overflow="fold")
     for row in rows:
         status = str(row.status) if row.status < 400 else f"[red]{row.status}[/red]"
         table.add_row(
             format_time(row.created_at),
             plain(row.request_id),
             plain(row.session_id),  # a client-chosen name: never markup, never terminal escapes
+            str(row.turn),
             plain(row.model),
             f"{row.tokens_original} -> {row.tokens_assembled}",
             str(row.cached_tokens),
             status,
             f"{row.total_ms:.0f}",
+            Text(printable(_short(row.error)), style="red") if row.error else "",
         )
     return table
+
+
+def _short(error: str) -> str:
+    line = " ".join(error.split())
+    return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 3] + "..."
 
 
 def print_logs(rows: Sequence[RequestSummary], console: Console) -> None:

@@ -119,6 +119,21 @@ class SessionClaim(Base):
     result: Mapped[str | None] = mapped_column(Text, nullable=True)  # the winner's finished work, append-only
 
 
+class StoredResponseRow(Base):
+    """One stored Responses API response (``store/responses.py``): its own input items and its
+    Response object; a chain is rebuilt by following ``previous_id``."""
+
+    __tablename__ = "responses"
+
+    response_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    caller: Mapped[str] = mapped_column(String(64))
+    previous_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    session_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    items: Mapped[str] = mapped_column(Text)  # JSON array of input items
+    response: Mapped[str] = mapped_column(Text)  # JSON Response object
+
+
 class MemoryPassage(Base):
     """A verbatim excerpt of history that compaction replaced, kept for recall (``memory/archive.py``).
 

@@ -2,6 +2,8 @@
 
 Kept apart from ``store/queries.py`` because they are shaped for pages (a session list
 with compactions and errors, a 500-turn session without rebuilding any message body).
+The sessions list is filtered, sorted and paged in SQL, with its total, so a store of
+thousands of sessions shows every one of them a page at a time.
 """
 
 from __future__ import annotations
@@ -9,15 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, Text, case, cast, func, or_, select
+import orjson
+from sqlalchemy import ColumnElement, Connection, Engine, Text, case, cast, func, or_, select
 
-from gateway.store.models import Request
+from gateway.store.models import Blob, MessageNode, Request
+
+PAGE_SIZE = 100
+PREVIEW_CHARS = 120
+#: How far back from a session's last message the preview looks for a user message.
+PREVIEW_STEPS = 12
 
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
     session_id: str
     model: str
+    caller: str
     first_at: float
     last_at: float
     turns: int
@@ -25,16 +34,42 @@ class SessionRow:
     tokens_assembled: int
     prompt_tokens: int
     cached_tokens: int
+    completion_tokens: int
     compactions: int
     errors: int
+    preview: str = ""
 
     @property
     def cache_hit_ratio(self) -> float:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     @property
+    def tokens_saved(self) -> int:
+        return self.tokens_original - self.tokens_assembled
+
+    @property
     def saved_share(self) -> float:
         return 1 - self.tokens_assembled / self.tokens_original if self.tokens_original else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """What the sessions list shows: each field is one control of the page's filter form."""
+
+    search: str | None = None
+    model: str | None = None
+    caller: str | None = None
+    status: str | None = None  # "errors" (has an error), "ok" (none), None (all)
+    since: float | None = None  # unix s: sessions active at or after this time
+    sort: str = "last"
+    descending: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    rows: list[SessionRow]
+    total: int
+    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,39 +90,133 @@ class TurnRow:
 
     @property
     def compacted(self) -> bool:
-        return self.has("compact_history", "compacted") or self.has("compact_history", "checkpoint_reused")
+        """This turn replaced a range by a summary (not: it resent a summary an earlier turn made)."""
+        return self.has("compact_history", "compacted")
+
+    @property
+    def summary_reused(self) -> bool:
+        return self.has("compact_history", "checkpoint_reused")
 
     @property
     def tool_set_changed(self) -> bool:
-        return self.has("prune_tools", "tool_set_changed")
+        """The tool set differs from the previous turn's (the session's first set is no change)."""
+        return any(
+            d.get("pass") == "prune_tools"
+            and d.get("action") == "tool_set_changed"
+            and not (d.get("detail") or {}).get("first")
+            for d in self.decisions
+        )
 
 
-def list_session_rows(
-    engine: Engine, *, search: str | None = None, model: str | None = None, limit: int = 200
-) -> list[SessionRow]:
-    decisions_text = cast(Request.decisions, Text)
-    last = func.max(Request.created_at)
-    query = select(
+_LAST = func.max(Request.created_at)
+_ERRORS = func.sum(case((Request.status >= 400, 1), else_=0))
+_SAVED = func.sum(Request.tokens_original) - func.sum(Request.tokens_assembled)
+_COMPACTIONS = func.sum(case((cast(Request.decisions, Text).like('%"compacted"%'), 1), else_=0))
+SORTS: dict[str, ColumnElement[Any]] = {
+    "last": _LAST,
+    "first": func.min(Request.created_at),
+    "turns": func.count(),
+    "tokens": func.sum(Request.tokens_original),
+    "saved": _SAVED,
+    "prompt": func.sum(Request.prompt_tokens),
+    "compactions": _COMPACTIONS,
+    "errors": _ERRORS,
+}
+
+
+def _grouped(filters: SessionFilter) -> Any:
+    query: Any = select(  # Select of 13 columns; typed per column by SQLAlchemy 2.1
         Request.session_id,
         func.max(Request.model),
+        func.max(Request.caller),
         func.min(Request.created_at),
-        last,
+        _LAST,
         func.count(),
         func.sum(Request.tokens_original),
         func.sum(Request.tokens_assembled),
         func.sum(Request.prompt_tokens),
         func.sum(Request.cached_tokens),
-        func.sum(case((decisions_text.like('%"compacted"%'), 1), else_=0)),
-        func.sum(case((Request.status >= 400, 1), else_=0)),
+        func.sum(Request.completion_tokens),
+        _COMPACTIONS,
+        _ERRORS,
     ).group_by(Request.session_id)
-    if search:
-        pattern = f"%{search}%"
-        query = query.where(or_(Request.session_id.like(pattern), Request.request_id.like(pattern)))
-    if model:
-        query = query.where(Request.model == model)
+    if filters.search:
+        pattern = f"%{filters.search}%"
+        # Sessions whose id or any request id matches, aggregated over all their requests.
+        matching = select(Request.session_id).where(
+            or_(Request.session_id.like(pattern), Request.request_id.like(pattern))
+        )
+        query = query.where(Request.session_id.in_(matching))
+    if filters.model:
+        query = query.where(Request.model == filters.model)
+    if filters.caller:
+        query = query.where(Request.caller == filters.caller)
+    if filters.status == "errors":
+        query = query.having(_ERRORS > 0)
+    elif filters.status == "ok":
+        query = query.having(_ERRORS == 0)
+    if filters.since is not None:
+        query = query.having(filters.since <= _LAST)
+    return query
+
+
+def list_session_rows(
+    engine: Engine, filters: SessionFilter | None = None, *, offset: int = 0, limit: int = PAGE_SIZE
+) -> SessionPage:
+    """One page of sessions matching ``filters``, sorted, with the total that match."""
+    filters = filters or SessionFilter()
+    grouped = _grouped(filters)
+    key = SORTS.get(filters.sort, _LAST)
+    order = (key.desc() if filters.descending else key.asc(), Request.session_id)
     with engine.connect() as conn:
-        rows = conn.execute(query.order_by(last.desc()).limit(limit)).all()
-    return [SessionRow(r[0], r[1], r[2], r[3], r[4], *(int(v or 0) for v in r[5:])) for r in rows]
+        total = int(conn.scalar(select(func.count()).select_from(grouped.subquery())) or 0)
+        rows = conn.execute(grouped.order_by(*order).offset(max(offset, 0)).limit(limit)).all()
+        out = [_session_row(r, _preview(conn, r[0])) for r in rows]
+    return SessionPage(out, total, max(offset, 0))
+
+
+def _session_row(r: Any, preview: str) -> SessionRow:
+    n = [int(v or 0) for v in r[6:13]]
+    return SessionRow(r[0], r[1], r[2], r[3], r[4], int(r[5]), n[0], n[1], n[2], n[3], n[4], n[5], n[6], preview)
+
+
+def _preview(conn: Connection, session_id: str) -> str:
+    """The start of the session's last user message: walk back from its newest request's last message."""
+    node = conn.scalar(
+        select(Request.original_head)
+        .where(Request.session_id == session_id)
+        .order_by(Request.created_at.desc())
+        .limit(1)
+    )
+    for _ in range(PREVIEW_STEPS):
+        if not node:
+            return ""
+        found = conn.execute(
+            select(MessageNode.parent, Blob.content)
+            .join(Blob, Blob.hash == MessageNode.message, isouter=True)
+            .where(MessageNode.hash == node)
+        ).first()
+        if found is None:
+            return ""
+        parent, content = found
+        message = orjson.loads(content) if content else {}
+        if message.get("role") == "user":
+            return _text(message.get("content"))[:PREVIEW_CHARS]
+        node = parent
+    return ""
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return " ".join(content.split())
+    if isinstance(content, list):
+        parts = [
+            p.get("text", "") if p.get("type") == "text" else f"[{p.get('type')}]"
+            for p in content
+            if isinstance(p, dict)
+        ]
+        return " ".join(" ".join(parts).split())
+    return ""
 
 
 def session_turns(engine: Engine, session_id: str, *, limit: int = 2000) -> list[TurnRow]:
@@ -112,3 +241,27 @@ def session_turns(engine: Engine, session_id: str, *, limit: int = 2000) -> list
 def models_seen(engine: Engine) -> list[str]:
     with engine.connect() as conn:
         return [r[0] for r in conn.execute(select(Request.model).distinct().order_by(Request.model))]
+
+
+def callers_seen(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(select(Request.caller).distinct().order_by(Request.caller))]
+
+
+def neighbours(engine: Engine, session_id: str, created_at: float) -> tuple[str | None, str | None]:
+    """The request ids of the session's turn before and after the one made at ``created_at``."""
+    same = Request.session_id == session_id
+    with engine.connect() as conn:
+        prev_id = conn.scalar(
+            select(Request.request_id)
+            .where(same, Request.created_at < created_at)
+            .order_by(Request.created_at.desc())
+            .limit(1)
+        )
+        next_id = conn.scalar(
+            select(Request.request_id)
+            .where(same, Request.created_at > created_at)
+            .order_by(Request.created_at)
+            .limit(1)
+        )
+    return prev_id, next_id

@@ -23,7 +23,7 @@ from gateway.errors import (
 
 
 def _map_litellm_error(exc: Exception) -> UpstreamError:
-    import litellm
+    from litellm import exceptions as litellm
 
     message = f"upstream error: {type(exc).__name__}: {exc}"
     if isinstance(exc, litellm.RateLimitError):

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
-
-from gateway.config import ModelConfig
+from typing import Protocol
 
 
 class UpstreamStream(Protocol):
@@ -19,17 +17,3 @@ class UpstreamStream(Protocol):
 
     async def aclose(self) -> None: ...
 
-
-class Upstream(Protocol):
-    """Forwards a chat body. ``raw``, when given, is ``body`` already encoded with the provider's
-    model id (the client's own bytes): an upstream that sends JSON may send it as it is."""
-
-    async def complete(
-        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
-    ) -> dict[str, Any]: ...
-
-    async def open_stream(
-        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
-    ) -> UpstreamStream: ...
-
-    async def close(self) -> None: ...

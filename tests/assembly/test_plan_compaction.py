@@ -50,8 +50,11 @@ def test_a_prepared_checkpoint_is_used_when_the_threshold_is_crossed() -> None:
     crossing = make_ctx(longer, state=state)
     assert crossing.prompt_tokens() > 0.55 * 8000
     out, decisions = compact_history(crossing, state, POLICY)
-    assert [d.action for d in decisions] == ["checkpoint_reused"]
+    assert [d.action for d in decisions] == ["compacted"], "the turn a prepared summary takes effect is a compaction"
     assert decisions[0].detail["summarizer_calls"] == 0
+    assert decisions[0].detail["prepared_ahead"] is True
+    _, decisions = compact_history(make_ctx(longer, state=out.session), out.session, POLICY)
+    assert [d.action for d in decisions] == ["checkpoint_reused"], "later turns resend it: counted once"
     assert out.messages[2]["content"].endswith(prepared.summary.replace("</summary", "<\\/summary") + "\n</summary>")
 
 

@@ -14,7 +14,12 @@ from gateway.dashboards import dashboard_queries, load_dashboards, to_promql
 from gateway.metrics import render
 
 #: Series without a model label: the store's and the price list (joined on model instead).
-_UNFILTERED = {"ventana_store_queue_depth", "ventana_store_spooled_total", "ventana_store_dropped_total"}
+_UNFILTERED = {
+    "ventana_store_queue_depth",
+    "ventana_store_spooled_total",
+    "ventana_store_dropped_total",
+    "ventana_rejected_requests_total",  # refused before a model was chosen: labelled by code only
+}
 
 
 def test_docstring_examples_run() -> None:
@@ -62,3 +67,30 @@ def test_every_query_follows_the_replica_picker() -> None:
         selectors = re.findall(r"(ventana_[a-z0-9_]+)(\{[^}]*\})?", q.expr)
         for metric, labels in selectors:
             assert 'instance=~"$instance"' in labels, f"{q.panel}: {metric} ignores the replica picker"
+
+
+def test_an_import_asks_for_the_datasource_and_every_panel_uses_it() -> None:
+    for name, d in load_dashboards().items():
+        (wanted,) = d["__inputs"]
+        assert (wanted["name"], wanted["type"], wanted["pluginId"]) == ("DS_PROMETHEUS", "datasource", "prometheus")
+        (picker,) = [v for v in d["templating"]["list"] if v["name"] == "datasource"]
+        assert picker["current"]["value"] == "${DS_PROMETHEUS}", name
+        for panel in d["panels"]:
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+
+
+def test_every_panel_has_a_unit_and_every_graph_an_axis_label() -> None:
+    for d in load_dashboards().values():
+        for panel in d["panels"]:
+            defaults = panel["fieldConfig"]["defaults"]
+            assert defaults.get("unit"), panel["title"]
+            if panel["type"] == "timeseries":
+                assert defaults["custom"].get("axisLabel"), panel["title"]
+
+
+def test_the_overview_shows_rejected_requests_and_an_error_ratio_from_the_first_error() -> None:
+    panels = {q.panel: q.expr for q in dashboard_queries() if q.dashboard == "ventana-overview"}
+    assert "ventana_rejected_requests_total" in panels["Rejected before forwarding (range)"]
+    assert "ventana_rejected_requests_total" in panels["Rejected requests/s by code"]
+    ratio = panels["Error ratio (range)"]
+    assert "ventana_request_errors_total" in ratio, "a series started at 0 counts the first error"

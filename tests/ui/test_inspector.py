@@ -27,6 +27,13 @@ FLAGS = [
     "--disable-sync",
 ]
 SESSION = "inspector-demo"
+BULK = 205  # more sessions than the list's old hard stop of 200
+TOOLS_SESSION = "inspector-tools"
+IMAGE_SESSION = "inspector-image"
+PIXEL = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 FILLER = (
     "The shipment {i} left the Rotterdam warehouse on 2026-03-{day:02d} with order id ORD-{i:05d}, "
     "carrying {n} pallets of ceramic tiles for the Lisbon showroom; the driver confirmed the route via A{i} "
@@ -41,11 +48,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
         "database_url": f"sqlite:///{tmp / 'inspector.db'}",
         "models": sim_models("http://placeholder/v1"),
         "auth": {"admin_keys": [hash_key(ADMIN_KEY)]},
-        "policy": {"rules": {"rules": [{"text": "Never promise a delivery date.", "priority": 1}]}},
+        "policy": {
+            "rules": {"rules": [{"text": "Never promise a delivery date.", "priority": 1}]},
+            "tools": {"max_tools": 2, "min_tools": 1, "min_offered": 0},
+        },
     }
     with run_simulator(tmp) as sim:
         config["models"] = sim_models(sim.base_url)
         with run_gateway(tmp, config) as gw:
+            _bulk_sessions(gw)
+            _tools_and_image(gw)
             _traffic(gw)
             _wait_recorded(gw)
             yield gw
@@ -64,6 +76,61 @@ def _traffic(gw: GatewayHandle) -> None:
         )
         messages.append({"role": "assistant", "content": reply.choices[0].message.content})
         messages.append({"role": "user", "content": FILLER.format(i=i, day=i % 28 + 1, n=i * 3) * 3})
+
+
+def _bulk_sessions(gw: GatewayHandle) -> None:
+    """Many one-turn sessions, oldest first, so the oldest is the one a list cut at 200 would lose."""
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-user")
+    for i in range(BULK):
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": f"Bulk question number {i}"}],
+            extra_headers={"X-Session-Id": f"bulk-{i:03d}"},
+        )
+
+
+def _tool(name: str, description: str) -> dict[str, object]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+
+
+TOOLS = [
+    _tool("get_weather", "Current weather and forecast for a city"),
+    _tool("book_flight", "Book a flight between two airports on a date"),
+    _tool("convert_currency", "Convert an amount of money between currencies"),
+    _tool("translate_text", "Translate a text into another language"),
+    _tool("send_email", "Send an email message to a recipient"),
+    _tool("search_recipes", "Search cooking recipes by ingredient"),
+]
+
+
+def _tools_and_image(gw: GatewayHandle) -> None:
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-user")
+    client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "What is the weather forecast in Paris for this city tomorrow?"}],
+        tools=TOOLS,  # type: ignore[arg-type]
+        extra_headers={"X-Session-Id": TOOLS_SESSION},
+    )
+    client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is on this label?"},
+                    {"type": "image_url", "image_url": {"url": PIXEL}},
+                ],
+            }
+        ],
+        extra_headers={"X-Session-Id": IMAGE_SESSION},
+    )
 
 
 def _wait_recorded(gw: GatewayHandle) -> None:
@@ -109,10 +176,10 @@ def test_session_list_session_page_and_request_page(served: GatewayHandle, brows
         extra_http_headers={"authorization": f"Bearer {ADMIN_KEY}"}, viewport={"width": 1400, "height": 900}
     )
     page = context.new_page()
-    page.goto(served.url + "/ui")
+    page.goto(served.url + "/ui?sort=turns")
     row = page.locator("tr.session-row", has_text=SESSION)
     assert row.count() == 1
-    assert row.locator("td").nth(4).inner_text() == "25"
+    assert row.locator("td").nth(5).inner_text() == "25"
     _shot(page, "ui-sessions")
 
     row.locator("a").click()
@@ -126,13 +193,13 @@ def test_session_list_session_page_and_request_page(served: GatewayHandle, brows
 
     compacted.last.locator("a").first.click()
     page.wait_for_selector("table#decisions")
-    tail = page.locator("#zone-dynamic-tail pre.message")
+    tail = page.locator("#zone-dynamic-tail .message")
     assert "<reminder>" in tail.last.inner_text(), "the reminder must be the last block of the dynamic tail"
     assert "Never promise a delivery date." in tail.last.inner_text()
     actions = page.locator("tr.decision").all_inner_texts()
     assert any("compact_history" in a for a in actions)
     assert any("move_volatile" in a for a in actions)
-    assert page.locator("#zone-compacted-summary pre.message").count() == 1
+    assert page.locator("#zone-compacted-summary .message").count() == 1
     assert "ventana replay send req-" in page.inner_text("#replay-cli")
     _shot(page, "ui-request")
     context.close()
@@ -146,3 +213,146 @@ def test_login_cookie_opens_the_inspector(served: GatewayHandle, browser) -> Non
     page.wait_for_selector("table#sessions")
     assert SESSION in page.inner_text("table#sessions")
     page.close()
+
+
+def _admin(browser) -> object:
+    return browser.new_context(
+        extra_http_headers={"authorization": f"Bearer {ADMIN_KEY}"}, viewport={"width": 1400, "height": 900}
+    )
+
+
+def _request_page_of(page, session: str, turn: int | None = None) -> None:
+    page.goto(f"{_url(page)}/ui/sessions/{session}")
+    rows = page.locator("tr.turn-row")
+    (rows.nth(turn - 1) if turn else rows.last).locator("a").first.click()
+    page.wait_for_selector("table#decisions")
+
+
+def _url(page) -> str:
+    return page.url.split("/ui")[0]
+
+
+def test_the_diff_shows_one_line_per_rendered_line(served: GatewayHandle, browser) -> None:
+    context = _admin(browser)
+    page = context.new_page()
+    page.goto(f"{served.url}/ui/sessions/{SESSION}")
+    page.locator("tr.turn-row.compacted a").first.click()
+    page.wait_for_selector("#diff")
+    lines = page.locator("#diff .line")
+    assert lines.count() > 10, "the diff must have its lines, not one run-on line"
+    text = page.inner_text("#diff").splitlines()
+    assert len(text) == lines.count()
+    assert any(line.startswith("+") and "<summary" in line for line in text), "the summary is an added line"
+    assert page.locator("#diff .line.del").count() >= 1
+    context.close()
+
+
+def test_a_prepared_compaction_is_counted_once(served: GatewayHandle, browser) -> None:
+    context = _admin(browser)
+    page = context.new_page()
+    page.goto(f"{served.url}/ui?q={SESSION}")
+    listed = int(page.locator("tr.session-row td.compactions").inner_text())
+    page.goto(f"{served.url}/ui/sessions/{SESSION}")
+    badged = page.locator("tr.turn-row .badge.compaction").count()
+    with_summary = page.locator("tr.turn-row", has=page.locator(".seg.summary")).count()
+    assert listed == badged >= 1, f"the list says {listed} compactions, the session page badges {badged}"
+    assert with_summary > badged, "later turns resend the summary: they are not new compactions"
+    assert page.locator("tr.turn-row .badge.reused").count() == with_summary - badged
+    assert page.locator("#chart rect.mark.compaction").count() == badged
+    page.locator("tr.turn-row.compacted a").first.click()
+    page.wait_for_selector("#changes")
+    assert "summarised (prepared ahead)" in page.inner_text("#changes"), "the compaction came from the prepared path"
+    context.close()
+
+
+def test_the_sessions_list_pages_past_200_with_a_total(served: GatewayHandle, browser) -> None:
+    context = _admin(browser)
+    page = context.new_page()
+    page.goto(served.url + "/ui")
+    total = BULK + 3
+    assert page.inner_text("#count") == f"Sessions 1–100 of {total}"
+    assert page.locator("tr.session-row").count() == 100
+    page.click("#next-page")
+    page.click("#next-page")
+    assert page.inner_text("#count") == f"Sessions 201–{total} of {total}"
+    assert page.locator("tr.session-row", has_text="bulk-000").count() == 1, "the oldest session is on the last page"
+    assert page.locator("#next-page").count() == 0
+    page.goto(served.url + "/ui?model=small-window")
+    assert page.inner_text("#count") == "Sessions 1–1 of 1"
+    page.goto(served.url + "/ui?sort=turns&dir=desc")
+    assert SESSION in page.locator("tr.session-row").first.inner_text()
+    page.goto(served.url + "/ui?status=errors")
+    assert page.inner_text("#count") == "No sessions match."
+    page.goto(served.url + "/ui?q=bulk-007")
+    row = page.locator("tr.session-row")
+    assert row.count() == 1 and "Bulk question number 7" in row.locator(".preview").inner_text()
+    assert row.locator("td.cost").inner_text().startswith("$"), "gpt-4o-mini has a price in litellm's map"
+    context.close()
+
+
+def test_missing_pages_are_an_html_404_not_a_rejected_request(served: GatewayHandle, browser) -> None:
+    def rejected() -> float:
+        text = httpx.get(served.url + "/metrics").text
+        return sum(
+            float(line.split()[-1]) for line in text.splitlines() if line.startswith("ventana_rejected_requests_total{")
+        )
+
+    before = rejected()
+    context = _admin(browser)
+    page = context.new_page()
+    for path in ("/ui/sessions/no-such-session", "/ui/requests/req-nope"):
+        response = page.goto(served.url + path)
+        assert response.status == 404, path
+        assert response.headers["content-type"].startswith("text/html")
+        assert page.inner_text("#not-found").startswith("No ")
+    context.close()
+    assert rejected() == before
+
+
+def test_the_request_page_opens_with_what_happened(served: GatewayHandle, browser) -> None:
+    context = _admin(browser)
+    page = context.new_page()
+    page.goto(f"{served.url}/ui/sessions/{TOOLS_SESSION}")
+    page.locator("tr.turn-row a").first.click()
+    page.wait_for_selector("#outcome")
+    changes = page.inner_text("#changes")
+    assert "tools removed" in changes and "book_flight" in changes, changes
+    assert "get_weather" not in changes.split("removed:")[-1], "the relevant tool is kept"
+    assert "→" in page.inner_text("#tokens") and "saved" in page.inner_text("#tokens")
+    assert page.inner_text("#cost b").startswith("$")
+    assert not page.locator("#json").is_visible(), "JSON is on demand"
+    page.locator("#json-box summary").click()
+    assert '"request_id"' in page.inner_text("#json")
+
+    page.goto(f"{served.url}/ui/sessions/{IMAGE_SESSION}")
+    page.locator("tr.turn-row a").first.click()
+    page.wait_for_selector("#outcome")
+    image = page.locator(".msg.user img.image")
+    assert image.count() == 1 and image.evaluate("i => i.naturalWidth") == 1
+
+    page.goto(f"{served.url}/ui/sessions/{SESSION}")
+    page.locator("tr.turn-row").nth(4).locator("a").first.click()
+    page.wait_for_selector("#prev-turn")
+    assert "turn 5," in page.inner_text("main")
+    page.click("#next-turn")
+    page.wait_for_selector("#outcome")
+    assert "turn 6," in page.inner_text("main")
+    context.close()
+
+
+def test_the_first_tool_set_is_no_change(served: GatewayHandle, browser) -> None:
+    context = _admin(browser)
+    page = context.new_page()
+    page.goto(f"{served.url}/ui/sessions/{TOOLS_SESSION}")
+    assert page.locator("tr.turn-row .badge.tools").count() == 0, "turn 1 has the session's first tool set"
+    context.close()
+
+
+def test_the_session_bar_draws_the_summary_before_the_history(served: GatewayHandle, browser) -> None:
+    context = _admin(browser)
+    page = context.new_page()
+    page.goto(f"{served.url}/ui/sessions/{SESSION}")
+    row = page.locator("tr.turn-row", has=page.locator(".seg.summary")).last
+    names = row.locator(".seg").evaluate_all("segs => segs.map(s => s.classList[1])")
+    assert names.index("summary") < names.index("history"), names
+    context.close()

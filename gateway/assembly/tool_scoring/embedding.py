@@ -34,23 +34,29 @@ _queries: OrderedDict[str, np.ndarray] = OrderedDict()
 
 
 def _document_vectors(documents: Sequence[str]) -> np.ndarray:
-    missing = list(dict.fromkeys(d for d in documents if d not in _vectors))
+    """Each document's vector, encoding only those not remembered.
+
+    The remembered vectors are taken before anything is encoded: adding the new ones may clear
+    the cache (here or in another thread), and a document found before must not be looked up again.
+    """
+    with _lock:
+        known = {d: _vectors[d] for d in documents if d in _vectors}
+    missing = list(dict.fromkeys(d for d in documents if d not in known))
     if missing:
         encoded = load_minilm().encode(missing)
         with _lock:
             if len(_vectors) + len(missing) > _CACHE_LIMIT:
                 _vectors.clear()
             _vectors.update(zip(missing, encoded, strict=True))
-        found = dict(zip(missing, encoded, strict=True))  # in case another thread cleared the cache
-        return np.stack([found[d] if d in found else _vectors[d] for d in documents])
-    return np.stack([_vectors[d] for d in documents])
+        known.update(zip(missing, encoded, strict=True))
+    return np.stack([known[d] for d in documents])
 
 
 def query_vector(query: str) -> np.ndarray:
     """The whole turn's unit vector, encoded now and remembered for a while, so the finishing edge
     can learn a usage profile from it without encoding the turn again (the scorer itself always
     encodes: a repeated turn costs what a new one does)."""
-    vector = load_minilm().encode([query])[0]
+    vector: np.ndarray = load_minilm().encode([query])[0]
     vector.flags.writeable = False
     with _lock:
         _queries[query] = vector
@@ -115,7 +121,7 @@ def score_with_profiles(
 
 def _match(query: str, vectors: np.ndarray, *, sentences: bool) -> np.ndarray:
     """Each vector's cosine to the whole turn, mixed with its best sentence when ``sentences``."""
-    scores = vectors @ query_vector(query)
+    scores: np.ndarray = vectors @ query_vector(query)
     parts = split_sentences(query) if sentences else []
     if len(parts) > 1:
         best = (vectors @ load_minilm().encode(parts).T).max(axis=1)

@@ -148,7 +148,8 @@ class UsageProfiles:
         with self._lock:
             view = dict(self._view)
             for key in keys:
-                mean, n = fold(*self._means.pop(key, (None, 0)), Delta(v, 1), self.max_examples)
+                old_mean, old_n = self._means.pop(key, (None, 0))
+                mean, n = fold(old_mean, old_n, Delta(v, 1), self.max_examples)
                 self._means[key] = (mean, n)  # re-inserted last: most recently updated
                 view[key] = _unit(mean)
                 if self.track_delta:

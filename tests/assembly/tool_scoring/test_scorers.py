@@ -122,3 +122,14 @@ def test_query_takes_the_latest_batch_of_results_not_the_whole_agent_loop() -> N
         {"role": "tool", "tool_call_id": "b", "content": "second answer"},
     ]
     assert "first answer" in query_text(parallel) and "second answer" in query_text(parallel)
+
+
+def test_embedding_scores_when_the_vector_cache_clears_mid_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a request with remembered and new documents that filled the cache raised KeyError (a 500)."""
+    from gateway.assembly.tool_scoring import embedding
+
+    monkeypatch.setattr(embedding, "_vectors", {})
+    monkeypatch.setattr(embedding, "_CACHE_LIMIT", 3)
+    embedding.score_embedding("weather tomorrow", DOCS[:2])  # two remembered
+    scores = embedding.score_embedding("weather tomorrow", [*DOCS, "book hotel: reserve a room"])  # overflows
+    assert len(scores) == 4 and scores[0] == max(scores)

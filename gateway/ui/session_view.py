@@ -1,0 +1,147 @@
+"""The sessions list's form (filters, sort, page) and the session page's compact per-turn chart.
+
+The list's state lives in its URL query, so a filtered, sorted page can be linked and
+reloaded; ``SessionsForm`` reads it once, tolerating nonsense (an unknown sort or a
+negative page falls back to the default) because it comes from a browser's address bar.
+The chart draws one column per turn in a fixed-width SVG, so a 500-turn session fits one
+screen, with compactions and tool-set changes marked on the turn they took effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from urllib.parse import urlencode
+
+from gateway.ui.queries import PAGE_SIZE, SORTS, SessionFilter, SessionRow, TurnRow
+from gateway.ui.request_view import cost_usd
+from gateway.upstream.model_info import ModelInfo
+
+#: The time ranges the list offers, label -> seconds back from now (None: all time).
+RANGES: Mapping[str, int | None] = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400, "all": None}
+PER_PAGE_MAX = 500
+CHART_WIDTH = 1000
+CHART_HEIGHT = 120
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsForm:
+    q: str = ""
+    model: str = ""
+    caller: str = ""
+    status: str = ""
+    range: str = "all"
+    sort: str = "last"
+    dir: str = "desc"
+    page: int = 1
+    per_page: int = PAGE_SIZE
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> SessionsForm:
+        def number(key: str, default: int, top: int) -> int:
+            try:
+                return min(max(int(query.get(key, default)), 1), top)
+            except ValueError:
+                return default
+
+        return cls(
+            q=query.get("q", "").strip(),
+            model=query.get("model", ""),
+            caller=query.get("caller", ""),
+            status=query.get("status", "") if query.get("status") in ("errors", "ok") else "",
+            range=query.get("range", "all") if query.get("range") in RANGES else "all",
+            sort=query.get("sort", "last") if query.get("sort") in SORTS else "last",
+            dir="asc" if query.get("dir") == "asc" else "desc",
+            page=number("page", 1, 1_000_000),
+            per_page=number("per", PAGE_SIZE, PER_PAGE_MAX),
+        )
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
+
+    def filters(self, now: float) -> SessionFilter:
+        back = RANGES[self.range]
+        return SessionFilter(
+            search=self.q or None,
+            model=self.model or None,
+            caller=self.caller or None,
+            status=self.status or None,
+            since=None if back is None else now - back,
+            sort=self.sort,
+            descending=self.dir == "desc",
+        )
+
+    def url(self, **changes: object) -> str:
+        """This list's URL with ``changes`` applied; defaults are left out so links stay short."""
+        form = replace(self, **changes)  # type: ignore[arg-type]
+        default = SessionsForm()
+        query = {
+            key: value
+            for key, value in (
+                ("q", form.q),
+                ("model", form.model),
+                ("caller", form.caller),
+                ("status", form.status),
+                ("range", form.range),
+                ("sort", form.sort),
+                ("dir", form.dir),
+                ("page", form.page),
+                ("per", form.per_page),
+            )
+            if value != getattr(default, "per_page" if key == "per" else key)
+        }
+        return "/ui" + (f"?{urlencode(query)}" if query else "")
+
+    def sort_url(self, key: str) -> str:
+        """Sort by ``key``; the column already sorted by flips its direction."""
+        flip = "asc" if self.sort == key and self.dir == "desc" else "desc"
+        return self.url(sort=key, dir=flip, page=1)
+
+    def pages(self, total: int) -> int:
+        return max((total + self.per_page - 1) // self.per_page, 1)
+
+
+def session_cost(row: SessionRow, info: ModelInfo | None) -> float | None:
+    """The session's provider cost at its model's price (cached input at the cache-read price)."""
+    return cost_usd(row, info)
+
+
+@dataclass(frozen=True, slots=True)
+class ChartColumn:
+    turn: int
+    request_id: str
+    x: float
+    width: float
+    sent: float  # height of the tokens sent
+    original: float  # height of the tokens the client sent (outline)
+    cached: float
+    mark: str  # "compaction", "tools", "error" or ""
+    tokens_sent: int
+    tokens_original: int
+
+
+def turn_chart(turns: Sequence[TurnRow], width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> list[ChartColumn]:
+    """One column per turn: tokens sent, the original as an outline, the cached part, and the marks."""
+    if not turns:
+        return []
+    top = max(max(t.tokens_original, t.prompt_tokens or t.tokens_assembled) for t in turns) or 1
+    step = width / len(turns)
+    out = []
+    for i, t in enumerate(turns):
+        mark = "error" if t.status >= 400 else "compaction" if t.compacted else "tools" if t.tool_set_changed else ""
+        out.append(
+            ChartColumn(
+                turn=t.turn,
+                request_id=t.request_id,
+                x=i * step,
+                width=max(step * 0.8, 0.5),
+                sent=height * (t.prompt_tokens or t.tokens_assembled) / top,
+                original=height * t.tokens_original / top,
+                cached=height * t.cached_tokens / top,
+                mark=mark,
+                tokens_sent=t.prompt_tokens or t.tokens_assembled,
+                tokens_original=t.tokens_original,
+            )
+        )
+    return out
