@@ -216,10 +216,10 @@ def _settings(config_path: str | None) -> Settings:
 def _console() -> Console:
     import shutil
 
-    from rich.console import Console
+    from gateway.cli_output import SafeConsole
 
     # Piped output (less, grep, a test) gets a wide fixed width rather than rich's 80 columns.
-    return Console(width=None if sys.stdout.isatty() else max(shutil.get_terminal_size().columns, 180))
+    return SafeConsole(width=None if sys.stdout.isatty() else max(shutil.get_terminal_size().columns, 180))
 
 
 _config_option = click.option(

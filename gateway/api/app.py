@@ -41,7 +41,8 @@ from gateway.errors import UpstreamError, VentanaError
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore
 from gateway.store.record import MemoryRecorder, Recorder
-from gateway.ui.pages import login_router, ui_router
+from gateway.ui.login import login_router
+from gateway.ui.pages import ui_router
 from gateway.upstream.router import UpstreamRouter
 
 if TYPE_CHECKING:

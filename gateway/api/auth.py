@@ -77,6 +77,7 @@ class Access:
     def __init__(self, config: AuthConfig) -> None:
         self.config = config
         self._admin = frozenset(config.admin_keys)
+        self.admin_digests = self._admin
         self._clients = frozenset(config.keys) | self._admin
 
     def gateway_key(self, headers: Mapping[str, str]) -> str | None:

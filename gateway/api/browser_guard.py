@@ -5,7 +5,9 @@ With auth off, the gateway's only credential is where a request comes from: a pa
 be answered with the gateway's provider key. A browser sends such a cross-site POST without
 asking first only when its content type is a "simple" one (``text/plain``, a form), so:
 
-- a POST, PUT, PATCH or DELETE must declare a JSON body (415 otherwise). A JSON POST from
+- a POST, PUT, PATCH or DELETE that declares a body type must declare JSON (415 otherwise);
+  one with no type at all (``curl --data-binary``, a bodiless ``DELETE``) is let through, since
+  a page can only send that with an ``Origin``, which the next rule checks. A JSON POST from
   another origin needs a CORS preflight, which the gateway never grants. ``/login`` takes
   its form, and is covered by the next rule.
 - a request whose ``Origin`` (or ``Sec-Fetch-Site: cross-site``) says another site sent it is
@@ -46,7 +48,9 @@ def refusal(method: str, path: str, headers: dict[str, str], allowed_origins: fr
             f"cross-origin request from {origin or 'another site'} refused: add the origin to auth.allowed_origins",
             code="cross_origin_refused",
         )
-    if method in _WRITES and path not in FORM_ROUTES and not is_json(headers.get("content-type", "")):
+    declared = headers.get("content-type")
+    # No type at all is not what a page can send without an Origin (a Blob body), so it is let through.
+    if method in _WRITES and declared is not None and path not in FORM_ROUTES and not is_json(declared):
         return UnsupportedMediaType(
             f"the body must be JSON: send 'Content-Type: application/json', not {headers.get('content-type')!r}",
             param="content-type",

@@ -130,10 +130,15 @@ def check_and_name(
 
 
 def caller_hash(request: Request) -> tuple[str, str | None]:
-    """Return a short hash of the caller's key (for grouping) and the key itself (never stored)."""
+    """Return a short hash of the caller's key (for grouping and scoping) and the bearer (never stored).
+
+    In pass-through mode the bearer is the client's *provider* key, which tenants may share: the
+    caller is then the gateway key (``X-Ventana-Key``) when one is sent, as auth admits it."""
     auth = request.headers.get("authorization", "")
     key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12] if key else "anonymous"
+    access = request.app.state.access
+    who = (access.gateway_key(request.headers) if access.config.passthrough else None) or key
+    digest = hashlib.sha256(who.encode()).hexdigest()[:12] if who else "anonymous"
     return digest, key
 
 

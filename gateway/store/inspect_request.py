@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 from sqlalchemy import Engine, select
 
+from gateway.cli_output import plain, printable
 from gateway.store.logs_table import format_time
 from gateway.store.models import Request
 from gateway.store.queries import StoredRequest
@@ -169,12 +170,14 @@ def _tool_names(tools: Any) -> list[str]:
 
 def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False) -> None:
     s = stored.summary
-    console.print(
-        f"[bold]{s.request_id}[/bold]  session {s.session_id}  turn {s.turn}  {format_time(s.created_at)} UTC\n"
-        f"model {s.model} ({s.provider})  status {s.status}  stream {s.stream}"
-        + (f"  replay of {s.replay_of}" if s.replay_of else "")
-        + (f"\n[red]error: {s.error}[/red]" if s.error else "")
+    head = Text.assemble(
+        (printable(s.request_id), "bold"),
+        printable(f"  session {s.session_id}  turn {s.turn}  {format_time(s.created_at)} UTC\n"),
+        printable(f"model {s.model} ({s.provider})  status {s.status}  stream {s.stream}"),
+        printable(f"  replay of {s.replay_of}" if s.replay_of else ""),
+        (printable(f"\nerror: {s.error}"), "red") if s.error else "",
     )
+    console.print(head)  # every value here is data a client or a provider wrote: Text, not markup
     if diff:
         lines = diff_lines(stored)
         console.print(styled_diff(lines) if lines else "original and assembled are identical", end="")
@@ -185,7 +188,7 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
     console.print(_usage_table(stored))
     answer = stored.response_text or ""
     calls = ", ".join(_call_names(stored.tool_calls)) or "none"
-    console.print(Panel(f"{answer}\n\ntool calls: {calls}  finish: {stored.finish_reason}", title="response"))
+    console.print(Panel(plain(f"{answer}\n\ntool calls: {calls}  finish: {stored.finish_reason}"), title="response"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +232,7 @@ def _print_zones(body: Mapping[str, Any], console: Console) -> None:
     split = zones(body.get("messages") or ())
     tools = body.get("tools")
     for zone in ZONES:
-        parts = [Text(render_message(m, limit=PREVIEW_CHARS), overflow="fold") for _, m in split[zone]]
+        parts = [Text(printable(render_message(m, limit=PREVIEW_CHARS)), overflow="fold") for _, m in split[zone]]
         if zone == "static prefix" and tools is not None:
             parts.append(Text(f"tools ({len(tools)}): {', '.join(_tool_names(tools))}"))
         if not parts:
@@ -243,10 +246,10 @@ def _decisions_table(decisions: Sequence[Mapping[str, Any]]) -> Table:
         table.add_column(column)
     for d in decisions:
         table.add_row(
-            str(d.get("pass")),
-            str(d.get("action")),
+            plain(d.get("pass")),
+            plain(d.get("action")),
             f"{d.get('tokens_before', 0)} -> {d.get('tokens_after', 0)}",
-            str(d.get("reason", "")),
+            plain(d.get("reason", "")),
         )
     return table
 

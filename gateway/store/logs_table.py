@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gateway.cli_output import plain, printable
 from gateway.store.queries import RequestSummary
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -63,15 +64,15 @@ def logs_table(rows: Sequence[RequestSummary]) -> Table:
         status = str(row.status) if row.status < 400 else f"[red]{row.status}[/red]"
         table.add_row(
             format_time(row.created_at),
-            row.request_id,
-            row.session_id,
+            plain(row.request_id),
+            plain(row.session_id),  # a client-chosen name: never markup, never terminal escapes
             str(row.turn),
-            row.model,
+            plain(row.model),
             f"{row.tokens_original} -> {row.tokens_assembled}",
             str(row.cached_tokens),
             status,
             f"{row.total_ms:.0f}",
-            Text(_short(row.error), style="red") if row.error else "",
+            Text(printable(_short(row.error)), style="red") if row.error else "",
         )
     return table
 

@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from gateway import metrics
 from gateway.config import Settings
-from gateway.store.engine import make_engine, normalise_url, safe_url
+from gateway.store.engine import make_engine, normalise_url, safe_url, sqlite_path
 from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
@@ -81,7 +81,9 @@ class SqlRecorder:
         self.retry_s = retry_s
         self.prune_every_s = prune_every_s
         self.spool = Spool(spool_path)
-        postgres = normalise_url(database_url).get_backend_name() == "postgresql"
+        url = normalise_url(database_url)
+        postgres = url.get_backend_name() == "postgresql"
+        self._sqlite_file = sqlite_path(url)  # watched: a deleted file would take writes silently
         self.redactor = Redactor(redact, secrets=redact_secrets, nul_free=postgres)
         self.rejected = Spool(f"{spool_path}.rejected")  # spooled records the database still refused
         self.written = self.spooled = self.dropped = 0
@@ -181,11 +183,18 @@ class SqlRecorder:
 
     def ready(self) -> bool:
         """True while records are safe: the writer runs and the database or the spool takes them."""
-        return self._task is not None and not self._task.done() and not self._spool_broken
+        running = self._task is not None and not self._task.done()
+        return running and not self._spool_broken and not self._file_missing()
+
+    def _file_missing(self) -> bool:
+        """An SQLite file deleted under a running gateway: its open connections would keep writing to
+        the unlinked file, and every record after that would be lost while looking stored."""
+        return self._sqlite_file is not None and not self._sqlite_file.exists()
 
     def status(self) -> dict[str, Any]:
+        database = "missing" if self._file_missing() else "up" if self.database_up else "unreachable"
         return {
-            "database": "up" if self.database_up else "unreachable",
+            "database": database,
             "queue_depth": self._queue.qsize(),
             "written": self.written,
             "spooled": self.spooled,
@@ -241,6 +250,12 @@ class SqlRecorder:
         if not self.database_up and not final and time.monotonic() < self._next_retry:
             self._to_spool(records)
             return
+        if self._file_missing():
+            if self._engine is not None:
+                self._engine.dispose()  # connections to the deleted file; new ones open whatever is there next
+            self._database_down(StoreUnavailable(f"the database file {self._sqlite_file} is missing"))
+            self._to_spool(records)
+            return
         try:
             self._replay_spool()
             self._commit(records)
@@ -254,6 +269,7 @@ class SqlRecorder:
         if not self.database_up:
             log.warning("store database %s is back", safe_url(self.database_url))
         self.database_up = True
+        self._spool_broken = False  # written to the database: records are safe again
 
     def _commit(self, records: list[RequestRecord]) -> None:
         if not records:

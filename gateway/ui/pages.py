@@ -2,7 +2,7 @@
 
 Server-rendered with Jinja2: no build step, no script fetched from anywhere. Every
 route sits behind the admin guard; a browser may present the admin key as a bearer
-header or as the ``ventana_admin`` cookie set by ``POST /login`` (outside ``/ui``
+header or as the session cookie set by ``POST /login`` (``ui/login.py``; outside ``/ui``
 so that the login form itself is the only page reachable without a key).
 """
 
@@ -13,27 +13,25 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
 from fastapi import APIRouter, Depends
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import Engine
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse
 
-from gateway.api.auth import Access, Principal, socket_host
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
 from gateway.store.inspect_request import budget_rows, diff_lines, zones
 from gateway.store.queries import StoredRequest, get_request
 from gateway.tokens import TokenCounter, counter_for, encoding_for_model
+from gateway.ui.login import require_ui_admin
 from gateway.ui.queries import TurnRow, callers_seen, list_session_rows, models_seen, neighbours, session_turns
 from gateway.ui.request_view import changes, chat_message, outcome, tool_names
 from gateway.ui.session_view import SessionsForm, session_cost, turn_chart
 from gateway.upstream.model_info import ModelInfo
 
-COOKIE = "ventana_admin"
 #: In the order the context is laid out (the summary replaces the oldest history, so it comes first).
 BAR_COMPONENTS = ("system", "tools", "summary", "history", "documents", "query", "reminder")
 _TEMPLATES = Environment(
@@ -45,16 +43,6 @@ _TEMPLATES = Environment(
 _TEMPLATES.filters["t"] = lambda ts: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 _TEMPLATES.filters["n"] = lambda v: f"{int(v or 0):,}"
 _TEMPLATES.filters["pct"] = lambda v: f"{100 * float(v or 0):.0f}%"
-
-
-async def require_ui_admin(request: Request) -> Principal:
-    """The admin guard, also accepting the key from the inspector's login cookie."""
-    access: Access = request.app.state.access
-    headers = dict(request.headers)
-    cookie = request.cookies.get(COOKIE)
-    if cookie and "authorization" not in headers:
-        headers["authorization"] = f"Bearer {cookie}"
-    return access.admin(headers, socket_host(request))
 
 
 def _page(name: str, *, status_code: int = 200, **values: Any) -> HTMLResponse:
@@ -112,25 +100,6 @@ def request_page(
         "next_id": around[1],
         "as_json": _json(stored.to_dict()),
     }
-
-
-def login_router() -> APIRouter:
-    router = APIRouter()
-
-    @router.get("/login")
-    async def _form() -> HTMLResponse:
-        return _page("login.html")
-
-    @router.post("/login")
-    async def _login(request: Request) -> Response:
-        key = parse_qs((await request.body()).decode("utf-8", "replace")).get("key", [""])[0].strip()
-        if not key:
-            return RedirectResponse("/login", status_code=303)
-        response = RedirectResponse("/ui", status_code=303)
-        response.set_cookie(COOKIE, key, httponly=True, samesite="strict")
-        return response
-
-    return router
 
 
 def ui_router(gw: Gateway) -> APIRouter:

@@ -45,3 +45,9 @@ def test_sdk_clients_and_configured_origins_are_served(open_gateway: str) -> Non
     allowed = frozenset({"https://app.example"})
     headers = {"origin": "https://app.example", "content-type": "application/json"}
     assert refusal("POST", "/v1/chat/completions", headers, allowed) is None
+
+
+def test_no_content_type_is_left_to_the_origin_check() -> None:
+    assert refusal("DELETE", "/v1/responses/resp_1", {"host": "127.0.0.1:8080"}, frozenset()) is None
+    page = {"host": "127.0.0.1:8080", "origin": "https://evil.example"}  # a typeless Blob body from a page
+    assert refusal("POST", "/v1/chat/completions", page, frozenset()) is not None

@@ -33,6 +33,7 @@ SECRET_DETAIL = "My locker code is 4417 and the spare key is with Marisol at the
 #: Words only A ever said: none may appear in what the provider receives for B, or in B's answers.
 A_ONLY = ("TypeScript", "PostgreSQL 16", "Marisol", "4417", "<memory", "<recalled")
 SESSION = "team-main"
+A_TURNS = 10
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,7 @@ def _tenant_a(client: openai.OpenAI, db: Path, sim: SimHandle) -> tuple[list[dic
     history.append({"role": "assistant", "content": _ask(client, history, SESSION, user="alice")})
     block = _memory_blocks(sim.received()[0]["messages"])
     assert len(block) == 1 and "TypeScript" in block[0], "A's facts reach A's next session"
-    for i in range(10):
+    for i in range(A_TURNS):
         history.append({"role": "user", "content": (SECRET_DETAIL if i == 1 else f"Turn {i}: ") + filler})
         history.append({"role": "assistant", "content": _ask(client, history, SESSION, user="alice")})
     _wait_for(db, "SELECT count(*) FROM memory_passages WHERE text LIKE '%Marisol%'")
@@ -102,7 +103,7 @@ def test_tenant_b_gets_nothing_of_tenant_a(tenants: tuple[GatewayHandle, Path], 
     a = openai.OpenAI(base_url=gw.base_url, api_key=KEY_A, max_retries=0)
     b = openai.OpenAI(base_url=gw.base_url, api_key=KEY_B, max_retries=0)
     history, block = _tenant_a(a, db, sim)
-    a_turns = _turns(db, CALLER_A)
+    a_turns = 1 + A_TURNS  # A's requests in SESSION so far
 
     sim.reset()
     answers = []
@@ -124,8 +125,12 @@ def test_tenant_b_gets_nothing_of_tenant_a(tenants: tuple[GatewayHandle, Path], 
     sim.reset()
     _ask(a, [*history, {"role": "user", "content": "Add tests."}], SESSION, user="alice")
     _ask(a, [SYSTEM, OPENING], "a-later", user="alice")
-    _wait_for(db, "SELECT count(*) FROM requests WHERE caller = ? AND turn = ?", CALLER_A, a_turns[-1] + 1)
-    assert _turns(db, CALLER_A) == list(range(1, len(a_turns) + 2))
+    # records are written off the request path: wait until every one is in
+    _wait_for(
+        db, "SELECT count(*) = ? FROM requests WHERE caller = ? AND session_id = ?", a_turns + 1, CALLER_A, SESSION
+    )
+    _wait_for(db, "SELECT count(*) = 3 FROM requests WHERE caller = ? AND session_id = ?", CALLER_B, SESSION)
+    assert _turns(db, CALLER_A) == list(range(1, a_turns + 2))
     assert _turns(db, CALLER_B) == [1, 2, 3], "B's requests are turns of B's own session"
     continued, later = (r["messages"] for r in sim.received())
     assert _memory_blocks(continued) == block, "A's frozen block, byte for byte"
