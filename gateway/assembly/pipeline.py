@@ -29,6 +29,7 @@ from gateway.assembly.render_reminder import render_reminder
 from gateway.assembly.restate_rules import restate_rules
 from gateway.assembly.shrink_oversize import shrink_oversize
 from gateway.assembly.verify_assembly import verify_assembly
+from gateway.errors import VentanaError
 from gateway.object_memo import ObjectMemo
 
 log = logging.getLogger("ventana")
@@ -126,6 +127,8 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
             continue
         try:
             current, made = spec.run(current, current.session, pass_policy)
+        except VentanaError:  # a request the pass proves wrong (a malformed document, one that cannot fit): a 4xx
+            raise
         except Exception as exc:  # a bug in one pass must not cost the client its answer
             failure = Decision(
                 spec.name,
