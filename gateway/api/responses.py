@@ -200,7 +200,7 @@ def _sse(event: Mapping[str, Any]) -> bytes:
     return b"event: " + str(event["type"]).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
-def add_responses_routes(app: Starlette, gw: Gateway, admit: Callable[[Request], None]) -> ResponsesRoute:
+def add_responses_routes(app: Starlette, gw: Gateway, admit: Callable[[Request], object]) -> ResponsesRoute:
     """Serve ``/v1/responses`` on ``app``; ``admit`` checks the caller's key and rate limit, raising if refused."""
     store = SqlResponseStore(gw.settings.database_url) if gw.settings.session_state == "database" else None
     route = ResponsesRoute(gw, store or MemoryResponseStore())

@@ -31,6 +31,7 @@ from gateway.providersim.cache_models import (
     PromptBlocks,
     anthropic_minimum,
 )
+from gateway.providersim.completion import complete
 from gateway.tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
@@ -137,8 +138,6 @@ def anthropic_usage(sim: Simulator, request: Mapping[str, Any], chat: Mapping[st
 
 
 async def create_message(sim: Simulator, request: Request) -> Response:
-    from gateway.providersim.app import _answer_text, _arguments, _forced_tool
-
     raw = await request.body()
     sim.requests += 1
     try:
@@ -155,21 +154,11 @@ async def create_message(sim: Simulator, request: Request) -> Response:
     if sim.latency_s:
         await asyncio.sleep(sim.latency_s)
     usage = anthropic_usage(sim, request_body, body)
-    tool = _forced_tool(body)
-    text = None if tool else _answer_text(body["messages"], body["max_tokens"])
-    usage["completion_tokens"] = max(1, len((text or "").split()))
-    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     completion_id = "sim" + hashlib.sha256(raw).hexdigest()[:16]
+    answer = complete(body, completion_id=completion_id, usage=usage, message=sim.replayed(body))
     model = str(body["model"])
     if body.get("stream"):
-        chat = sim._stream(body, completion_id, text, tool, usage, fault)
-        return StreamingResponse(_events(chat, model), media_type="text/event-stream")
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if tool:
-        call = {"name": tool.get("name"), "arguments": _arguments(tool)}
-        message["tool_calls"] = [{"id": "toolu_" + completion_id[-12:], "type": "function", "function": call}]
-    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool else "stop"}
-    answer = {"id": completion_id, "choices": [choice], "usage": usage}
+        return StreamingResponse(_events(sim._stream(body, answer, fault), model), media_type="text/event-stream")
     return Response(orjson.dumps(message_from_chat(answer, model)), media_type=_JSON)
 
 
