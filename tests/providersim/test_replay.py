@@ -22,7 +22,16 @@ from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, si
 from tests.shared_data import shared_path
 
 #: A tool set too small for the whole task, so pruning hides a tool the agent needs later.
-TIGHT = {"max_tools": 3, "min_tools": 1, "grow_top": 0, "max_set_tools": 3}
+#: Pruning forced on a small catalogue, with no tool search to recover: the misses the replay must count.
+TIGHT = {
+    "max_tools": 3,
+    "min_tools": 1,
+    "grow_top": 0,
+    "max_set_tools": 3,
+    "mode": "prune",
+    "min_tool_tokens": 0,
+    "find_tools": False,
+}
 SOLO = shared_path("data", "agent_loops", "tau2_telecom_solo.jsonl")
 #: Runs with user turns: the gateway scores tools against user text, so only these get pruned.
 DEFAULT = shared_path("data", "agent_loops", "tau2_telecom_default.jsonl")
