@@ -35,6 +35,8 @@ from gateway.providersim.responses import responses
 from gateway.tokens import counter_for, encoding_for_model
 
 _JSON = "application/json"
+#: Caches kept at once (one per model and prompt_cache_key); past it the oldest is dropped.
+MAX_KEYED_CACHES = 4096
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> Response:
@@ -73,11 +75,20 @@ class Simulator:
             with self.record_path.open("ab") as fh:
                 fh.write(line + b"\n")
 
-    def _cache(self, model: str) -> CacheModel:
-        found = self.caches.get(model)
+    def _cache(self, model: str, key: str | None = None) -> CacheModel:
+        """The cache a request reads: the model's, or with a ``prompt_cache_key`` that key's own.
+
+        OpenAI routes requests that share a key to the same cache, and requests with other keys
+        elsewhere; the simulator keeps one cache per (model, key), so two keys never read each
+        other's prefixes, and requests without a key share the model's.
+        """
+        name = model if key is None else f"{model}#{key}"
+        found = self.caches.get(name)
         if found is None:
+            if len(self.caches) >= MAX_KEYED_CACHES:
+                self.caches.pop(next(iter(self.caches)))  # the oldest: a long run of sessions stays bounded
             kind = self.cache_kinds.get(model) or self.cache_kinds.get("*") or default_kind(model)
-            found = self.caches[model] = cache_model_for(kind, model)
+            found = self.caches[name] = cache_model_for(kind, model)
         return found
 
     def usage(self, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,7 +107,8 @@ class Simulator:
         else:
             prompt = prompt_blocks(counter, body.get("messages") or [], body.get("tools"))
             prompt_tokens = sum(len(b) for b in prompt.blocks)
-            cache = self._cache(model)
+            key = body.get("prompt_cache_key")
+            cache = self._cache(model, key if isinstance(key, str) and key else None)
             result = cache.account(prompt)
             read, write = result.read, result.write
         usage: dict[str, Any] = {
