@@ -89,8 +89,8 @@ def bench_documents(repeats: int) -> list[str]:
     for n_docs, doc_tokens in track([(5, 300), (20, 1_000), (50, 2_000)], description="attach_documents"):
         ctx = _documents_request(n_docs, doc_tokens)
         _, base = _median_ms(lambda c=ctx: _tokenize_once(c), repeats)
-        cold, warm = _median_ms(lambda c=ctx: attach_documents(c, c.session, DocumentPolicy()), repeats)
-        _, decisions = attach_documents(ctx, ctx.session, DocumentPolicy())
+        cold, warm = _median_ms(lambda c=ctx: attach_documents(c, DocumentPolicy()), repeats)
+        _, decisions = attach_documents(ctx, DocumentPolicy())
         kept = sum(d.action != "dropped" for d in decisions)
         rows.append(f"| {n_docs} x {doc_tokens} | {cold:.1f} | {warm:.1f} | {base:.1f} | {warm / base:.1f}x | {kept} |")
     return rows
@@ -114,7 +114,7 @@ def bench_oversize(repeats: int, questions: int) -> tuple[list[str], str]:
         question = f"What does clause {clause_id} say about {topic}?"
         ctx = make_context({"messages": [{"role": "user", "content": f"{contract}\n\n{question}"}]})
         started = time.perf_counter()
-        out, _ = shrink_oversize(ctx, ctx.session, OversizePolicy())
+        out, _ = shrink_oversize(ctx, OversizePolicy())
         timings.append((time.perf_counter() - started) * 1000)
         found += line in out.messages[-1]["content"]
         fit += out.prompt_tokens() <= 128_000

@@ -64,10 +64,10 @@ def _assemble(stages: Stages, ctx: Context, policy: Any) -> Assembly:
     current, decisions = ctx, []
     for spec in FORWARD_PASSES:  # lint runs after the answer (warn mode, the default), as in api/chat.py
         pass_policy = spec.policy(policy)
-        if not getattr(pass_policy, "enabled", True):
+        if not pass_policy.enabled:
             continue
         run = spec.run
-        current, made = stages.time(f"  pass {spec.name}", lambda r=run, p=pass_policy, c=current: r(c, c.session, p))
+        current, made = stages.time(f"  pass {spec.name}", lambda r=run, p=pass_policy, c=current: r(c, p))
         decisions.extend(made)
     final = current
     problems = stages.time("  verify_assembly", lambda: [] if final is ctx else verify_assembly(ctx, final, decisions))

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.document_input import Document, apply_overrides, parse_documents
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.text_relevance import relevance_scores, shingles, similarity, windows
@@ -78,7 +78,7 @@ class _Verdict:
     reason: str
 
 
-def attach_documents(ctx: Context, state: SessionState, policy: DocumentPolicy) -> tuple[Context, list[Decision]]:
+def attach_documents(ctx: Context, policy: DocumentPolicy) -> tuple[Context, list[Decision]]:
     """Place the relevant, fresh, non-duplicate documents before the question as one ``<documents`` block.
 
     Without a ``documents`` extension, or when the block is already in place, returns ``ctx``.

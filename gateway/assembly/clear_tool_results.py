@@ -36,7 +36,7 @@ from gateway.assembly.compaction_layout import (
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.context import Context, Decision, Message
 from gateway.object_memo import ObjectMemo
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
@@ -242,8 +242,9 @@ def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, too
     return _DECISIONS.put(stub_message, (i, threshold, decision))[2]
 
 
-def clear_tool_results(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
+def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Replace old tool results by stubs while the request is over the threshold; keep every pair."""
+    state = ctx.session
     if "clear_tool_results" not in policy.strategies:
         return ctx, []
     lay = layout(ctx.messages, policy, ctx.env.counter)

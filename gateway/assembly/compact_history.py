@@ -133,7 +133,7 @@ def _compacted(
     return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), decisions
 
 
-def compact_history(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
+def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Replace older rounds by one summary once the request passes the threshold, down to the target."""
     if "summarize" not in policy.strategies:
         return ctx, []

@@ -188,12 +188,15 @@ class Context:
 
 
 class Pass(Protocol):
-    """A pass: ``(context, state, policy) -> (context, decisions)``, pure and total.
+    """A pass: ``(context, policy) -> (context, decisions)``, pure and total.
+
+    The session's state travels in the context (``ctx.session``); state a pass wants kept for
+    the next turn is returned in the new context's session, never written anywhere.
 
     It must not do I/O, must not mutate its inputs, and must not raise for a request
     it can leave alone: it records a Decision instead. A pass with nothing to do
     returns its input Context unchanged (the same object) and no decisions.
     """
 
-    def __call__(self, ctx: Context, state: SessionState, policy: Any) -> tuple[Context, list[Decision]]: ...
+    def __call__(self, ctx: Context, policy: Any) -> tuple[Context, list[Decision]]: ...
 

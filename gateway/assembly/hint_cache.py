@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Context, Decision, SessionState
+from gateway.assembly.context import Context, Decision
 
 PASS = "hint_cache"
 KEY_PREFIX = "ventana-"
@@ -29,8 +29,9 @@ def cache_key(caller: str, session_id: str) -> str:
     return KEY_PREFIX + hashlib.sha256(f"{caller}\x00{session_id}".encode()).hexdigest()[:32]
 
 
-def hint_cache(ctx: Context, state: SessionState, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
+def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Set ``prompt_cache_key`` (and the configured retention) for an OpenAI upstream when the client set none."""
+    state = ctx.session
     if ctx.env.provider != "openai" or not state.session_id or ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
         return ctx, []
     params = dict(ctx.params)

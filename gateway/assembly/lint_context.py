@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gateway.assembly.context import Context, Decision, SessionState
+from gateway.assembly.context import Context, Decision
 from gateway.assembly.message_text import is_system, system_messages, text_of
 from gateway.assembly.move_volatile import PLACEHOLDER_RX, compiled_patterns, pattern_spans
 from gateway.assembly.policy import PassPolicy
@@ -141,7 +141,7 @@ def _compaction(ctx: Context, policy: LintPolicy) -> list[Finding]:
     return found
 
 
-def lint_context(ctx: Context, state: SessionState, policy: LintPolicy) -> tuple[Context, list[Decision]]:
+def lint_context(ctx: Context, policy: LintPolicy) -> tuple[Context, list[Decision]]:
     """Check the final layout against the gate; each finding is a ``finding`` Decision."""
     findings = _prefix_values(ctx, policy) + _tail(ctx) + _rules(ctx, policy) + _compaction(ctx, policy)
     decisions: list[Decision] = []

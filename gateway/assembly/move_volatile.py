@@ -230,12 +230,13 @@ def _system_tokens(ctx: Context, messages: Sequence[Mapping[str, Any]], tools: S
     return ctx.env.counter.messages(system_messages(messages)) + ctx.env.counter.tools(tools)
 
 
-def move_volatile(ctx: Context, state: SessionState, policy: VolatilePolicy) -> tuple[Context, list[Decision]]:
+def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[Decision]]:
     """Move per-turn values out of the prefix into the trailing reminder.
 
     Rewrites system/developer messages (and tool descriptions when enabled) only; the
     session keeps the client's original system texts and the learned anchors.
     """
+    state = ctx.session
     patterns = compiled_patterns(tuple(sorted(policy.patterns.items())))
     system = tuple(text_of(m.get("content")) for m in system_messages(ctx.messages) if not is_gateway_block(m))
     learned = _learn(system, state, patterns, policy) if policy.learn and state.previous_system else []

@@ -106,7 +106,7 @@ def lint_findings(ctx: Context, policy: Policy) -> list[Decision]:
     lint = _lint_policy(policy)
     if not lint.enabled:
         return []
-    return lint_context(ctx, ctx.session, lint)[1]
+    return lint_context(ctx, lint)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
         if not pass_policy.enabled:
             continue
         try:
-            current, made = spec.run(current, current.session, pass_policy)
+            current, made = spec.run(current, pass_policy)
         except VentanaError:  # a request the pass proves wrong (a malformed document, one that cannot fit): a 4xx
             raise
         except Exception as exc:  # a bug in one pass must not cost the client its answer

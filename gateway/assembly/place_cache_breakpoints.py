@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.assembly.context import Context, Decision, Message, SessionState, Tool
+from gateway.assembly.context import Context, Decision, Message, Tool
 from gateway.assembly.message_text import is_system
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.render_reminder import parse_reminder
@@ -98,7 +98,7 @@ def _markable_before(messages: list[Message], index: int) -> int:
     return index
 
 
-def place_cache_breakpoints(ctx: Context, state: SessionState, policy: CachePolicy) -> tuple[Context, list[Decision]]:
+def place_cache_breakpoints(ctx: Context, policy: CachePolicy) -> tuple[Context, list[Decision]]:
     """Add ``cache_control`` breakpoints where a provider needs them, never more than it allows."""
     if ctx.env.provider not in policy.providers:
         return ctx, []

@@ -141,13 +141,14 @@ class ToolPolicy(PassPolicy):
         return mode
 
 
-def prune_tools(ctx: Context, state: SessionState, policy: ToolPolicy) -> tuple[Context, list[Decision]]:
+def prune_tools(ctx: Context, policy: ToolPolicy) -> tuple[Context, list[Decision]]:
     """Keep only the tools this session needs, sticky per session so the prefix stays cacheable.
 
     Never drops a tool named by tool_choice, called in the history or pinned; never
     keeps fewer than ``min_tools``; below ``min_offered`` offered tools, or when the
     session's plan is to send every tool, it changes nothing.
     """
+    state = ctx.session
     tools = ctx.tools
     if not tools:
         return ctx, []

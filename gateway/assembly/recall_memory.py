@@ -161,7 +161,7 @@ def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Dec
     return chosen, decisions
 
 
-def recall_memory(ctx: Context, state: SessionState, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
+def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
     """Insert the frozen ``<memory>`` block after the system prompt and a ``<recalled>`` block before the question."""
     question = _question_index(ctx.messages)
     if question < 0:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.policy import PassPolicy
 
@@ -61,7 +61,7 @@ def _is_reminder(message: Message) -> bool:
     return message.get("role") == "user" and parse_reminder(message.get("content")) is not None
 
 
-def render_reminder(ctx: Context, state: SessionState, policy: ReminderPolicy) -> tuple[Context, list[Decision]]:
+def render_reminder(ctx: Context, policy: ReminderPolicy) -> tuple[Context, list[Decision]]:
     """Append one ``<reminder>`` user message holding every reminder line; nothing when there are none.
 
     When the context already ends with a reminder this module wrote (the pipeline run on

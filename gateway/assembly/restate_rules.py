@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.message_text import is_system, system_messages, text_of
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.verify_assembly import is_gateway_block
@@ -103,7 +103,7 @@ def _ensure_at_start(messages: tuple[Message, ...], missing: list[str]) -> tuple
     return ({"role": "system", "content": block}, *messages)
 
 
-def restate_rules(ctx: Context, state: SessionState, policy: RulesPolicy) -> tuple[Context, list[Decision]]:
+def restate_rules(ctx: Context, policy: RulesPolicy) -> tuple[Context, list[Decision]]:
     """Restate the highest-priority critical rules in the reminder, within ``budget_tokens``.
 
     Never removes a rule from the system prompt; may add a missing literal config rule

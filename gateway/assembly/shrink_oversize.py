@@ -37,7 +37,7 @@ from gateway.assembly.condense_text import (
     summarize_extractive,
     summarize_hierarchy,
 )
-from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.text_relevance import is_lookup, split_units
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
@@ -62,7 +62,7 @@ class OversizePolicy(PassPolicy):
     summary_chunk_tokens: int = Field(default=8000, ge=256)
 
 
-def shrink_oversize(ctx: Context, state: SessionState, policy: OversizePolicy) -> tuple[Context, list[Decision]]:
+def shrink_oversize(ctx: Context, policy: OversizePolicy) -> tuple[Context, list[Decision]]:
     """Replace the largest user/tool message by a ``<condensed`` block when the prompt exceeds ``direct_fraction``.
 
     Returns ``ctx`` when the prompt already fits or when shrinking cannot help a request the

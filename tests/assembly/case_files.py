@@ -73,7 +73,7 @@ def check_case(
     run: Callable[[Context, SessionState, Any], tuple[Context, list[Decision]]], policy: Any, case: Mapping[str, Any]
 ) -> None:
     ctx = context_of(case)
-    out, decisions = run(ctx, ctx.session, policy)
+    out, decisions = run(ctx, policy)
     expected = case["expected"]
     if expected.get("same_context"):
         assert out is ctx

@@ -25,7 +25,7 @@ _SOURCE = re.compile(r'<document source="([^"]*)"')
 
 def _run(case: dict[str, Any]) -> tuple[Context, Context, list[Decision]]:
     ctx = make_context(case["request"], now=case["now"], context_window=case["context_window"])
-    out, decisions = attach_documents(ctx, ctx.session, DocumentPolicy(**case["policy"]))
+    out, decisions = attach_documents(ctx, DocumentPolicy(**case["policy"]))
     return ctx, out, decisions
 
 
@@ -81,7 +81,7 @@ def _body(documents: Any, **extra: Any) -> dict[str, Any]:
 
 def test_without_documents_nothing_changes() -> None:
     ctx = make_context({"messages": [{"role": "user", "content": "hi"}]})
-    assert attach_documents(ctx, ctx.session, DocumentPolicy()) == (ctx, [])
+    assert attach_documents(ctx, DocumentPolicy()) == (ctx, [])
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def test_without_documents_nothing_changes() -> None:
 def test_malformed_documents_name_the_field(documents: Any, param: str) -> None:
     ctx = make_context(_body(documents))
     with pytest.raises(RequestError) as info:
-        attach_documents(ctx, ctx.session, DocumentPolicy())
+        attach_documents(ctx, DocumentPolicy())
     assert info.value.param == param
     assert info.value.status_code == 400
 
@@ -107,14 +107,14 @@ def test_bad_policy_override_is_a_400_naming_the_key() -> None:
     docs = [{"text": "Refunds within 30 days.", "source": "s", "fetched_at": "2026-09-01"}]
     ctx = make_context(_body(docs, document_policy={"min_score": "lots"}))
     with pytest.raises(RequestError) as info:
-        attach_documents(ctx, ctx.session, DocumentPolicy())
+        attach_documents(ctx, DocumentPolicy())
     assert info.value.param == "document_policy.min_score"
 
 
 def test_policy_override_can_switch_documents_off_for_one_call() -> None:
     docs = [{"text": "Acme refund window is 30 days.", "source": "s", "fetched_at": "2026-09-01"}]
     ctx = make_context(_body(docs, document_policy={"enabled": False}))
-    assert attach_documents(ctx, ctx.session, DocumentPolicy()) == (ctx, [])
+    assert attach_documents(ctx, DocumentPolicy()) == (ctx, [])
 
 
 def test_epoch_seconds_and_future_dates_count_as_fresh() -> None:
@@ -123,7 +123,7 @@ def test_epoch_seconds_and_future_dates_count_as_fresh() -> None:
         {"text": "Acme refund window is thirty days from delivery.", "source": "b", "fetched_at": "2027-01-01"},
     ]
     ctx = make_context(_body(docs, document_policy={"max_age_days": 1}), now="2026-09-23T12:00:00Z")
-    _, decisions = attach_documents(ctx, ctx.session, DocumentPolicy())
+    _, decisions = attach_documents(ctx, DocumentPolicy())
     assert [d.detail["why"] for d in decisions] == ["relevant", "relevant"]
 
 
@@ -165,7 +165,7 @@ def _documents(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_properties_hold_for_any_documents(docs: list[dict[str, Any]], budget: int, max_age: int | None) -> None:
     body = _body(docs, document_policy={"budget_tokens": budget, "max_age_days": max_age})
     ctx = make_context(body, now="2026-09-28T00:00:00Z")
-    out, decisions = attach_documents(ctx, ctx.session, DocumentPolicy(chunk_tokens=64, chunk_overlap=8))
+    out, decisions = attach_documents(ctx, DocumentPolicy(chunk_tokens=64, chunk_overlap=8))
     assert len(decisions) == len(docs), "one decision per document"
     assert {d.action for d in decisions} <= {"kept", "chunked", "dropped"}
     kept = [d for d in decisions if d.action != "dropped"]
@@ -192,7 +192,7 @@ def test_block_goes_before_the_question_even_when_tool_results_follow_it() -> No
     ]
     docs = [{"text": "Acme refund window: 30 days from delivery.", "source": "acme", "fetched_at": "2026-09-22"}]
     ctx = make_context({"messages": messages, "documents": docs})
-    out, [decision] = attach_documents(ctx, ctx.session, DocumentPolicy())
+    out, [decision] = attach_documents(ctx, DocumentPolicy())
     assert decision.action == "kept"
     assert out.messages[0]["content"].startswith("<documents") and out.messages[1:] == ctx.messages
     assert verify_assembly(ctx, out, [decision]) == []

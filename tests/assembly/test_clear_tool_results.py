@@ -16,7 +16,7 @@ def _cleared(result) -> list:
 
 def test_does_nothing_under_the_threshold() -> None:
     ctx = make_ctx(conversation(5))
-    out, decisions = clear_tool_results(ctx, ctx.session, policy().compaction)
+    out, decisions = clear_tool_results(ctx, policy().compaction)
     assert out is ctx and decisions == []
 
 

@@ -31,7 +31,7 @@ def _decisions(result, action: str) -> list:
 
 def test_leaves_a_request_under_the_threshold_untouched() -> None:
     ctx = make_ctx(conversation(3))
-    out, decisions = compact_history(ctx, ctx.session, policy().compaction)
+    out, decisions = compact_history(ctx, policy().compaction)
     assert out is ctx
     assert decisions == []
 

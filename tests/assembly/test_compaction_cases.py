@@ -34,7 +34,7 @@ def _cases() -> list[Any]:
 def test_case(pass_name: str, path: Path) -> None:
     case = json.loads(path.read_text())
     ctx = make_ctx(case["messages"], window=case["window"])
-    out, decisions = PASSES[pass_name](ctx, ctx.session, policy(**case["policy"]).compaction)
+    out, decisions = PASSES[pass_name](ctx, policy(**case["policy"]).compaction)
     assert list(out.messages) == case["expected"]["messages"], case["title"]
     got = [{"action": d.action, **{k: v for k, v in d.detail.items() if k in DETAIL_KEYS}} for d in decisions]
     assert got == case["expected"]["decisions"], case["title"]

@@ -19,35 +19,35 @@ def _ctx(provider: str = "openai", caller: str = "c1", session: str = "s-test", 
 
 
 def test_sets_a_key_per_caller_and_session() -> None:
-    out, decisions = hint_cache(_ctx(), _ctx().session, CompactionPolicy())
+    out, decisions = hint_cache(_ctx(), CompactionPolicy())
     assert out.params["prompt_cache_key"] == cache_key("c1", "s-test")
     assert decisions == []
-    other_caller = hint_cache(_ctx(caller="c2"), _ctx().session, CompactionPolicy())[0]
+    other_caller = hint_cache(_ctx(caller="c2").replace(session=_ctx().session), CompactionPolicy())[0]
     assert other_caller.params["prompt_cache_key"] != out.params["prompt_cache_key"], "never shared across callers"
     assert len(out.params["prompt_cache_key"]) <= 64 and "c1" not in out.params["prompt_cache_key"]
 
 
 def test_never_overrides_what_the_client_sent() -> None:
     ctx = _ctx(prompt_cache_key="mine", prompt_cache_retention="in_memory")
-    out, decisions = hint_cache(ctx, ctx.session, CompactionPolicy(prompt_cache_retention="24h"))
+    out, decisions = hint_cache(ctx, CompactionPolicy(prompt_cache_retention="24h"))
     assert out is ctx and decisions == []
 
 
 def test_asks_for_retention_when_configured() -> None:
     ctx = _ctx()
-    out, _ = hint_cache(ctx, ctx.session, CompactionPolicy(prompt_cache_retention="24h"))
+    out, _ = hint_cache(ctx, CompactionPolicy(prompt_cache_retention="24h"))
     assert out.params["prompt_cache_retention"] == "24h"
-    assert "prompt_cache_retention" not in hint_cache(ctx, ctx.session, CompactionPolicy())[0].params
+    assert "prompt_cache_retention" not in hint_cache(ctx, CompactionPolicy())[0].params
 
 
 def test_a_prompt_too_short_to_cache_goes_out_as_sent() -> None:
     ctx = _ctx()
     short = ctx.replace(messages=({"role": "user", "content": "hi"},))
-    assert hint_cache(short, short.session, CompactionPolicy())[0] is short
+    assert hint_cache(short, CompactionPolicy())[0] is short
 
 
 def test_leaves_other_providers_and_switched_off_alone() -> None:
     ctx = _ctx(provider="anthropic")
-    assert hint_cache(ctx, ctx.session, CompactionPolicy())[0] is ctx
+    assert hint_cache(ctx, CompactionPolicy())[0] is ctx
     ctx = _ctx()
-    assert hint_cache(ctx, ctx.session, CompactionPolicy(prompt_cache_key=False))[0] is ctx
+    assert hint_cache(ctx, CompactionPolicy(prompt_cache_key=False))[0] is ctx

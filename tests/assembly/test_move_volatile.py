@@ -34,7 +34,7 @@ def test_case(name: str, case: dict[str, Any]) -> None:
 def _turn(system: str, state: SessionState) -> tuple[str, SessionState, list[tuple[str, str]]]:
     case = {"request": {"messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]}}
     ctx = context_of(case).replace(session=state)
-    out, _ = move_volatile(ctx, state, VolatilePolicy())
+    out, _ = move_volatile(ctx.replace(session=state), VolatilePolicy())
     return out.messages[0]["content"], out.session, list(out.reminder)
 
 
@@ -78,9 +78,8 @@ def test_prefix_is_byte_identical_from_the_second_turn_whatever_the_values(n: in
         prefix, state, _ = _turn("\n".join(lines), state)
         outputs.append(prefix)
     assert outputs[1] == outputs[2], outputs
-    out = move_volatile(
-        context_of({"request": {"messages": [{"role": "system", "content": outputs[2]}]}}), state, VolatilePolicy()
-    )[0]
+    again = context_of({"request": {"messages": [{"role": "system", "content": outputs[2]}]}})
+    out = move_volatile(again.replace(session=state), VolatilePolicy())[0]
     assert out.messages[0]["content"] == outputs[2], "not idempotent"
 
 

@@ -70,7 +70,7 @@ def test_no_per_turn_value_is_left_in_the_prefix(ctx: Context) -> None:
     assert "dynamic_tail_last" not in checks
 
 
-def _raising_pass(ctx: Context, state: object, policy: object) -> tuple[Context, list[object]]:
+def _raising_pass(ctx: Context, policy: object) -> tuple[Context, list[object]]:
     raise KeyError("a bug in a pass")
 
 

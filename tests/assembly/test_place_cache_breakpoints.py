@@ -22,7 +22,7 @@ def test_case(name: str, case: dict[str, Any]) -> None:
 @pytest.mark.parametrize(("name", "case"), CASES, ids=lambda v: v if isinstance(v, str) else "")
 def test_at_most_four_never_on_the_reminder_and_safe(name: str, case: dict[str, Any]) -> None:
     ctx = context_of(case)
-    out, decisions = place_cache_breakpoints(ctx, ctx.session, CachePolicy())
+    out, decisions = place_cache_breakpoints(ctx, CachePolicy())
     assert count_breakpoints(out.messages, out.tools) <= 4
     assert verify_assembly(ctx, out, decisions) == []
     for message in out.messages:

@@ -50,7 +50,7 @@ def test_a_prepared_checkpoint_is_used_when_the_threshold_is_crossed() -> None:
     longer = messages + conversation(6)[2:]
     crossing = make_ctx(longer, state=state)
     assert crossing.prompt_tokens() > 0.55 * 8000
-    out, decisions = compact_history(crossing, state, POLICY)
+    out, decisions = compact_history(crossing.replace(session=state), POLICY)
     assert [d.action for d in decisions] == ["compacted"], "a first use changes the prefix: not a reuse"
     assert decisions[0].detail["summarizer_calls"] == 0 and decisions[0].detail["prepared"] is True
     assert decisions[0].detail["prepared_ahead"] is True

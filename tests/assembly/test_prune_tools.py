@@ -22,7 +22,7 @@ def names(ctx) -> list[str]:
 
 
 def run(ctx, policy: ToolPolicy = SMALL):
-    return prune_tools(ctx, ctx.session, policy)
+    return prune_tools(ctx, policy)
 
 
 def test_policy_is_the_tools_block_of_the_config() -> None:
@@ -167,7 +167,7 @@ def test_case(path: Path) -> None:
     state = SessionState.from_dict({"session_id": "s-case", **case.get("state", {})})
     params = {k: v for k, v in request.items() if k not in ("messages", "tools")}
     ctx = make_ctx(request["messages"], request.get("tools"), state=state, **params)
-    out, decisions = prune_tools(ctx, state, legacy_policy(**case.get("policy", {})))
+    out, decisions = prune_tools(ctx, legacy_policy(**case.get("policy", {})))
     expected = case["expected"]
     if expected.get("same_context"):
         assert out is ctx

@@ -28,7 +28,7 @@ def measure(cases: list[ToolCase], policy: ToolPolicy) -> tuple[float, float, in
     for case in cases:
         if len(case.tools) < policy.min_offered:
             continue
-        out, _ = prune_tools(context(case, SessionState("data")), SessionState("data"), policy)
+        out, _ = prune_tools(context(case, SessionState("data")), policy)
         n += 1
         needed += len(case.expected)
         found += len(case.expected & kept_names(out))
@@ -62,7 +62,7 @@ def test_every_pruned_bfcl_request_can_search_for_the_rest(data: None) -> None:
     policy = PRUNE
     pruned = 0
     for case in selection_cases("bfcl.jsonl")[::4]:
-        out, decisions = prune_tools(context(case, SessionState("data")), SessionState("data"), policy)
+        out, decisions = prune_tools(context(case, SessionState("data")), policy)
         if any(d.action == "pruned" for d in decisions):
             pruned += 1
             assert "find_tools" in [t["function"]["name"] for t in out.tools]

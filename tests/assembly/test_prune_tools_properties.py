@@ -55,7 +55,7 @@ def test_required_tools_survive_and_the_output_is_a_subset(
     state = SessionState("p", tool_set=tuple(previous))
     ctx = make_ctx(messages, catalogue(), state=state, **params)
     policy = legacy_policy(max_tools=max_tools, min_tools=min_tools, budget_tokens=budget, pinned=tuple(pinned))
-    out, decisions = prune_tools(ctx, state, policy)
+    out, decisions = prune_tools(ctx.replace(session=state), policy)
     kept = [tool_name(t) for t in out.tools]
     assert set(called) | set(pinned) | ({named} if named else set()) <= set(kept)
     assert len(kept) >= min(max(min_tools, 1), len(NAMES))
@@ -64,6 +64,6 @@ def test_required_tools_survive_and_the_output_is_a_subset(
     assert "retired_tool" not in out.session.tool_set
     kept_prefix = [n for n in previous if n in NAMES]
     assert list(out.session.tool_set[: len(kept_prefix)]) == kept_prefix, "a sticky set only grows at the end"
-    again, _ = prune_tools(out.replace(tools=ctx.tools), out.session, policy)
+    again, _ = prune_tools(out.replace(tools=ctx.tools).replace(session=out.session), policy)
     assert again.tools == out.tools, "a second run on the same turn changes nothing"
     assert all(d.pass_name == "prune_tools" for d in decisions)

@@ -17,7 +17,7 @@ DEFAULT = ToolPolicy(min_tool_tokens=0)  # the catalogue is ~500 tokens: small e
 
 def test_a_small_tool_list_goes_through_untouched_by_default() -> None:
     ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
-    out, decisions = prune_tools(ctx, ctx.session, ToolPolicy())
+    out, decisions = prune_tools(ctx, ToolPolicy())
     assert out is ctx
     assert decisions[0].action == "kept_all" and "min_tool_tokens" in decisions[0].reason
 
@@ -28,7 +28,7 @@ def names(ctx) -> list[str]:
 
 def test_pruned_request_offers_find_tools_last() -> None:
     ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
-    out, decisions = prune_tools(ctx, ctx.session, DEFAULT)
+    out, decisions = prune_tools(ctx, DEFAULT)
     assert names(out)[-1] == "find_tools" and "get_weather" in names(out)
     assert len(out.tools) < len(ctx.tools)
     pruned = next(d for d in decisions if d.action == "pruned")
@@ -39,7 +39,7 @@ def test_pruned_request_offers_find_tools_last() -> None:
 
 def test_first_set_is_neither_a_change_nor_a_negative_saving() -> None:
     ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
-    out, decisions = prune_tools(ctx, ctx.session, DEFAULT)
+    out, decisions = prune_tools(ctx, DEFAULT)
     changed = next(d for d in decisions if d.action == "tool_set_changed")
     assert changed.detail["first"] is True and out.session.tool_set_changes == 0
     assert changed.tokens_before == changed.tokens_after == 0  # never counted as a saving or a loss
@@ -51,13 +51,13 @@ def test_sends_everything_when_the_cache_makes_pruning_a_loss() -> None:
     history = [{"role": "system", "content": "You are a careful travel agent. " * 900}, user("Weather in Paris?")]
     ctx = make_ctx(history, catalogue())
     ctx = ctx.replace(env=replace(ctx.env, cache_price_ratio=0.1))
-    out, decisions = prune_tools(ctx, ctx.session, DEFAULT)
+    out, decisions = prune_tools(ctx, DEFAULT)
     assert out.tools == ctx.tools
     assert [d.action for d in decisions] == ["kept_all"]
     assert decisions[0].detail["plan"] == "all" and decisions[0].detail["cost"] > decisions[0].detail["saving"]
     # decided once: a later, short request of the same session is not pruned either
     later = make_ctx([user("Weather in Paris?")], catalogue(), state=out.session)
-    again, more = prune_tools(later, later.session, DEFAULT)
+    again, more = prune_tools(later, DEFAULT)
     assert again.tools == later.tools and more[0].detail == {"plan": "all"}
 
 
@@ -90,34 +90,34 @@ def test_a_tool_named_by_the_task_survives_a_turn_that_does_not_name_it() -> Non
         user("the 12th, please go ahead"),
     ]
     ctx = make_ctx(history, catalogue())
-    session_out, _ = prune_tools(ctx, ctx.session, DEFAULT.model_copy(update={"max_tools": 2, "min_tools": 1}))
+    session_out, _ = prune_tools(ctx, DEFAULT.model_copy(update={"max_tools": 2, "min_tools": 1}))
     turn_only = DEFAULT.model_copy(update={"max_tools": 2, "min_tools": 1, "session_scoring": False})
-    turn_out, _ = prune_tools(ctx, ctx.session, turn_only)
+    turn_out, _ = prune_tools(ctx, turn_only)
     assert "search_flights" in names(session_out)
     assert "search_flights" not in names(turn_out)
 
 
 def test_later_turns_do_not_grow_by_score_when_find_tools_is_served() -> None:
     first_ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
-    first, _ = prune_tools(first_ctx, first_ctx.session, DEFAULT)
+    first, _ = prune_tools(first_ctx, DEFAULT)
     history = [
         user("What's the weather forecast in Paris?"),
         {"role": "assistant", "content": "Sunny."},
         user("Now translate this text into Spanish language"),
     ]
     ctx = make_ctx(history, catalogue(), state=first.session)
-    out, decisions = prune_tools(ctx, ctx.session, DEFAULT)
+    out, decisions = prune_tools(ctx, DEFAULT)
     assert names(out) == names(first)  # byte-stable: the model asks find_tools for the translator
     assert not [d for d in decisions if d.action == "tool_set_changed"]
 
 
 def test_a_called_tool_joins_a_sticky_set_and_counts_one_change() -> None:
     first_ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
-    first, _ = prune_tools(first_ctx, first_ctx.session, DEFAULT)
+    first, _ = prune_tools(first_ctx, DEFAULT)
     assert "set_timer" not in names(first)
     history = [user("What's the weather forecast in Paris?"), *call("c1", "set_timer")]
     ctx = make_ctx(history, catalogue(), state=first.session)
-    out, _ = prune_tools(ctx, ctx.session, DEFAULT)
+    out, _ = prune_tools(ctx, DEFAULT)
     assert names(out)[-2:] == ["set_timer", "find_tools"]
     assert out.session.tool_set_changes == 1
 
@@ -142,6 +142,6 @@ def test_tools_of_one_namespace_or_one_id_belong_together() -> None:
 def test_client_tool_named_find_tools_turns_the_served_one_off() -> None:
     tools = [*catalogue(), tool("find_tools", "The client's own search")]
     ctx = make_ctx([user("What's the weather forecast in Paris?")], tools)
-    out, decisions = prune_tools(ctx, ctx.session, DEFAULT)
+    out, decisions = prune_tools(ctx, DEFAULT)
     pruned = next(d for d in decisions if d.action == "pruned")
     assert "find_tools" not in pruned.detail and names(out).count("find_tools") <= 1

@@ -16,7 +16,7 @@ assert Policy  # imported first: policy.py gathers the pass policies
 
 def turn(messages, state: SessionState, policy: ToolPolicy = POLICY, tools=None):
     ctx = make_ctx(messages, tools or catalogue(), state=state)
-    return prune_tools(ctx, state, policy)
+    return prune_tools(ctx.replace(session=state), policy)
 
 
 def tools_bytes(ctx) -> bytes:
@@ -77,8 +77,8 @@ def test_tools_the_client_stopped_offering_leave_the_set() -> None:
 
 def test_running_twice_changes_nothing() -> None:
     ctx = make_ctx([user("weather and news")], catalogue())
-    once, _ = prune_tools(ctx, ctx.session, POLICY)
-    twice, decisions = prune_tools(once, once.session, POLICY)
+    once, _ = prune_tools(ctx, POLICY)
+    twice, decisions = prune_tools(once, POLICY)
     assert twice.tools == once.tools
     assert twice.session == once.session
     assert [d.action for d in decisions] in (["pruned"], ["kept_all"])

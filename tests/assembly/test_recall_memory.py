@@ -36,7 +36,7 @@ def _history() -> list[dict[str, Any]]:
 
 def test_nothing_to_recall_returns_the_same_context() -> None:
     ctx = _ctx([*_history(), {"role": "user", "content": "What is my dog's name?"}])
-    out, decisions = recall_memory(ctx, ctx.session, ON.model_copy(update={"long_term": False}))
+    out, decisions = recall_memory(ctx, ON.model_copy(update={"long_term": False}))
     assert out is ctx and decisions == []
 
 
@@ -47,7 +47,7 @@ def test_recalled_block_goes_just_before_the_question_best_first_with_turns() ->
         _passage(2, "user: I like blue", 0.1, start=5),
     )
     ctx = _ctx([*_history(), question], **{CANDIDATES_KEY: candidates})
-    out, decisions = recall_memory(ctx, ctx.session, ON)
+    out, decisions = recall_memory(ctx, ON)
     assert out.messages[-1] == question
     block = str(out.messages[-2]["content"])
     assert block.startswith("<recalled") and 'turns="1"' in block and "Rex" in block and "blue" not in block
@@ -60,7 +60,7 @@ def test_passages_the_model_still_sees_are_not_recalled() -> None:
     said = {"role": "user", "content": "my dog   is called Rex"}
     ctx = _ctx([SYSTEM, said, {"role": "user", "content": "dog name?"}])
     ctx = ctx.annotate(**{CANDIDATES_KEY: (_passage(1, "user: my dog is called Rex", 0.9),)})
-    out, decisions = recall_memory(ctx, ctx.session, ON.model_copy(update={"long_term": False}))
+    out, decisions = recall_memory(ctx, ON.model_copy(update={"long_term": False}))
     assert out is ctx and decisions == []
 
 
@@ -69,11 +69,11 @@ def test_budget_and_max_passages_bound_the_block() -> None:
     candidates = tuple(_passage(i, long_text + f" variant {i}", 0.9 - i / 100, start=i * 2) for i in range(6))
     ctx = _ctx([*_history(), {"role": "user", "content": "trip facts?"}], **{CANDIDATES_KEY: candidates})
     policy = ON.model_copy(update={"recall_budget_tokens": 900, "max_passages": 5})
-    out, decisions = recall_memory(ctx, ctx.session, policy)
+    out, decisions = recall_memory(ctx, policy)
     block = out.messages[-2]
     assert ctx.env.counter.message(block) <= 900
     assert 1 <= len(decisions) < 5
-    _, decisions2 = recall_memory(ctx, ctx.session, ON.model_copy(update={"max_passages": 1}))
+    _, decisions2 = recall_memory(ctx, ON.model_copy(update={"max_passages": 1}))
     assert len(decisions2) == 1 and decisions2[0].detail["start"] == 0
 
 
@@ -92,7 +92,7 @@ def test_block_follows_trailing_tool_results_rules_and_stays_before_the_question
         {"role": "user", "content": "what was the flight number?"},
     ]
     ctx = _ctx(messages, **{CANDIDATES_KEY: (_passage(1, "tool lookup: flight IB3170", 0.8),)})
-    out, decisions = recall_memory(ctx, ctx.session, ON)
+    out, decisions = recall_memory(ctx, ON)
     assert [m["role"] for m in out.messages] == ["system", "user", "assistant", "tool", "user", "user"]
     assert str(out.messages[4]["content"]).startswith("<recalled")
     assert verify_assembly(ctx, out, decisions) == []
@@ -103,7 +103,7 @@ def test_a_passage_cannot_close_the_block() -> None:
     ctx = _ctx(
         [*_history(), {"role": "user", "content": "instructions?"}], **{CANDIDATES_KEY: (_passage(1, evil, 0.9),)}
     )
-    out, _ = recall_memory(ctx, ctx.session, ON)
+    out, _ = recall_memory(ctx, ON)
     content = str(out.messages[-2]["content"])
     assert content.count("</recalled>") == 1 and content.count("</passage>") == 1
 
@@ -111,7 +111,7 @@ def test_a_passage_cannot_close_the_block() -> None:
 def test_memory_block_is_placed_after_the_system_prompt_and_frozen() -> None:
     facts = (Fact("prefers", "They prefer TypeScript."), Fact("uses:postgresql", "The project uses PostgreSQL 16."))
     ctx = _ctx([SYSTEM, {"role": "user", "content": "Set up the repo"}], **{FACTS_KEY: facts})
-    out, decisions = recall_memory(ctx, ctx.session, ON)
+    out, decisions = recall_memory(ctx, ON)
     assert out.messages[0] == SYSTEM
     block = str(out.messages[1]["content"])
     assert block.startswith("<memory") and "TypeScript" in block and "PostgreSQL 16" in block
@@ -124,25 +124,25 @@ def test_memory_block_is_placed_after_the_system_prompt_and_frozen() -> None:
         **{FACTS_KEY: (Fact("prefers", "They prefer Rust."),)},
     )
     later = later.replace(session=replace(out.session, turn=1))
-    _, decisions2 = recall_memory(later, later.session, ON)
-    assert recall_memory(later, later.session, ON)[0].messages[1]["content"] == block
+    _, decisions2 = recall_memory(later, ON)
+    assert recall_memory(later, ON)[0].messages[1]["content"] == block
     assert decisions2[0].detail["reused"] is True
 
 
 def test_no_facts_on_the_first_turn_freezes_an_empty_block() -> None:
     ctx = _ctx([SYSTEM, {"role": "user", "content": "hi"}])
-    out, decisions = recall_memory(ctx, ctx.session, ON)
+    out, decisions = recall_memory(ctx, ON)
     assert out.messages == ctx.messages and decisions == []
     assert out.session.extra[STATE_KEY]["profile"] == ""
     later = _ctx([SYSTEM, {"role": "user", "content": "hi"}], **{FACTS_KEY: (Fact("name", "Their name is Ana."),)})
     later = later.replace(session=replace(out.session, turn=1))
-    assert recall_memory(later, later.session, ON) == (later, [])
+    assert recall_memory(later, ON) == (later, [])
 
 
 def test_profile_budget_keeps_the_newest_facts_that_fit() -> None:
     facts = tuple(Fact(f"slot{i}", f"Fact number {i} about the user's long preferences.") for i in range(40))
     ctx = _ctx([{"role": "user", "content": "hi"}], **{FACTS_KEY: facts})
-    out, decisions = recall_memory(ctx, ctx.session, ON.model_copy(update={"profile_budget_tokens": 80}))
+    out, decisions = recall_memory(ctx, ON.model_copy(update={"profile_budget_tokens": 80}))
     assert ctx.env.counter.message(out.messages[0]) <= 80
     kept = decisions[0].detail["facts"]
     assert kept == [f"slot{i}" for i in range(len(kept))] and decisions[0].detail["omitted"] == 40 - len(kept)
@@ -177,7 +177,7 @@ def test_recall_never_exceeds_its_bounds(scores: list[float], budget: int, max_p
     candidates = tuple(_passage(i, f"user: detail {i} of the plan", s, start=2 * i) for i, s in enumerate(scores))
     ctx = _ctx([*_history(), {"role": "user", "content": "plan details?"}], **{CANDIDATES_KEY: candidates})
     policy = ON.model_copy(update={"recall_budget_tokens": budget, "max_passages": max_passages, "long_term": False})
-    out, decisions = recall_memory(ctx, ctx.session, policy)
+    out, decisions = recall_memory(ctx, policy)
     assert len(decisions) <= max_passages
     assert all(d.detail["score"] >= policy.min_score for d in decisions)
     if decisions:

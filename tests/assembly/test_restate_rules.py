@@ -20,7 +20,7 @@ def test_restated_rules_fit_the_budget_and_go_by_priority() -> None:
     case = {"request": {"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]}}
     ctx = context_of(case)
     policy = RulesPolicy(rules=rules, budget_tokens=60)
-    out, decisions = restate_rules(ctx, ctx.session, policy)
+    out, decisions = restate_rules(ctx, policy)
     kept = [text for _kind, text in out.reminder]
     cost = sum(ctx.env.counter.text(f"critical_rule: {t}\n") for t in kept)
     assert 0 < cost <= 60

@@ -45,13 +45,13 @@ def _ctx(text: str, question: str, *, window: int = 8_000, summarizer: Any = Non
 def test_a_prompt_under_the_direct_fraction_is_left_alone() -> None:
     ctx = _ctx(long_contract(4_000), QUESTION)
     assert ctx.prompt_tokens() < 0.8 * 8_000
-    assert shrink_oversize(ctx, ctx.session, OversizePolicy()) == (ctx, [])
+    assert shrink_oversize(ctx, OversizePolicy()) == (ctx, [])
 
 
 def test_a_300k_token_contract_keeps_the_asked_clause_within_the_window() -> None:
     ctx = _ctx(long_contract(300_000), QUESTION, window=128_000)
     assert ctx.prompt_tokens() > 290_000
-    out, [decision] = shrink_oversize(ctx, ctx.session, OversizePolicy())
+    out, [decision] = shrink_oversize(ctx, OversizePolicy())
     content = out.messages[-1]["content"]
     assert decision.detail["strategy"] == "chunk_and_extract"
     assert decision.detail["summarizer_calls"] == 0
@@ -64,7 +64,7 @@ def test_a_300k_token_contract_keeps_the_asked_clause_within_the_window() -> Non
 
 def test_the_clause_survives_a_small_window_too() -> None:
     ctx = _ctx(long_contract(60_000), QUESTION, window=8_000)
-    out, [decision] = shrink_oversize(ctx, ctx.session, OversizePolicy(edge_tokens=64))
+    out, [decision] = shrink_oversize(ctx, OversizePolicy(edge_tokens=64))
     assert decision.detail["strategy"] == "chunk_and_extract"
     assert CLAUSE in out.messages[-1]["content"]
     assert out.prompt_tokens() <= 6_400
@@ -73,7 +73,7 @@ def test_the_clause_survives_a_small_window_too() -> None:
 def test_summary_request_slightly_over_uses_a_chain_of_summariser_calls() -> None:
     summarizer = TruncatingSummarizer()
     ctx = _ctx(long_contract(14_000), "Summarise the contract for the board.", summarizer=summarizer)
-    out, [decision] = shrink_oversize(ctx, ctx.session, OversizePolicy(summary_chunk_tokens=4_000))
+    out, [decision] = shrink_oversize(ctx, OversizePolicy(summary_chunk_tokens=4_000))
     assert decision.detail["strategy"] == "summarization_chain"
     assert decision.detail["summarizer"] == "truncating"
     assert decision.detail["summarizer_calls"] == summarizer.calls >= 3
@@ -85,7 +85,7 @@ def test_far_larger_summary_requests_go_hierarchical_within_the_call_cap() -> No
     summarizer = TruncatingSummarizer()
     ctx = _ctx(long_contract(60_000), "Summarise the contract for the board.", summarizer=summarizer)
     policy = OversizePolicy(summary_chunk_tokens=4_000, max_summarizer_calls=40)
-    out, [decision] = shrink_oversize(ctx, ctx.session, policy)
+    out, [decision] = shrink_oversize(ctx, policy)
     assert decision.detail["strategy"] == "hierarchical_summarization"
     assert decision.detail["summarizer_calls"] == summarizer.calls <= 40
     assert out.prompt_tokens() <= 6_400
@@ -93,7 +93,7 @@ def test_far_larger_summary_requests_go_hierarchical_within_the_call_cap() -> No
 
 def test_without_a_summariser_the_summary_is_extractive_and_free() -> None:
     ctx = _ctx(long_contract(14_000), "Summarise the contract for the board.")
-    out, [decision] = shrink_oversize(ctx, ctx.session, OversizePolicy())
+    out, [decision] = shrink_oversize(ctx, OversizePolicy())
     assert decision.detail["summarizer"] == "extractive"
     assert decision.detail["summarizer_calls"] == 0
     assert out.prompt_tokens() <= 6_400
@@ -103,7 +103,7 @@ def test_without_a_summariser_the_summary_is_extractive_and_free() -> None:
 def test_a_failing_summariser_falls_back_to_extractive_and_says_so() -> None:
     summarizer = TruncatingSummarizer(fail=True)
     ctx = _ctx(long_contract(14_000), "Summarise the contract for the board.", summarizer=summarizer)
-    out, [decision] = shrink_oversize(ctx, ctx.session, OversizePolicy(summary_chunk_tokens=4_000))
+    out, [decision] = shrink_oversize(ctx, OversizePolicy(summary_chunk_tokens=4_000))
     assert decision.detail["summarizer_failures"] == summarizer.calls > 0
     assert out.prompt_tokens() <= 6_400
 
@@ -111,7 +111,7 @@ def test_a_failing_summariser_falls_back_to_extractive_and_says_so() -> None:
 def test_past_the_call_cap_the_client_gets_a_400_with_tokens_and_limit() -> None:
     ctx = _ctx(long_contract(300_000), "Summarise the contract.", window=128_000, summarizer=TruncatingSummarizer())
     with pytest.raises(ContextTooLong) as info:
-        shrink_oversize(ctx, ctx.session, OversizePolicy(max_summarizer_calls=2))
+        shrink_oversize(ctx, OversizePolicy(max_summarizer_calls=2))
     message = info.value.message
     assert info.value.status_code == 400 and info.value.code == "context_length_exceeded"
     assert str(ctx.prompt_tokens()) in message and "128000" in message and "cap is 2" in message
@@ -122,7 +122,7 @@ def test_when_the_rest_of_the_prompt_leaves_no_room_it_is_a_400() -> None:
     body = {"messages": [big_system, {"role": "user", "content": long_contract(5_000, seed=3) + "\n" + QUESTION}]}
     ctx = make_context(body, context_window=8_000)
     with pytest.raises(ContextTooLong) as info:
-        shrink_oversize(ctx, ctx.session, OversizePolicy())
+        shrink_oversize(ctx, OversizePolicy())
     assert f"{ctx.prompt_tokens()} prompt tokens" in info.value.message
     assert "at most 8000" in info.value.message
 
@@ -131,7 +131,7 @@ def test_a_request_the_provider_would_still_accept_is_never_refused() -> None:
     body = {"messages": [{"role": "system", "content": long_contract(6_600)}, {"role": "user", "content": QUESTION}]}
     ctx = make_context(body, context_window=8_000)
     assert 6_400 < ctx.prompt_tokens() <= 8_000
-    assert shrink_oversize(ctx, ctx.session, OversizePolicy()) == (ctx, [])
+    assert shrink_oversize(ctx, OversizePolicy()) == (ctx, [])
 
 
 def test_an_oversize_tool_result_is_shrunk_in_place_and_stays_paired() -> None:
@@ -143,7 +143,7 @@ def test_an_oversize_tool_result_is_shrunk_in_place_and_stays_paired() -> None:
         {"role": "tool", "tool_call_id": "call_1", "content": long_contract(30_000)},
     ]
     ctx = make_context({"messages": messages}, context_window=8_000)
-    out, [decision] = shrink_oversize(ctx, ctx.session, OversizePolicy())
+    out, [decision] = shrink_oversize(ctx, OversizePolicy())
     shrunk = out.messages[3]
     assert shrunk["role"] == "tool" and shrunk["tool_call_id"] == "call_1"
     assert decision.detail["strategy"] == "chunk_and_extract" and decision.detail["shrunk_message"] == 3
@@ -173,7 +173,7 @@ def test_shrunk_requests_fit_or_are_refused(window: int, factor: float, question
     ctx = _ctx(long_contract(int(window * factor)), question, window=window, summarizer=summarizer)
     policy = OversizePolicy(summary_chunk_tokens=2_000)
     try:
-        out, decisions = shrink_oversize(ctx, ctx.session, policy)
+        out, decisions = shrink_oversize(ctx, policy)
     except ContextTooLong:
         assert ctx.prompt_tokens() > window, "refused a request the provider would have accepted"
         return

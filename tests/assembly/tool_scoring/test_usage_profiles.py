@@ -126,7 +126,7 @@ def kept(profiles: Any = None, policy: ToolPolicy = POLICY) -> list[str]:
     ctx = make_ctx([user(ASKED)], TOOLS)
     if profiles is not None:
         ctx = ctx.replace(env=replace(ctx.env, tool_profiles=profiles))
-    out, decisions = prune_tools(ctx, ctx.session, policy)
+    out, decisions = prune_tools(ctx, policy)
     pruned = next(d for d in decisions if d.action == "pruned")
     assert pruned.detail.get("profiled", 0) == (len(profiles or {}) if policy.usage_weight else 0)
     return [t["function"]["name"] for t in out.tools or ()]
@@ -149,7 +149,7 @@ def test_an_observed_call_keeps_the_tool_for_a_similar_later_turn() -> None:
     assert "confluence_search" not in kept()  # its description says nothing about holidays
     rt = runtime()
     ctx = make_ctx([user(SEEN)], TOOLS)
-    prune_tools(ctx, ctx.session, POLICY)  # the request is scored (its turn's vector remembered)
+    prune_tools(ctx, POLICY)  # the request is scored (its turn's vector remembered)
     rt.expect("req-1", ctx)
     rt.finish(answered("req-1", "confluence_search", "not_offered"))
     assert set(rt.snapshot()) == {tool_key(KB)}
