@@ -247,7 +247,8 @@ class SqlRecorder:
         time; the ``final`` batch at shutdown always tries the database once more.
         """
         records = [self.redactor.record(r) for r in batch]
-        if not self.database_up and not final and time.monotonic() < self._next_retry:
+        # With a broken spool, waiting for the retry time would drop the batch: try the database now.
+        if not self.database_up and not final and not self._spool_broken and time.monotonic() < self._next_retry:
             self._to_spool(records)
             return
         if self._file_missing():

@@ -19,7 +19,7 @@ from gateway.store.sql_recorder import SqlRecorder
 from tests.store.records import make_record
 
 
-async def _until(condition, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+async def _until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "not reached in time"

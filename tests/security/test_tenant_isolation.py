@@ -43,7 +43,7 @@ def tenants(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "models": models,
         "auth": {"enabled": True, "keys": [hash_key(KEY_A), hash_key(KEY_B)]},
         "policy": {
-            "memory": {"enabled": True, "recall_budget_tokens": 400, "passage_tokens": 120},
+            "memory": {"enabled": True, "long_term": True, "recall_budget_tokens": 400, "passage_tokens": 120},
             "compaction": {"summary_max_tokens": 150, "keep_recent_turns": 2, "prepare_at": 0.55},
         },
     }

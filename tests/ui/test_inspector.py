@@ -50,7 +50,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
         "auth": {"admin_keys": [hash_key(ADMIN_KEY)]},
         "policy": {
             "rules": {"rules": [{"text": "Never promise a delivery date.", "priority": 1}]},
-            "tools": {"max_tools": 2, "min_tools": 1, "min_offered": 0},
+            "tools": {"max_tools": 2, "min_tools": 1, "min_offered": 0, "mode": "prune", "min_tool_tokens": 0},
         },
     }
     with run_simulator(tmp) as sim:
