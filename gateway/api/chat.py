@@ -284,7 +284,7 @@ async def answer_chat(
     search = tool_search(gw, model, session_id, body, outgoing, record)  # None unless find_tools is offered
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model) or _encoded(outgoing, model)
-    if getattr(gw.recorder, "wants_json", False):  # a writer process parses these instead of unpickling dicts
+    if gw.recorder.wants_json:  # a writer process parses these instead of unpickling dicts
         record.original_json, record.assembled_json = raw, raw_out
     if record.stream:
         return await _stream(

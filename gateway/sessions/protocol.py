@@ -57,6 +57,6 @@ class SessionStore(Protocol):
 
 async def store_call(store: SessionStore, call: Callable[..., T], *args: object) -> T:
     """Run one of ``store``'s claim methods: inline for an in-process store, in a thread otherwise."""
-    if getattr(store, "blocking", True):
+    if store.blocking:
         return await asyncio.to_thread(call, *args)
     return call(*args)

@@ -25,6 +25,8 @@ def record_to_dict(record: RequestRecord) -> dict[str, Any]:
 
 
 class JsonlRecorder:
+    wants_json = False
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._fh: IO[bytes] | None = None

@@ -65,6 +65,9 @@ def record_dict(record: RequestRecord) -> dict[str, Any]:
 class Recorder(Protocol):
     """Accept a record without blocking the request; persistence happens elsewhere."""
 
+    #: Whether records should carry their bodies' JSON bytes (a writer process parses them).
+    wants_json: bool
+
     def record(self, record: RequestRecord) -> None: ...
 
     async def room(self) -> None:
@@ -93,6 +96,8 @@ DEFAULT_MEMORY_RECORDS = 256
 
 class MemoryRecorder:
     """Keeps the latest records in memory: for tests of the API layer and for runs without a store."""
+
+    wants_json = False
 
     def __init__(self, *, max_records: int = DEFAULT_MEMORY_RECORDS) -> None:
         self.records: deque[RequestRecord] = deque(maxlen=max_records)
