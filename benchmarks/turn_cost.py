@@ -32,6 +32,7 @@ import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.profiles import MODEL, TOOLBENCH, _renumbered, _runs, _steps, _tools
 from gateway.api.chat import build_context, parse_request
 from gateway.api.deps import Gateway
+from gateway.api.edges import Edges
 from gateway.api.token_offload import OFFLOAD_BODY_BYTES, _growth
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
@@ -51,7 +52,9 @@ BANDS = ((1, 10), (50, 60), (100, 110), (150, 160), (200, 210), (250, 260), (290
 def _gateway() -> tuple[Gateway, ModelConfig]:
     model = ModelConfig(name=MODEL, litellm_model=f"openai/{MODEL}", api_base="http://127.0.0.1:9/v1")
     settings = Settings(models=(model,))
-    gw = Gateway(settings, UpstreamRouter(settings.upstream), MemorySessionStore(), MemoryRecorder())
+    sessions = MemorySessionStore()
+    edges = Edges.build(settings, sessions, stored=False)
+    gw = Gateway(settings, UpstreamRouter(settings.upstream), sessions, MemoryRecorder(), edges)
     return gw, model
 
 

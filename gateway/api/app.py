@@ -28,14 +28,12 @@ from gateway.api.auth import Access, Principal, require_admin, require_client
 from gateway.api.browser_guard import BrowserGuard
 from gateway.api.caller_concurrency import CallerConcurrency
 from gateway.api.chat import chat_completions
-from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
+from gateway.api.edges import Edges
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
-from gateway.api.memory_runtime import memory_runtime
 from gateway.api.messages import count_tokens, create_message
 from gateway.api.rate_limit import RateLimiter
 from gateway.api.responses import add_responses_routes
-from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
 from gateway.sessions.memory import MemorySessionStore
@@ -98,14 +96,17 @@ def create_app(
     sessions: SessionStore | None = None,
     tool_profiles: ToolProfileStore | None = None,
 ) -> FastAPI:
+    recorder = recorder or MemoryRecorder()
+    sessions = sessions or MemorySessionStore()
+    # Built now, not by the first request: a configured LLM summariser or fact extractor imports
+    # its HTTP client (~0.15 s), which must not hold the event loop under traffic.
+    from gateway.store.sql_recorder import SqlRecorder  # its engine module, only to ask the recorder's kind
+
+    stored = isinstance(recorder, SqlRecorder)
+    edges = Edges.build(settings, sessions, stored=stored, tool_profiles=tool_profiles)
     gw = Gateway(
-        settings=settings,
-        upstream=UpstreamRouter(settings.upstream),
-        sessions=sessions or MemorySessionStore(),
-        recorder=recorder or MemoryRecorder(),
+        settings=settings, upstream=UpstreamRouter(settings.upstream), sessions=sessions, recorder=recorder, edges=edges
     )
-    if tool_profiles is not None:
-        gw.background["tool_profile_store"] = tool_profiles
 
     probe_ms = settings.diagnostics.loop_lag_probe_ms
     probe = LoopLagProbe(interval_s=probe_ms / 1000) if probe_ms else None
@@ -115,11 +116,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gw.recorder.start()
         await asyncio.to_thread(gw.load_tokenizers)
-        # Built now, not by the first request: a configured LLM summariser or fact extractor
-        # imports its HTTP client (~0.15 s), which must not hold the event loop.
-        compaction_runtime(gw)
-        memory_runtime(gw)
-        await tool_usage_runtime(gw).start()
+        await gw.edges.tool_usage.start()
         freeze_startup_objects()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         if probe is not None:
@@ -135,10 +132,10 @@ def create_app(
                 await probe.stop()
             # Summaries being prepared and passages being archived finish before the store closes,
             # so a shutdown loses neither; their HTTP clients and engine are released after.
-            for runtime in (compaction_runtime(gw), memory_runtime(gw)):
-                await runtime.drain()
-                runtime.close()
-            await tool_usage_runtime(gw).stop()
+            await gw.edges.tool_usage.stop()
+            for edge in gw.edges.ordered:
+                await edge.drain()
+                edge.close()
             await gw.recorder.close()
             await gw.sessions.close()
             await gw.upstream.close()

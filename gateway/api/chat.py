@@ -11,7 +11,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -20,16 +20,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import metrics
-from gateway.api.compaction_runtime import compaction_runtime
 from gateway.api.deps import Gateway
+from gateway.api.edges import Turn
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
-from gateway.api.memory_runtime import memory_runtime
 from gateway.api.raw_forward import untouched_bytes, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
 from gateway.api.tool_search import ToolSearch, tool_search
-from gateway.api.tool_usage_runtime import tool_usage_runtime
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -149,7 +147,6 @@ def build_context(
     state: SessionState,
     caller: str,
     summarizer: Summarizer | None = None,
-    tool_profiles: Mapping[str, Any] | None = None,
 ) -> Context:
     info = gw.info(model)
     env = Env(
@@ -162,8 +159,6 @@ def build_context(
         summarizer=summarizer,
         cache_price_ratio=cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token),
     )
-    if tool_profiles:
-        env = replace(env, tool_profiles=tool_profiles)
     return context_from_body(body, env, state)
 
 
@@ -226,14 +221,13 @@ async def answer_chat(
     headers["x-ventana-session-id"] = session_id
     scoped = scope_session(caller, session_id)  # state is the caller's own, whatever name a client sends
     recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)
-    compaction = compaction_runtime(gw)
-    state = await compaction.adopt(await gw.sessions.load(scoped))
+    turn = Turn(request_id, session_id, scoped, caller, body)
     await count_off_loop(gw.counter(model), body, len(raw), scoped)
-    tool_usage = tool_usage_runtime(gw)
-    summarizer = compaction.summarizer_for(model)
-    ctx = build_context(body, gw, model, state, caller, summarizer, tool_usage.snapshot())
-    memory = memory_runtime(gw)
-    ctx = await memory.before(ctx, body, caller)
+    summarizer = gw.edges.compaction.summarizer_for(model)
+    ctx = build_context(body, gw, model, await gw.sessions.load(scoped), caller, summarizer)
+    for edge in gw.edges.ordered:  # api/edges.py: checkpoints adopted, memory looked up, usage profiles
+        ctx = await edge.before(ctx, turn)
+    state = ctx.session
     tools_policy = gw.settings.policy.tools
     slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
     # A summariser's I/O, a slow scorer, or a body so large its assembly takes milliseconds (~3.5 ms
@@ -242,15 +236,14 @@ async def answer_chat(
     big = len(raw) >= (4 if resent else 1) * ASSEMBLE_OFF_LOOP_BYTES
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
-    if (summarizer is not None and compaction.policy.enabled) or slow_scorer or big:
+    if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
         assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, gw.settings.policy, passes)
     else:
         assembly, prefix = assemble_and_track(ctx, gw.settings.policy, passes)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
-    await compaction.publish(state, assembly.assembled.session)
-    prepared = await compaction.prepare(ctx, assembly.assembled)
-    memory.after(ctx, assembly.decisions, body, caller)
-    tool_usage.expect(request_id, ctx)
+    edge_decisions = [
+        d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
+    ]
     outgoing = forward_body(body, assembly)
     record = RequestRecord(
         request_id=request_id,
@@ -261,9 +254,7 @@ async def answer_chat(
         caller=caller,
         original=body,
         assembled=outgoing,
-        decisions=[
-            d.to_dict() for d in (*assembly.decisions, *([prepared] if prepared else []), *compaction.reports(scoped))
-        ],
+        decisions=[d.to_dict() for d in (*assembly.decisions, *edge_decisions)],
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
         predicted_cached_tokens=prefix.predicted_cached_tokens,
@@ -488,10 +479,11 @@ def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, 
     record.error = error
     record.total_ms = (time.perf_counter() - started) * 1000
     metrics.observe(record)
-    try:
-        tool_usage_runtime(gw).finish(record)  # the model's tool calls teach the tools' usage profiles
-    except Exception:
-        log.exception("tool usage learning failed for request %s", record.request_id)
+    for edge in gw.edges.ordered:  # e.g. the model's tool calls teach the tools' usage profiles
+        try:
+            edge.finish(record)
+        except Exception:
+            log.exception("edge %s failed to finish request %s", type(edge).__name__, record.request_id)
     try:
         gw.recorder.record(record)
     except Exception:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gateway.assembly.context import Checkpoint, Context, Decision, SessionState, Summarizer
 from gateway.assembly.plan_compaction import CompactionPlan, plan_compaction
@@ -40,9 +41,13 @@ from gateway.sessions.checkpoints import (
 )
 from gateway.sessions.claimed_summary import ClaimedSummarizer
 from gateway.sessions.protocol import SessionStore, store_call
+from gateway.store.record import RequestRecord
 from gateway.summarize.choice import summarizer_model
 from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
+
+if TYPE_CHECKING:
+    from gateway.api.edges import Turn
 
 log = logging.getLogger("ventana.compaction")
 WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to store its result
@@ -113,6 +118,22 @@ class CompactionRuntime:
         new = [c for c in after.checkpoints if c.range_hash not in have]
         if new:
             await store_call(self._sessions, publish_checkpoints, self._sessions, after.session_id, new)
+
+    async def before(self, ctx: Context, turn: Turn) -> Context:
+        """The context with the session's published checkpoints adopted (the edge's ``before``)."""
+        adopted = await self.adopt(ctx.session)
+        return ctx if adopted is ctx.session else ctx.replace(session=adopted)
+
+    async def after(
+        self, turn: Turn, original: Context, assembled: Context, decisions: Sequence[Decision]
+    ) -> list[Decision]:
+        """Publish this turn's checkpoints, prepare the next one ahead; the preparation's decisions."""
+        await self.publish(original.session, assembled.session)
+        prepared = await self.prepare(original, assembled)
+        return [*([prepared] if prepared else []), *self.reports(turn.scoped)]
+
+    def finish(self, record: RequestRecord) -> None:
+        """Nothing to learn from the answer."""
 
     def reports(self, session_id: str) -> list[Decision]:
         """Decisions from this session's background preparation, owed to its next recorded request."""
@@ -208,11 +229,3 @@ class CompactionRuntime:
     def close(self) -> None:
         for inner in self._inner.values():
             inner.close()
-
-
-def compaction_runtime(gw: Any) -> CompactionRuntime:
-    """The gateway's one runtime, built on first use and kept in ``gw.background``."""
-    found = gw.background.get("compaction")
-    if found is None:
-        found = gw.background["compaction"] = CompactionRuntime(gw.settings, gw.sessions)
-    return found  # type: ignore[no-any-return]

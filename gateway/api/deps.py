@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
+from gateway.api.edges import Edges
 from gateway.api.incremental_parse import IncrementalParser
 from gateway.calibration import Calibration
 from gateway.config import ModelConfig, Settings
@@ -23,12 +23,12 @@ class Gateway:
     upstream: UpstreamRouter
     sessions: SessionStore
     recorder: Recorder
+    edges: Edges  # the steps around assembly that do I/O, built at start-up (api/edges.py)
     started_at: float = field(default_factory=time.time)
     calibration: Calibration = field(default_factory=Calibration)
     resent: ResentHistory = field(default_factory=ResentHistory)  # last turn's objects, so a turn costs what is new
     parser: IncrementalParser = field(default_factory=IncrementalParser)  # last turn's bytes, parsed once
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
-    background: dict[str, Any] = field(default_factory=dict)  # long-lived helpers by owner, e.g. "compaction"
 
     def info(self, model: ModelConfig) -> ModelInfo:
         found = self._infos.get(model.name)

@@ -19,7 +19,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -34,7 +34,11 @@ from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
 from gateway.store.engine import make_engine
+from gateway.store.record import RequestRecord
 from gateway.upstream.router import UpstreamRouter
+
+if TYPE_CHECKING:
+    from gateway.api.edges import Turn
 
 log = logging.getLogger("ventana.memory")
 #: Ranked candidates handed to the pass per max_passages it may place.
@@ -87,7 +91,21 @@ class MemoryRuntime:
             self._engine = make_engine(self._url)
         return self._engine
 
-    async def before(self, ctx: Context, body: Mapping[str, Any], caller: str) -> Context:
+    async def before(self, ctx: Context, turn: Turn) -> Context:
+        """The edge's ``before``: the recall candidates and facts of this turn."""
+        return await self.annotate(ctx, turn.body, turn.caller)
+
+    async def after(
+        self, turn: Turn, original: Context, assembled: Context, decisions: Sequence[Decision]
+    ) -> list[Decision]:
+        """The edge's ``after``: archive and learn in the background; nothing to record now."""
+        self.learn(original, decisions, turn.body, turn.caller)
+        return []
+
+    def finish(self, record: RequestRecord) -> None:
+        """Nothing to learn from the answer."""
+
+    async def annotate(self, ctx: Context, body: Mapping[str, Any], caller: str) -> Context:
         """``ctx`` annotated with the candidates and facts ``recall_memory`` may place."""
         if not self.policy.enabled:
             return ctx
@@ -126,7 +144,7 @@ class MemoryRuntime:
             values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, policy.max_facts))
         return values
 
-    def after(self, original: Context, decisions: Sequence[Decision], body: Mapping[str, Any], caller: str) -> None:
+    def learn(self, original: Context, decisions: Sequence[Decision], body: Mapping[str, Any], caller: str) -> None:
         """Archive what compaction replaced and learn the user's new facts, in a background task."""
         if not self.policy.enabled:
             return
@@ -177,14 +195,3 @@ class MemoryRuntime:
             self._engine.dispose()
         if isinstance(self.extract, LLMFactExtractor):
             self.extract.close()
-
-
-def memory_runtime(gw: Any) -> MemoryRuntime:
-    """The gateway's one memory runtime, built on first use and kept in ``gw.background``."""
-    found = gw.background.get("memory")
-    if found is None:
-        from gateway.store.sql_recorder import SqlRecorder
-
-        stored = isinstance(gw.recorder, SqlRecorder)
-        found = gw.background["memory"] = MemoryRuntime(gw.settings, stored=stored)
-    return found  # type: ignore[no-any-return]

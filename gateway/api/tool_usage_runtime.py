@@ -23,16 +23,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.assembly.context import Context
+from gateway.assembly.context import Context, Decision
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, query_text
 from gateway.assembly.tool_scoring.usage_profiles import UsageProfiles, tool_keys
 from gateway.config import Settings
 from gateway.store.record import RequestRecord
 
 if TYPE_CHECKING:
+    from gateway.api.edges import Turn
     from gateway.store.tool_profiles import ToolProfileStore
 
 log = logging.getLogger("ventana.tool_usage")
@@ -61,6 +63,21 @@ class ToolUsageRuntime:
         self._tasks: set[asyncio.Future[None]] = set()
         self._syncer: asyncio.Task[None] | None = None
         self._read_since: float | None = None  # None: nothing read yet, the next read takes every row
+
+    async def before(self, ctx: Context, turn: Turn) -> Context:
+        """The context whose scorer sees the usage profiles learnt so far (the edge's ``before``)."""
+        profiles = self.snapshot()
+        return ctx.replace(env=replace(ctx.env, tool_profiles=profiles)) if profiles else ctx
+
+    async def after(
+        self, turn: Turn, original: Context, assembled: Context, decisions: Sequence[Decision]
+    ) -> list[Decision]:
+        """Remember what this request's answer would teach (learnt in ``finish``)."""
+        self.expect(turn.request_id, original)
+        return []
+
+    def close(self) -> None:
+        """Nothing to release: ``stop`` ends the sync task in the lifespan."""
 
     def snapshot(self) -> Mapping[str, Any]:
         return self.profiles.snapshot() if self.enabled else _NONE
@@ -173,11 +190,3 @@ def _called(tool_calls: Any) -> list[str]:
         if isinstance(fn, Mapping) and fn.get("name"):
             names.append(str(fn["name"]))
     return list(dict.fromkeys(names))
-
-
-def tool_usage_runtime(gw: Any) -> ToolUsageRuntime:
-    """The gateway's one tool usage runtime, built on first use and kept in ``gw.background``."""
-    found = gw.background.get("tool_usage")
-    if found is None:
-        found = gw.background["tool_usage"] = ToolUsageRuntime(gw.settings, gw.background.get("tool_profile_store"))
-    return found  # type: ignore[no-any-return]

@@ -1,0 +1,98 @@
+"""The steps around assembly that do I/O, declared once in the order a request meets them.
+
+``PASSES`` (``assembly/pipeline.py``) is the pure middle of a request; these are its edges.
+``answer_chat`` loads the session's state, runs every edge's ``before`` in this order, assembles,
+saves the state, then runs every ``after`` in the same order; ``finish`` runs as the request is
+recorded, once the answer is known. Each edge is a long-lived object built at start-up (its
+background work is drained and closed in the app's lifespan).
+
+Order matters:
+
+1. ``compaction``  before: adopt the checkpoints any process prepared for this session, so the
+                   passes see them; after: publish the checkpoints this turn made and start
+                   preparing the next summary ahead, once the threshold is near.
+2. ``memory``      before: give ``recall_memory`` its candidates and facts (it reads the history
+                   compaction may have summarised); after: archive what compaction replaced and
+                   learn the user's facts, in the background.
+3. ``tool_usage``  before: give the tool scorer the usage profiles learnt so far; after: remember
+                   what this request's answer would teach; finish: learn it from the tool calls.
+
+The gateway-served tool search is not an edge: it wraps the upstream call (``api/tool_search.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.api.compaction_runtime import CompactionRuntime
+from gateway.api.memory_runtime import MemoryRuntime
+from gateway.api.tool_usage_runtime import ToolUsageRuntime
+from gateway.assembly.context import Context, Decision
+from gateway.config import Settings
+from gateway.sessions.protocol import SessionStore
+from gateway.store.record import RequestRecord
+from gateway.store.tool_profiles import ToolProfileStore
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What the edges know of one request beside its context."""
+
+    request_id: str
+    session_id: str  # the client's name for the session
+    scoped: str  # the key its state lives under (the name inside its caller's scope)
+    caller: str
+    body: Mapping[str, Any]
+
+
+class Edge(Protocol):
+    """A step around assembly: may do I/O, must not raise for a request it can leave alone."""
+
+    async def before(self, ctx: Context, turn: Turn) -> Context:
+        """``ctx`` with what this edge adds before assembly (the same object when nothing)."""
+        ...
+
+    async def after(
+        self, turn: Turn, original: Context, assembled: Context, decisions: Sequence[Decision]
+    ) -> list[Decision]:
+        """Act on the assembled request (the session state is saved); decisions to record with it."""
+        ...
+
+    def finish(self, record: RequestRecord) -> None:
+        """The request is answered and about to be recorded."""
+        ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Edges:
+    """The gateway's edges, built once at start-up; ``ordered`` is the order every request runs them."""
+
+    compaction: CompactionRuntime
+    memory: MemoryRuntime
+    tool_usage: ToolUsageRuntime
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        sessions: SessionStore,
+        *,
+        stored: bool,
+        tool_profiles: ToolProfileStore | None = None,
+    ) -> Edges:
+        """``stored``: the gateway records to its database (recall is on by default only then)."""
+        return cls(
+            compaction=CompactionRuntime(settings, sessions),
+            memory=MemoryRuntime(settings, stored=stored),
+            tool_usage=ToolUsageRuntime(settings, tool_profiles),
+        )
+
+    @property
+    def ordered(self) -> tuple[Edge, ...]:
+        return (self.compaction, self.memory, self.tool_usage)
