@@ -218,6 +218,8 @@ async def answer_chat(
         body, reused = parse_request(raw, gw.parser, caller)
         model, session_id = check_and_name(body, reused, gw, caller, named)
         gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
+    if not named:  # two conversations that open alike and then diverge are two sessions
+        session_id = gw.conversations.name(caller, session_id, body["messages"])
     headers["x-ventana-session-id"] = session_id
     scoped = scope_session(caller, session_id)  # state is the caller's own, whatever name a client sends
     recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)

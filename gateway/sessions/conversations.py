@@ -1,0 +1,91 @@
+"""Tell apart conversations that open alike: a request belongs to the conversation it extends.
+
+Without ``X-Session-Id`` a session is first named by what its opening says (``identify.py``: the
+caller, model, system prompt and first user message). Two scripts that both open with "Hello
+there" get that same name, and before this module they shared one session: one's sticky tool
+set, checkpoints and recalled passages served the other.
+
+A client resends its whole history, so each request's messages extend the messages of the
+conversation's previous request. The index remembers, per caller, a digest of every request's
+message list (a chain: each message's digest folded into the previous one's) with the session it
+was served under, and for each session the newest list it served. A new request is named by the
+longest of its own prefixes the index knows:
+
+- none: a new conversation, under its opening's name;
+- one whose session's newest list is also a prefix of this request: the same conversation,
+  continued (a retry resends the newest list itself);
+- one whose session has since gone elsewhere: the two diverged here, so this request starts a
+  session of its own, named after the opening and the first message where they part.
+
+What a caller's requests look like is that caller's own: the index is keyed by caller, and it
+is bounded (the oldest digests are forgotten first; a forgotten conversation continues under
+its opening's name, as before). It lives in the process: with ``--workers N`` a fork is told
+apart by the worker that saw both branches, and a continued conversation keeps its session in
+any worker, since its name is found from its opening.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from gateway.object_memo import ObjectMemo
+
+#: Message lists remembered across all callers (each entry is ~100 bytes).
+DEFAULT_LIMIT = 200_000
+
+
+def _message_digest(message: Mapping[str, Any]) -> bytes:
+    return hashlib.blake2b(orjson.dumps(message, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
+class ConversationIndex:
+    """Which session a headerless request continues; safe to call from several threads."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._sessions: OrderedDict[bytes, str] = OrderedDict()  # chain digest -> session name
+        self._newest: dict[tuple[str, str], tuple[int, bytes]] = {}  # (caller, session) -> (length, digest)
+        self._digests: ObjectMemo[bytes] = ObjectMemo()  # a resent message is last turn's object
+
+    def _chain(self, caller: str, messages: Sequence[Mapping[str, Any]]) -> list[bytes]:
+        """The digest of ``messages[:k + 1]`` for every k, scoped by the caller."""
+        h = hashlib.blake2b(caller.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        out = []
+        for message in messages:
+            h = hashlib.blake2b(h + self._digests.get_or(message, _message_digest), digest_size=16).digest()
+            out.append(h)
+        return out
+
+    def name(self, caller: str, opening: str, messages: Sequence[Mapping[str, Any]]) -> str:
+        """The session these messages continue, ``opening`` (their opening's name) for a new one."""
+        chain = self._chain(caller, messages)
+        with self._lock:
+            found = next((self._sessions[d] for d in reversed(chain) if d in self._sessions), None)
+            if found is None:
+                session = opening
+            else:
+                session = found
+                newest = self._newest.get((caller, session))
+                continued = newest is not None and newest[0] <= len(chain) and chain[newest[0] - 1] == newest[1]
+                if not continued:  # the session went on along another branch: this one parts here
+                    session = f"{opening}-{chain[-1].hex()[:12]}"
+            self._remember(caller, session, chain)
+        return session
+
+    def _remember(self, caller: str, session: str, chain: list[bytes]) -> None:
+        if not chain:
+            return
+        self._sessions[chain[-1]] = session
+        self._sessions.move_to_end(chain[-1])
+        self._newest[(caller, session)] = (len(chain), chain[-1])
+        while len(self._sessions) > self.limit:
+            self._sessions.popitem(last=False)
+        if len(self._newest) > self.limit:
+            self._newest.clear()  # rare: conversations then continue under their openings' names
