@@ -15,15 +15,13 @@ import logging
 import re
 from collections.abc import Sequence
 
-import orjson
-
 from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.memory_blocks import Fact
 from gateway.config import ModelConfig
 from gateway.errors import UpstreamError
 from gateway.memory.extract_facts import MAX_FACT_CHARS, extract_facts
-from gateway.upstream.openai_compat import DEFAULT_API_BASE, error_for_exception, error_for_status
 from gateway.upstream.router import scrub_key
+from gateway.upstream.side_calls import SideCalls
 
 log = logging.getLogger("ventana.memory")
 
@@ -58,10 +56,7 @@ class LLMFactExtractor:
     def __init__(self, *, model: ModelConfig, api_key: str | None, timeout_s: float) -> None:
         self.model = model
         self._api_key = api_key
-        import httpx  # on first use: importing it costs ~0.15 s of start-up
-
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)))
-        self._http_errors = httpx.HTTPError
+        self._calls = SideCalls(model, api_key, timeout_s)
 
     def __call__(self, texts: Sequence[str]) -> list[Fact]:
         rules = extract_facts(texts)
@@ -83,21 +78,11 @@ class LLMFactExtractor:
             {"role": "system", "content": FACT_PROMPT},
             {"role": "user", "content": f'<data kind="user messages">\n{data}\n</data>'},
         ]
-        body = {"model": self.model.upstream_model, "messages": chat, "max_tokens": MAX_FACT_TOKENS, "temperature": 0}
-        headers = {"content-type": "application/json"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        base = (self.model.api_base or DEFAULT_API_BASE).rstrip("/")
+        data = self._calls.chat(chat, MAX_FACT_TOKENS)
         try:
-            response = self._client.post(f"{base}/chat/completions", content=orjson.dumps(body), headers=headers)
-        except self._http_errors as exc:
-            raise error_for_exception(exc) from exc
-        if response.status_code >= 400:
-            raise error_for_status(response.status_code, response.headers, response.content, response.reason_phrase)
-        try:
-            return str(orjson.loads(response.content)["choices"][0]["message"]["content"] or "")
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            return str(data["choices"][0]["message"]["content"] or "")
+        except (KeyError, IndexError, TypeError):  # not a chat completion: no facts, the rules' stand
             return ""
 
     def close(self) -> None:
-        self._client.close()
+        self._calls.close()

@@ -15,14 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from gateway.config import ModelConfig
 from gateway.errors import UpstreamError, UpstreamUnavailable
 from gateway.summarize.salience import is_template, template_heads
 from gateway.summarize.transcript import transcript_lines
-from gateway.upstream.openai_compat import DEFAULT_API_BASE, error_for_exception, error_for_status
 from gateway.upstream.router import scrub_key
+from gateway.upstream.side_calls import SideCalls
 
 SYSTEM_PROMPT = """You compress the older part of a conversation so an assistant can continue it without the \
 original messages.
@@ -67,10 +65,7 @@ class LLMSummarizer:
         self.name = f"llm:{model.name}"
         self._api_key = api_key
         self._timeout_s = timeout_s
-        import httpx  # on first use: importing it costs ~0.15 s of start-up
-
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)))
-        self._http_errors = httpx.HTTPError
+        self._calls = SideCalls(model, api_key, timeout_s)
 
     def __call__(self, messages: tuple[Mapping[str, Any], ...], previous: str | None, max_tokens: int) -> str:
         chat = build_summary_messages(messages, previous, max_tokens)
@@ -83,21 +78,10 @@ class LLMSummarizer:
         return text.strip()
 
     def _openai(self, chat: list[dict[str, str]], max_tokens: int) -> Any:
-        base = (self.model.api_base or DEFAULT_API_BASE).rstrip("/")
-        headers = {"content-type": "application/json"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        body = {"model": self.model.upstream_model, "messages": chat, "max_tokens": max_tokens, "temperature": 0}
+        data = self._calls.chat(chat, max_tokens)
         try:
-            response = self._client.post(f"{base}/chat/completions", content=orjson.dumps(body), headers=headers)
-        except self._http_errors as exc:
-            raise error_for_exception(exc) from exc
-        if response.status_code >= 400:
-            raise error_for_status(response.status_code, response.headers, response.content, response.reason_phrase)
-        try:
-            data = orjson.loads(response.content)
             return data["choices"][0]["message"]["content"]
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError) as exc:
             raise UpstreamUnavailable("summariser model returned a body that is not a chat completion") from exc
 
     def _litellm(self, chat: list[dict[str, str]], max_tokens: int) -> Any:
@@ -122,7 +106,7 @@ class LLMSummarizer:
         return response.choices[0].message.content
 
     def close(self) -> None:
-        self._client.close()
+        self._calls.close()
 
     def __repr__(self) -> str:
         return f"LLMSummarizer(model={self.model.name!r}, timeout_s={self._timeout_s})"
