@@ -69,15 +69,15 @@ EDITS = st.sampled_from(["append", "append", "append", "replace", "drop_first", 
 
 def _next_turn(draw: st.DrawFn, messages: list[Message], turn: int) -> list[Message]:
     edit = draw(EDITS)
-    if edit == "append":
+    if edit == "append" or not messages:  # an emptied history can only grow again
         return messages + draw(history(1000 * turn, draw(st.integers(1, 5))))
     if edit == "replace":
         i = draw(st.integers(0, len(messages) - 1))
         if messages[i].get("role") in ("tool", "assistant"):
             return messages  # keep pairs whole
         return [*messages[:i], {**messages[i], "content": f"edited {turn}"}, *messages[i + 1 :]]
-    if edit == "drop_first":
-        return messages[1:] if messages[0].get("role") not in ("tool",) else messages
+    if edit == "drop_first":  # never the last message: a request always has one
+        return messages[1:] if len(messages) > 1 and messages[0].get("role") not in ("tool",) else messages
     return messages
 
 
