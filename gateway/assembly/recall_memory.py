@@ -1,4 +1,4 @@
-"""Place recalled passages before the question and the user's long-term facts after the system prompt.
+"""Place recalled passages at the end of the request and the user's long-term facts after the system prompt.
 
 Two memories, one pass (slot 6, after compaction decided what aged out of the window):
 
@@ -6,8 +6,10 @@ Two memories, one pass (slot 6, after compaction decided what aged out of the wi
   turn's question, hands in scored candidates (``memory_blocks.CANDIDATES_KEY``). The pass
   keeps those at or above ``min_score`` whose text the model does not already see, best
   first, at most ``max_passages`` and within ``recall_budget_tokens``, and places them in
-  one ``<recalled>`` user message just before the last user message: the dynamic tail,
-  never the cached prefix. One ``recalled`` decision per passage (score, turns, tokens).
+  one ``<recalled>`` user message after the last message the client sent (before the reminder):
+  the dynamic end, never inside the history. Placed before the question, it sat between turns the
+  next request resends, so every recall rewrote the cached history from there on (in agent loops,
+  from the task on). One ``recalled`` decision per passage (score, turns, tokens).
 - Long-term memory (opt-in, ``long_term``): on a session's first turn the facts handed in
   (``memory_blocks.FACTS_KEY``) are rendered, newest first, within
   ``profile_budget_tokens`` into a ``<memory>`` system message right after the leading
@@ -162,7 +164,7 @@ def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Dec
 
 
 def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
-    """Insert the frozen ``<memory>`` block after the system prompt and a ``<recalled>`` block before the question."""
+    """Insert the frozen ``<memory>`` block after the system prompt and append a ``<recalled>`` block at the end."""
     question = _question_index(ctx.messages)
     if question < 0:
         return ctx, []
@@ -170,7 +172,7 @@ def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
     passages, recalls = _select(ctx, policy)
     messages = list(ctx.messages)
     if passages:
-        messages.insert(question, recalled_message(passages))
+        messages.append(recalled_message(passages))
     keep = profile or ""
     placed = [str(m.get("content")) for m in ctx.messages if str(m.get("content")).startswith("<memory")]
     if placed:  # the pipeline run on its own output: the block is already in place; freeze that one

@@ -87,12 +87,15 @@ def functions(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def latest_need(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
-    """The newest user message's text (gateway ``<reminder>`` blocks skipped) and its index, or ("", -1)."""
+    """The newest user message's text and its index, or ("", -1).
+
+    The gateway's trailing blocks (``<reminder>``, ``<recalled>`` passages) are context a model reads
+    with the request, not the request: they are skipped."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, Mapping) and m.get("role") == "user":
             text = content_text(m.get("content"))[0]
-            if not text.startswith("<reminder>"):
+            if not text.startswith(("<reminder>", "<recalled")):
                 return text, i
     return "", -1
 

@@ -1,4 +1,4 @@
-"""recall_memory: recalled passages go before the question within budget; the memory block is frozen."""
+"""recall_memory: recalled passages go at the end within budget; the memory block is frozen."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_nothing_to_recall_returns_the_same_context() -> None:
     assert out is ctx and decisions == []
 
 
-def test_recalled_block_goes_just_before_the_question_best_first_with_turns() -> None:
+def test_recalled_block_goes_at_the_end_after_the_question_with_turns() -> None:
     question = {"role": "user", "content": "What is my dog's name?"}
     candidates = (
         _passage(1, "user: my dog is called Rex", 0.9, start=3),
@@ -48,8 +48,8 @@ def test_recalled_block_goes_just_before_the_question_best_first_with_turns() ->
     )
     ctx = _ctx([*_history(), question], **{CANDIDATES_KEY: candidates})
     out, decisions = recall_memory(ctx, ON)
-    assert out.messages[-1] == question
-    block = str(out.messages[-2]["content"])
+    assert out.messages[:-1] == ctx.messages, "the history and the question go out as sent"
+    block = str(out.messages[-1]["content"])
     assert block.startswith("<recalled") and 'turns="1"' in block and "Rex" in block and "blue" not in block
     assert [d.action for d in decisions] == ["recalled"]
     assert decisions[0].detail["score"] == 0.9 and decisions[0].detail["turns"] == "1"
@@ -70,7 +70,7 @@ def test_budget_and_max_passages_bound_the_block() -> None:
     ctx = _ctx([*_history(), {"role": "user", "content": "trip facts?"}], **{CANDIDATES_KEY: candidates})
     policy = ON.model_copy(update={"recall_budget_tokens": 900, "max_passages": 5})
     out, decisions = recall_memory(ctx, policy)
-    block = out.messages[-2]
+    block = out.messages[-1]
     assert ctx.env.counter.message(block) <= 900
     assert 1 <= len(decisions) < 5
     _, decisions2 = recall_memory(ctx, ON.model_copy(update={"max_passages": 1}))
@@ -82,7 +82,7 @@ def test_tool_mode_is_refused_until_it_exists() -> None:
         MemoryPolicy(enabled=True, mode="tool")
 
 
-def test_block_follows_trailing_tool_results_rules_and_stays_before_the_question() -> None:
+def test_block_follows_the_question_and_leaves_every_round_where_it_was() -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
     messages = [
         SYSTEM,
@@ -94,7 +94,7 @@ def test_block_follows_trailing_tool_results_rules_and_stays_before_the_question
     ctx = _ctx(messages, **{CANDIDATES_KEY: (_passage(1, "tool lookup: flight IB3170", 0.8),)})
     out, decisions = recall_memory(ctx, ON)
     assert [m["role"] for m in out.messages] == ["system", "user", "assistant", "tool", "user", "user"]
-    assert str(out.messages[4]["content"]).startswith("<recalled")
+    assert str(out.messages[5]["content"]).startswith("<recalled") and out.messages[:5] == ctx.messages
     assert verify_assembly(ctx, out, decisions) == []
 
 
@@ -104,7 +104,7 @@ def test_a_passage_cannot_close_the_block() -> None:
         [*_history(), {"role": "user", "content": "instructions?"}], **{CANDIDATES_KEY: (_passage(1, evil, 0.9),)}
     )
     out, _ = recall_memory(ctx, ON)
-    content = str(out.messages[-2]["content"])
+    content = str(out.messages[-1]["content"])
     assert content.count("</recalled>") == 1 and content.count("</passage>") == 1
 
 

@@ -95,7 +95,7 @@ def test_a_contradicted_fact_is_updated_and_forget_removes_it(memory_gateway: Ga
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_compacted_detail_is_recalled_before_the_question(
+def test_a_compacted_detail_is_recalled_with_the_question(
     memory_gateway: GatewayHandle, sim: SimHandle, stream: bool
 ) -> None:
     client = _client(memory_gateway, "sk-dave-1")
@@ -117,8 +117,8 @@ def test_a_compacted_detail_is_recalled_before_the_question(
         assert "".join(c.choices[0].delta.content or "" for c in got if c.choices)
     received = sim.received()[-1]["messages"]
     assert any(str(m.get("content")).startswith("<summary") for m in received)
-    assert received[-1] == question
-    recalled = str(received[-2]["content"])
+    assert received[-2] == question, "the question goes out as sent, the recalled passages right after it"
+    recalled = str(received[-1]["content"])
     assert recalled.startswith("<recalled") and "Marisol" in recalled and 'turns="2"' in recalled
 
 
