@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before counting)
 from benchmarks.loadclient import Connection, Target
+from benchmarks.overhead import _merge, variant_config
 from benchmarks.profiles import _renumbered, _runs, _steps
 from gateway.tokens import counter_for
 from tests.procs import run_gateway, run_simulator
@@ -130,6 +131,7 @@ def main() -> None:
     parser.add_argument("--end-tokens", type=int, default=210_000)
     parser.add_argument("--fixed-every", type=int, default=30)
     parser.add_argument("--checkout", default="", help="another checkout's gateway in the same run")
+    parser.add_argument("--variant", default="", help="also a gateway with these config changes, e.g. a.b=false")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
         tmp = Path(tmp_name)
@@ -137,6 +139,11 @@ def main() -> None:
         models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
         gw = stack.enter_context(run_gateway(tmp, {"models": models}))
         targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
+        if args.variant:
+            variant = {"models": models, "database_url": f"sqlite:///{tmp}/variant.db"}
+            config = _merge(variant, variant_config(args.variant))
+            other = stack.enter_context(run_gateway(tmp, config))
+            targets[f"ventana[{args.variant}]"] = Target("variant", other.base_url)
         if args.checkout:
             config = {"models": models, "database_url": f"sqlite:///{tmp}/checkout.db"}
             env = {"PYTHONPATH": str(Path(args.checkout).resolve())}
