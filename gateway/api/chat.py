@@ -24,7 +24,7 @@ from gateway.api.deps import Gateway
 from gateway.api.edges import Turn
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
-from gateway.api.raw_forward import untouched_bytes, with_usage_requested
+from gateway.api.raw_forward import untouched_bytes, with_params_added, with_usage_requested
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
 from gateway.api.tool_search import ToolSearch, tool_search
@@ -276,7 +276,11 @@ async def answer_chat(
     _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
     search = tool_search(gw, model, session_id, body, outgoing, record)  # None unless find_tools is offered
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
-    raw_out = untouched_bytes(raw, body, outgoing, model.upstream_model) or _encoded(outgoing, model)
+    raw_out = (
+        untouched_bytes(raw, body, outgoing, model.upstream_model)
+        or _params_spliced(raw, body, assembly, model)
+        or _encoded(outgoing, model)
+    )
     if gw.recorder.wants_json:  # a writer process parses these instead of unpickling dicts
         record.original_json, record.assembled_json = raw, raw_out
     if record.stream:
@@ -427,6 +431,23 @@ async def _stream(
             await stream.aclose()
 
     return EventStreamResponse(events(), headers=headers)
+
+
+def _params_spliced(raw: bytes, body: dict[str, Any], assembly: Assembly, model: ModelConfig) -> bytes | None:
+    """The client's bytes plus the parameters a pass added, when that is all the passes changed."""
+    original, assembled = assembly.original, assembly.assembled
+    if (
+        assembled.messages is not original.messages
+        or assembled.tools is not original.tools
+        or original.extensions
+        or body.get("model") != model.upstream_model
+        or any(assembled.params.get(k, _MISSING) is not v for k, v in original.params.items())
+    ):
+        return None
+    return with_params_added(raw, {k: v for k, v in assembled.params.items() if k not in original.params})
+
+
+_MISSING = object()
 
 
 def _encoded(outgoing: dict[str, Any], model: ModelConfig) -> bytes | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 _INCLUDE_USAGE = b',"stream_options":{"include_usage":true}}'
 
 
@@ -21,6 +23,23 @@ def untouched_bytes(
     if outgoing is not body or body.get("model") != upstream_model:
         return None
     return raw
+
+
+def with_params_added(raw: bytes, added: Mapping[str, Any]) -> bytes | None:
+    """``raw`` with the top-level keys of ``added`` appended before its closing brace.
+
+    For a body the passes changed only by adding request parameters (``prompt_cache_key``): the
+    client's 400 KB of messages go out as they came instead of being encoded again (~3 ms at 100K
+    tokens on this machine). None when ``raw`` is not a JSON object's bytes or a value cannot be encoded.
+    """
+    end = raw.rstrip()
+    if not added or not end.endswith(b"}"):
+        return None
+    try:
+        extra = b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in added.items())
+    except TypeError:
+        return None
+    return end[:-1] + b"," + extra + b"}"
 
 
 def with_usage_requested(raw: bytes, body: Mapping[str, Any]) -> bytes | None:

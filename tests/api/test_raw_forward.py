@@ -6,7 +6,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.api.raw_forward import untouched_bytes, with_usage_requested
+from gateway.api.raw_forward import untouched_bytes, with_params_added, with_usage_requested
 from tests.procs import GatewayHandle, SimHandle
 
 BODIES = [
@@ -62,3 +62,32 @@ def test_null_usage_is_cut_from_relayed_chunks_without_changing_them() -> None:
     assert out is not None and out.startswith(b"data: ") and out.endswith(b"\n\n")
     assert orjson.loads(out[6:-2]) == {k: v for k, v in chunk.items() if k != "usage"}
     assert relay.text == ["hé"]
+
+
+def test_added_params_are_appended_to_the_clients_bytes() -> None:
+    raw = b'{ "model":"m", "messages": [ {"role":"user","content":"hi"} ] }\n'
+    spliced = with_params_added(raw, {"prompt_cache_key": "k-1", "prompt_cache_retention": "24h"})
+    assert spliced is not None and spliced.startswith(raw.rstrip()[:-1])
+    assert orjson.loads(spliced) == {**orjson.loads(raw), "prompt_cache_key": "k-1", "prompt_cache_retention": "24h"}
+    assert with_params_added(b"[1]", {"a": 1}) is None and with_params_added(raw, {}) is None
+
+
+def test_a_prompt_cache_key_goes_out_with_the_clients_own_message_bytes(
+    default_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    """The default policy names the session's cache (hint_cache); the messages are not encoded again."""
+    long = "Please review this paragraph about the quarterly plan carefully.  " * 150  # over 1,024 tokens
+    raw = orjson.dumps({"messages": [{"role": "user", "content": long}], "model": "gpt-4o-mini"}).replace(
+        b'"messages":', b'"messages" :  '
+    )
+    sim.reset()
+    response = httpx.post(
+        default_gateway.base_url + "/chat/completions",
+        content=raw,
+        headers={"content-type": "application/json", "x-session-id": "raw-cache-key"},
+        timeout=10,
+    )
+    assert response.status_code == 200
+    sent = sim.record_path.read_bytes().rstrip(b"\n")
+    assert sent.startswith(raw[:-1]), "the client's bytes, spacing included, then the added key"
+    assert orjson.loads(sent)["prompt_cache_key"]
