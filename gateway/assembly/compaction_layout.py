@@ -63,11 +63,18 @@ def head_end(messages: Sequence[Message]) -> int:
 
 
 def _round_start(messages: Sequence[Message], head: int, keep: int) -> int:
-    """Start of the newest ``keep`` rounds, with the user messages that prompted the oldest of them."""
-    assistants = [i for i in range(head, len(messages)) if messages[i].get("role") == "assistant"]
-    if len(assistants) <= keep:
-        return head
-    start = assistants[-keep]
+    """Start of the newest ``keep`` rounds, with the user messages that prompted the oldest of them.
+
+    Walks back from the end: a long loop's turn costs its newest rounds, not its whole history."""
+    start, found = head, 0
+    for i in range(len(messages) - 1, head - 1, -1):
+        if messages[i].get("role") == "assistant":
+            found += 1
+            if found == keep:
+                start = i
+                break
+    if found < keep or not any(messages[i].get("role") == "assistant" for i in range(start - 1, head - 1, -1)):
+        return head  # no older round than the newest ``keep``: nothing to keep apart
     while start > head and messages[start - 1].get("role") == "user":
         start -= 1
     return start

@@ -174,7 +174,11 @@ def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
     if passages:
         messages.append(recalled_message(passages))
     keep = profile or ""
-    placed = [str(m.get("content")) for m in ctx.messages if str(m.get("content")).startswith("<memory")]
+    placed = (
+        [c for m in ctx.messages if isinstance(c := m.get("content"), str) and c.startswith("<memory")]
+        if profile or froze
+        else []
+    )
     if placed:  # the pipeline run on its own output: the block is already in place; freeze that one
         profile, decisions, keep = None, [], placed[0]
     if profile:
