@@ -141,6 +141,8 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
         decisions.extend(made)
     if current is ctx:
         return Assembly(ctx, ctx, tuple(decisions))
+    if current.messages is ctx.messages and current.tools is ctx.tools:
+        return Assembly(ctx, current, tuple(decisions))  # only parameters changed: nothing to verify
     keep_rounds = policy.compaction.keep_recent_rounds if policy.compaction.enabled else None
     problems = verify_assembly(ctx, current, decisions, keep_rounds=keep_rounds)
     if problems:
