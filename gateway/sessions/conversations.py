@@ -38,6 +38,9 @@ from gateway.object_memo import ObjectMemo
 
 #: Message lists remembered across all callers (each entry is ~100 bytes).
 DEFAULT_LIMIT = 200_000
+#: Callers whose previous request's messages are kept to extend their chain (they are alive anyway
+#: in the resent-history cache while the conversation goes on).
+MAX_CALLERS_REMEMBERED = 1024
 
 
 def _message_digest(message: Mapping[str, Any]) -> bytes:
@@ -53,20 +56,33 @@ class ConversationIndex:
         self._sessions: OrderedDict[bytes, str] = OrderedDict()  # chain digest -> session name
         self._newest: dict[tuple[str, str], tuple[int, bytes]] = {}  # (caller, session) -> (length, digest)
         self._digests: ObjectMemo[bytes] = ObjectMemo()  # a resent message is last turn's object
+        #: caller -> its previous request's message objects and their chain: a turn hashes only what is new
+        self._previous: OrderedDict[str, tuple[list[Mapping[str, Any]], list[bytes]]] = OrderedDict()
 
     def _chain(self, caller: str, messages: Sequence[Mapping[str, Any]]) -> list[bytes]:
-        """The digest of ``messages[:k + 1]`` for every k, scoped by the caller."""
-        h = hashlib.blake2b(caller.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        out = []
-        for message in messages:
+        """The digest of ``messages[:k + 1]`` for every k, scoped by the caller.
+
+        The parsed messages a client resends are the previous turn's objects (``sessions.resent``),
+        so the chain is taken over from the caller's previous request up to the first new object."""
+        known, chain = self._previous.get(caller, ((), []))
+        k, n = 0, min(len(known), len(messages))
+        while k < n and known[k] is messages[k]:
+            k += 1
+        out = chain[:k]
+        h = out[-1] if out else hashlib.blake2b(caller.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        for message in messages[k:]:
             h = hashlib.blake2b(h + self._digests.get_or(message, _message_digest), digest_size=16).digest()
             out.append(h)
+        self._previous[caller] = (list(messages), out)
+        self._previous.move_to_end(caller)
+        while len(self._previous) > MAX_CALLERS_REMEMBERED:
+            self._previous.popitem(last=False)
         return out
 
     def name(self, caller: str, opening: str, messages: Sequence[Mapping[str, Any]]) -> str:
         """The session these messages continue, ``opening`` (their opening's name) for a new one."""
-        chain = self._chain(caller, messages)
         with self._lock:
+            chain = self._chain(caller, messages)
             found = next((self._sessions[d] for d in reversed(chain) if d in self._sessions), None)
             if found is None:
                 session = opening

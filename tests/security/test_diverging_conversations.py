@@ -68,3 +68,13 @@ def test_the_index_is_per_caller_and_bounded() -> None:
     for n in range(10):
         index.name("caller-c", f"s-{n}", [{"role": "user", "content": str(n)}])
     assert len(index._sessions) <= 4
+
+
+def test_a_chain_taken_over_from_the_previous_turn_equals_one_hashed_whole() -> None:
+    """The index hashes only a turn's new objects; what it finds must not depend on that shortcut."""
+    index = ConversationIndex()
+    first = [SYSTEM, HELLO, {"role": "assistant", "content": "Hi"}]
+    second = [*first, {"role": "user", "content": "next"}]  # the same objects, one more message
+    edited = [SYSTEM, {"role": "user", "content": "Hello there"}, {"role": "assistant", "content": "Hi!"}]
+    for messages in (first, second, edited, second):
+        assert index._chain("c", messages) == ConversationIndex()._chain("c", [dict(m) for m in messages])
