@@ -13,8 +13,6 @@ from typing import Any
 
 import orjson
 
-_INCLUDE_USAGE = b',"stream_options":{"include_usage":true}}'
-
 
 def untouched_bytes(
     raw: bytes, body: Mapping[str, Any], outgoing: Mapping[str, Any], upstream_model: str
@@ -50,8 +48,7 @@ def with_usage_requested(raw: bytes, body: Mapping[str, Any]) -> bytes | None:
     already asks for usage is returned as it is.
     """
     if "stream_options" not in body:
-        end = raw.rstrip()
-        return end[:-1] + _INCLUDE_USAGE if end.endswith(b"}") else None
+        return with_params_added(raw, {"stream_options": {"include_usage": True}})
     options = body["stream_options"]
     if isinstance(options, Mapping) and options.get("include_usage") is True:
         return raw
