@@ -32,18 +32,9 @@ from tqdm import tqdm
 import gateway  # noqa: F401  (offline tiktoken)
 from gateway.formats.anthropic_messages import chat_body, message_from_chat
 from tests.procs import SimHandle, run_gateway, run_simulator
-from tests.shared_data import shared_path
+from tests.shared_data import DATA_FILES, shared_path
 
-FILES = (
-    "agent_loops/mini_swe_agent_deepseek.jsonl",
-    "agent_loops/tau2_telecom_default.jsonl",
-    "agent_loops/tau2_telecom_solo.jsonl",
-    "long_conversations/rhelm.jsonl",
-    "bfcl.jsonl",
-    "bfcl_memory.jsonl",
-    "metatool.jsonl",
-    "toolbench.jsonl",
-)
+FILES = DATA_FILES
 MODEL = "claude-bench"
 WINDOW = 32_000
 KEY_ENV = "VENTANA_BENCH_SIM_ANTHROPIC_KEY"

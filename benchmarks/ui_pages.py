@@ -31,19 +31,10 @@ import gateway  # noqa: F401  (offline tiktoken)
 from gateway.api.auth import hash_key
 from gateway.replay.transcripts import Conversation, read_transcripts
 from tests.procs import GatewayHandle, run_gateway, run_simulator, sim_models
-from tests.shared_data import shared_path
+from tests.shared_data import DATA_FILES, shared_path
 
 ADMIN = "vk-ui-bench"
-FILES = (
-    "agent_loops/mini_swe_agent_deepseek.jsonl",
-    "agent_loops/tau2_telecom_default.jsonl",
-    "agent_loops/tau2_telecom_solo.jsonl",
-    "long_conversations/rhelm.jsonl",
-    "bfcl.jsonl",
-    "bfcl_memory.jsonl",
-    "metatool.jsonl",
-    "toolbench.jsonl",
-)
+FILES = DATA_FILES
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,17 @@ from typing import Any
 import orjson
 
 _HERE = Path(__file__).resolve()
+#: Every data file of ``shared/data/``, for benchmarks that report one row per file.
+DATA_FILES = (
+    "agent_loops/mini_swe_agent_deepseek.jsonl",
+    "agent_loops/tau2_telecom_default.jsonl",
+    "agent_loops/tau2_telecom_solo.jsonl",
+    "long_conversations/rhelm.jsonl",
+    "bfcl.jsonl",
+    "bfcl_memory.jsonl",
+    "metatool.jsonl",
+    "toolbench.jsonl",
+)
 
 
 def shared_dir() -> Path:
