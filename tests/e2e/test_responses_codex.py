@@ -34,14 +34,11 @@ def _config(home: Path, gw: GatewayHandle) -> None:
     )
 
 
-def test_codex_exec_answers_through_ventana(default_gateway: GatewayHandle, sim: SimHandle, tmp_path: Path) -> None:
+def _codex(work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``codex exec`` in ``work``, non-interactive, its output captured."""
     assert CODEX is not None
-    _config(tmp_path / "codex-home", default_gateway)
-    work = tmp_path / "work"
-    work.mkdir()
-    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex-home"), "VENTANA_API_KEY": "sk-codex"}
-    done = subprocess.run(
-        [CODEX, "exec", "--skip-git-repo-check", "Say hello to Ventana"],
+    return subprocess.run(
+        [CODEX, "exec", "--skip-git-repo-check", *args],
         cwd=work,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -49,6 +46,15 @@ def test_codex_exec_answers_through_ventana(default_gateway: GatewayHandle, sim:
         text=True,
         timeout=180,
     )
+
+
+def test_codex_exec_answers_through_ventana(default_gateway: GatewayHandle, sim: SimHandle, tmp_path: Path) -> None:
+    assert CODEX is not None
+    _config(tmp_path / "codex-home", default_gateway)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex-home"), "VENTANA_API_KEY": "sk-codex"}
+    done = _codex(work, env, "Say hello to Ventana")
     assert done.returncode == 0, done.stdout + done.stderr
     forwarded = sim.received()[-1]
     assert forwarded["stream"] is True
@@ -60,15 +66,7 @@ def test_codex_exec_answers_through_ventana(default_gateway: GatewayHandle, sim:
     assert answer in done.stdout
 
     # A second turn of the same Codex session resends the whole history (store: false).
-    again = subprocess.run(
-        [CODEX, "exec", "--skip-git-repo-check", "resume", "--last", "Now say goodbye"],
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    again = _codex(work, env, "resume", "--last", "Now say goodbye")
     assert again.returncode == 0, again.stdout + again.stderr
     resent = sim.received()[-1]["messages"]
     assert {"role": "assistant", "content": answer} in resent, "turn 1's answer came back as history"
