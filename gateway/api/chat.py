@@ -223,7 +223,7 @@ async def answer_chat(
     headers["x-ventana-session-id"] = session_id
     scoped = scope_session(caller, session_id)  # state is the caller's own, whatever name a client sends
     recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)
-    turn = Turn(request_id, session_id, scoped, caller, body)
+    turn = Turn(request_id, scoped, caller, body)
     await count_off_loop(gw.counter(model), body, len(raw), scoped)
     summarizer = gw.edges.compaction.summarizer_for(model)
     ctx = build_context(body, gw, model, await gw.sessions.load(scoped), caller, summarizer)

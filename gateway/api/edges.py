@@ -41,8 +41,7 @@ class Turn:
     """What the edges know of one request beside its context."""
 
     request_id: str
-    session_id: str  # the client's name for the session
-    scoped: str  # the key its state lives under (the name inside its caller's scope)
+    scoped: str  # the key the session's state lives under (its name inside the caller's scope)
     caller: str
     body: Mapping[str, Any]
 
