@@ -9,6 +9,11 @@ decisions) are archived verbatim and the new user message is read for facts, in 
 background task, off the request path. The next turn of the same session waits for that
 task before it searches, so a recall never misses what the previous turn archived.
 
+Most turns have nothing to look up (a session that never compacted has no archived passage;
+an agent loop asks nothing new for hundreds of rounds), so the edge decides that on the loop
+from the session's state, without a thread hop or a scan of the history, and keeps each
+session's last ranking for as long as its question and its archive are unchanged.
+
 A database error degrades memory (logged, counted in no decision) and never fails a request.
 """
 
@@ -16,16 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.assembly.context import Context, Decision, Message
-from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact
+from gateway.assembly.context import Checkpoint, Context, Decision, Message
+from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.config import Settings
@@ -45,10 +51,37 @@ log = logging.getLogger("ventana.memory")
 CANDIDATES_PER_PASSAGE = 4
 _ARCHIVING = ("compacted", "checkpoint_reused")
 MAX_TRACKED_SESSIONS = 50_000
+#: How long a session's ranking is reused while its question and archive stay the same. Bounded
+#: because rows can leave the archive from outside this process (``ventana memory forget``,
+#: retention in another replica): such a removal reaches recall within this many seconds.
+RANKING_MAX_AGE_S = 30.0
 
 
 def user_texts(messages: Sequence[Message]) -> list[str]:
     return [text_of(m.get("content")) for m in messages if m.get("role") == "user" and not is_gateway_block(m)]
+
+
+def last_user(messages: Sequence[Message]) -> Message | None:
+    """The newest user message the client wrote (not a gateway block), found from the end."""
+    for m in reversed(messages):
+        if m.get("role") == "user" and not is_gateway_block(m):
+            return m
+    return None
+
+
+def last_user_text(messages: Sequence[Message]) -> str:
+    """The newest user message's text ("" if none): the question recall ranks against."""
+    newest = last_user(messages)
+    return "" if newest is None else text_of(newest.get("content"))
+
+
+class _RecallKey(NamedTuple):
+    """What a session's ranking depends on: the question, and what the session has archived
+    (its checkpoints, which a replica's compaction also adds to, and the end archived here)."""
+
+    question: str
+    checkpoints: tuple[Checkpoint, ...]
+    archived_end: int
 
 
 def compacted_ranges(decisions: Sequence[Decision]) -> list[tuple[int, int]]:
@@ -84,6 +117,8 @@ class MemoryRuntime:
         # session -> end of the furthest range archived (bounded: a forgotten session only re-offers
         # rows the unique key then skips)
         self._archived: OrderedDict[str, int] = OrderedDict()
+        # session -> the last ranking of its archive and what it was ranked for (bounded likewise)
+        self._ranked: OrderedDict[str, tuple[_RecallKey, tuple[Passage, ...], float]] = OrderedDict()
 
     @property
     def engine(self) -> Engine:
@@ -110,37 +145,64 @@ class MemoryRuntime:
         if not self.policy.enabled:
             return ctx
         session_id = ctx.session.session_id
-        owner = owner_of(dict(body), caller)
+        owner = owner_of(body, caller)
         # What this session archived, or this owner stated, on an earlier turn is written first.
         waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)
+        question, by_owner = self._question(ctx, owner)
+        facts = self._wants_facts(ctx, owner)
+        key = _RecallKey(question, ctx.session.checkpoints, self._archived.get(session_id, 0))
+        known = self._ranked.get(session_id) if question and not by_owner else None
+        reuse = known is not None and known[0] == key and time.monotonic() - known[2] < RANKING_MAX_AGE_S
+        if not facts and (not question or reuse):  # nothing to look up: no thread hop, no query
+            return ctx.annotate(**{CANDIDATES_KEY: known[1]}) if reuse and known is not None else ctx
         values: dict[str, Any] = {}
         try:
-            values.update(await asyncio.to_thread(self._lookup, ctx, owner))
+            values.update(
+                await asyncio.to_thread(self._lookup, session_id, owner, question if not reuse else "", by_owner, facts)
+            )
         except SQLAlchemyError:
             log.exception("memory lookup failed for session %s; this turn goes without memory", session_id)
+        if reuse and known is not None:
+            values[CANDIDATES_KEY] = known[1]
+        elif CANDIDATES_KEY in values and not by_owner:
+            self._remember_ranking(session_id, key, values[CANDIDATES_KEY])
         return ctx.annotate(**values) if values else ctx
 
-    def _lookup(self, ctx: Context, owner: str | None) -> dict[str, Any]:
+    def _question(self, ctx: Context, owner: str | None) -> tuple[str, bool]:
+        """This turn's question when the session has archived passages to rank against it (else ""),
+        and whether the ranking spans the owner's sessions."""
         policy, session = self.policy, ctx.session
-        values: dict[str, Any] = {}
-        question = next(reversed(user_texts(ctx.messages)), "")
         by_owner = policy.scope == "owner" and owner is not None
-        if (
-            policy.recall
-            and policy.mode == "inline"
-            and question
-            and (session.checkpoints or session.session_id in self._archived or by_owner)
-        ):
+        archived = session.checkpoints or session.session_id in self._archived or by_owner
+        if not (policy.recall and policy.mode == "inline" and archived):
+            return "", by_owner
+        return last_user_text(ctx.messages), by_owner
+
+    def _wants_facts(self, ctx: Context, owner: str | None) -> bool:
+        session = ctx.session
+        return bool(self.policy.long_term and owner and session.turn == 0 and STATE_KEY not in session.extra)
+
+    def _remember_ranking(self, session_id: str, key: _RecallKey, found: tuple[Passage, ...]) -> None:
+        self._ranked[session_id] = (key, found, time.monotonic())
+        self._ranked.move_to_end(session_id)
+        while len(self._ranked) > MAX_TRACKED_SESSIONS:
+            self._ranked.popitem(last=False)
+
+    def _lookup(self, session_id: str, owner: str | None, question: str, by_owner: bool, facts: bool) -> dict[str, Any]:
+        """Runs in a worker thread: rank the archive against ``question`` (if any), read the facts (if asked)."""
+        policy = self.policy
+        values: dict[str, Any] = {}
+        if question:
             found = search(
                 self.engine,
                 question,
-                session_id=None if by_owner else session.session_id,
+                session_id=None if by_owner else session_id,
                 owner=owner if by_owner else None,
             )
             values[CANDIDATES_KEY] = tuple(found[: max(1, policy.max_passages) * CANDIDATES_PER_PASSAGE])
-        if policy.long_term and owner and session.turn == 0 and STATE_KEY not in session.extra:
+        if facts and owner:
             values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, policy.max_facts))
         return values
 
@@ -149,10 +211,9 @@ class MemoryRuntime:
         if not self.policy.enabled:
             return
         session_id = original.session.session_id
-        owner = owner_of(dict(body), caller)
+        owner = owner_of(body, caller)
         ranges = [(s, e) for s, e in compacted_ranges(decisions) if e > self._archived.get(session_id, 0)]
-        texts = user_texts(original.messages)
-        learn = (texts if original.session.turn == 0 else texts[-1:]) if self.policy.long_term and owner else []
+        learn = self._new_statements(original, owner)
         if not ranges and not learn:
             return
         if ranges:
@@ -166,6 +227,15 @@ class MemoryRuntime:
         for key in (session_id, *([f"owner:{owner}"] if owner else [])):
             self._pending[key] = task
             task.add_done_callback(partial(self._forget_task, key))
+
+    def _new_statements(self, original: Context, owner: str | None) -> list[str]:
+        """The user messages to read for facts: all on a session's first turn, else the newest."""
+        if not (self.policy.long_term and owner):
+            return []  # scanning the history would be wasted: nothing is learned
+        if original.session.turn == 0:
+            return user_texts(original.messages)
+        newest = last_user(original.messages)
+        return [] if newest is None else [text_of(newest.get("content"))]
 
     def _forget_task(self, key: str, task: asyncio.Future[None]) -> None:
         if self._pending.get(key) is task:

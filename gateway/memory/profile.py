@@ -11,7 +11,7 @@ client's to choose, so it only names a user inside its caller's scope (key B sen
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -27,7 +27,7 @@ ANY_CALLER = "caller:*/"
 _passages = cast(Table, MemoryPassage.__table__)
 
 
-def owner_of(body: dict[str, Any], caller: str) -> str | None:
+def owner_of(body: Mapping[str, Any], caller: str) -> str | None:
     """Whose memory this request reads and writes; None for an anonymous caller without ``user``."""
     caller = caller or ANONYMOUS
     user = body.get("user")
