@@ -209,11 +209,6 @@ class _Stubs:
 _SAVINGS: ObjectMemo[int] = ObjectMemo()
 
 
-#: The decision made for each stub object: a result cleared on an earlier turn stays cleared,
-#: and its decision is the same, so it is built once (it is frozen, so sharing it is safe).
-_DECISIONS: ObjectMemo[tuple[int, float, Decision]] = ObjectMemo()
-
-
 def _round_of(messages: Sequence[Message], i: int) -> int:
     """Index of the assistant message whose call tool result ``i`` answers."""
     while i > 0 and messages[i].get("role") == "tool":
@@ -222,10 +217,8 @@ def _round_of(messages: Sequence[Message], i: int) -> int:
 
 
 def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, tool: str) -> Decision:
-    found = _DECISIONS.get(stub_message)
-    if found is not None and found[0] == i and found[1] == threshold:
-        return found[2]
-    decision = Decision(
+    """The ``cleared`` decision of result ``i``, built from this run's data (counts are memoised per object)."""
+    return Decision(
         PASS,
         "cleared",
         tokens_before=ctx.env.counter.message(ctx.messages[i]),
@@ -239,7 +232,6 @@ def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, too
             "threshold": threshold,
         },
     )
-    return _DECISIONS.put(stub_message, (i, threshold, decision))[2]
 
 
 def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
