@@ -100,10 +100,7 @@ def create_app(
     sessions = sessions or MemorySessionStore()
     # Built now, not by the first request: a configured LLM summariser or fact extractor imports
     # its HTTP client (~0.15 s), which must not hold the event loop under traffic.
-    from gateway.store.sql_recorder import SqlRecorder  # its engine module, only to ask the recorder's kind
-
-    stored = isinstance(recorder, SqlRecorder)
-    edges = Edges.build(settings, sessions, stored=stored, tool_profiles=tool_profiles)
+    edges = Edges.build(settings, sessions, stored=recorder.stored, tool_profiles=tool_profiles)
     gw = Gateway(
         settings=settings, upstream=UpstreamRouter(settings.upstream), sessions=sessions, recorder=recorder, edges=edges
     )

@@ -26,6 +26,7 @@ def record_to_dict(record: RequestRecord) -> dict[str, Any]:
 
 class JsonlRecorder:
     wants_json = False
+    stored = False  # a log file, not the database memory's archive sits beside
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

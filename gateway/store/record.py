@@ -67,6 +67,9 @@ class Recorder(Protocol):
 
     #: Whether records should carry their bodies' JSON bytes (a writer process parses them).
     wants_json: bool
+    #: Whether records go to the gateway's database: memory's recall is on by default only then,
+    #: since without it the archive would be the only copy of what users said.
+    stored: bool
 
     def record(self, record: RequestRecord) -> None: ...
 
@@ -98,6 +101,7 @@ class MemoryRecorder:
     """Keeps the latest records in memory: for tests of the API layer and for runs without a store."""
 
     wants_json = False
+    stored = False
 
     def __init__(self, *, max_records: int = DEFAULT_MEMORY_RECORDS) -> None:
         self.records: deque[RequestRecord] = deque(maxlen=max_records)

@@ -61,6 +61,8 @@ _DOWN_ERRORS = (OperationalError, StoreUnavailable)
 class SqlRecorder:
     """Persist RequestRecords to ``database_url`` off the request path (see the module doc)."""
 
+    stored = True  # the database memory's archive lives in
+
     def __init__(
         self,
         *,

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gateway.api.app import create_app
 from gateway.api.memory_runtime import MemoryRuntime
 from gateway.config import parse_settings
+from gateway.store.jsonl_recorder import JsonlRecorder
+from gateway.store.record import MemoryRecorder, Recorder
+from gateway.store.sql_recorder import SqlRecorder
 
 
 def _policy(memory: dict[str, Any], *, stored: bool) -> Any:
@@ -24,3 +32,18 @@ def test_without_a_store_recall_is_off_unless_asked_for() -> None:
 
 def test_switching_memory_off_wins() -> None:
     assert not _policy({"enabled": False}, stored=True).enabled
+
+
+@pytest.mark.parametrize(
+    ("make", "on"),
+    [
+        (lambda tmp: SqlRecorder(database_url=f"sqlite:///{tmp / 'store.db'}", spool_path=str(tmp / "spool")), True),
+        (lambda tmp: JsonlRecorder(tmp / "records.jsonl"), False),
+        (lambda tmp: MemoryRecorder(), False),
+    ],
+)
+def test_the_app_asks_its_recorder_whether_records_are_stored(
+    make: Callable[[Path], Recorder], on: bool, tmp_path: Path
+) -> None:
+    app = create_app(parse_settings({}), recorder=make(tmp_path))
+    assert app.state.gateway.edges.memory.policy.enabled is on
