@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -42,9 +43,7 @@ def _record(model: str, **changes: object) -> RequestRecord:
         overhead_ms=0.5,
         ttfb_ms=9.0,
     )
-    for key, value in changes.items():
-        setattr(record, key, value)
-    return record
+    return replace(record, **changes)
 
 
 def test_observe_counts_tokens_cache_and_decisions() -> None:

@@ -8,26 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import metrics
+from gateway.api.answer import InFlight, complete, finish, stream
 from gateway.api.deps import Gateway
 from gateway.api.edges import Turn
-from gateway.api.event_stream import EventStreamResponse
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
-from gateway.api.raw_forward import untouched_bytes, with_params_added, with_usage_requested
-from gateway.api.stream_relay import StreamRelay
+from gateway.api.raw_forward import untouched_bytes, with_params_added
 from gateway.api.token_offload import count_off_loop
-from gateway.api.tool_search import ToolSearch, tool_search
+from gateway.api.tool_search import tool_search
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -38,12 +34,10 @@ from gateway.assembly.prefix import PrefixReport, track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
 from gateway.config import ModelConfig
-from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel, UpstreamError, VentanaError
+from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel
 from gateway.sessions.identify import identify_session, scope_session
-from gateway.store.record import RequestRecord
-from gateway.upstream.usage import normalise_usage
+from gateway.store.record import Counts, Forwarded
 
-_JSON = "application/json"
 #: Bodies from this size on are assembled in a worker thread (a 105K-token agent request is ~420 KB)
 #: unless nearly all of it is a resent history, whose counts and stubs are remembered: then
 #: assembly costs ~1.7 ms at 105K tokens, less than the thread hop and its GIL hand-offs cost,
@@ -51,11 +45,6 @@ _JSON = "application/json"
 ASSEMBLE_OFF_LOOP_BYTES = 256 * 1024
 #: Messages a turn may add to a recognised history and still count as "nearly all resent".
 RESENT_NEW_MESSAGES = 8
-#: Recorded status of a stream the client abandoned (nginx's "client closed request").
-CLIENT_CLOSED = 499
-log = logging.getLogger("ventana")
-
-T = TypeVar("T")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -247,7 +236,13 @@ async def answer_chat(
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
     ]
     outgoing = forward_body(body, assembly)
-    record = RequestRecord(
+    raw_out = (
+        untouched_bytes(raw, body, outgoing, model.upstream_model)
+        or _params_spliced(raw, body, assembly, model)
+        or _encoded(outgoing, model)
+    )
+    keep_json = gw.recorder.wants_json  # a writer process parses these instead of unpickling dicts
+    sent = Forwarded(
         request_id=request_id,
         session_id=session_id,
         created_at=time.time(),
@@ -256,181 +251,35 @@ async def answer_chat(
         caller=caller,
         original=body,
         assembled=outgoing,
-        decisions=[d.to_dict() for d in (*assembly.decisions, *edge_decisions)],
+        decisions=tuple(d.to_dict() for d in (*assembly.decisions, *edge_decisions)),
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
         predicted_cached_tokens=prefix.predicted_cached_tokens,
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
+        original_json=raw if keep_json else None,
+        assembled_json=raw_out if keep_json else None,
     )
 
-    def count_tokens() -> None:
-        """Counts, the budget report and lint findings: not needed to forward, so done after the answer."""
-        record.tokens_original = ctx.prompt_tokens()
+    def count_tokens() -> Counts:
+        """Counts, the budget report and lint findings: not needed to forward, so made after the answer."""
+        tokens_original = ctx.prompt_tokens()
         same = assembly.assembled is ctx
-        record.tokens_assembled = record.tokens_original if same else assembly.assembled.prompt_tokens()
-        record.budget = _budget(gw, model, assembly)
-        if lint_after:
-            record.decisions.extend(d.to_dict() for d in lint_findings(assembly.assembled, gw.settings.policy))
+        findings = lint_findings(assembly.assembled, gw.settings.policy) if lint_after else []
+        return Counts(
+            tokens_original=tokens_original,
+            tokens_assembled=tokens_original if same else assembly.assembled.prompt_tokens(),
+            budget=_budget(gw, model, assembly),
+            findings=tuple(d.to_dict() for d in findings),
+        )
 
-    _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
-    search = tool_search(gw, model, session_id, body, outgoing, record)  # None unless find_tools is offered
+    search = tool_search(gw, model, session_id, body, outgoing)  # None unless find_tools is offered
+    flight = InFlight(gw, model, sent, started, headers, count_tokens, search)
+    _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
-    raw_out = (
-        untouched_bytes(raw, body, outgoing, model.upstream_model)
-        or _params_spliced(raw, body, assembly, model)
-        or _encoded(outgoing, model)
-    )
-    if gw.recorder.wants_json:  # a writer process parses these instead of unpickling dicts
-        record.original_json, record.assembled_json = raw, raw_out
-    if record.stream:
-        return await _stream(
-            gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens, search
-        )
-    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens, search)
-
-
-async def _complete(
-    gw: Gateway,
-    model: ModelConfig,
-    outgoing: dict[str, Any],
-    api_key: str | None,
-    record: RequestRecord,
-    headers: dict[str, str],
-    started: float,
-    raw_out: bytes | None = None,
-    count_tokens: Callable[[], None] = lambda: None,
-    search: ToolSearch | None = None,
-) -> Response:
-    record.overhead_ms = (time.perf_counter() - started) * 1000
-    if search is None:
-        call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
-    else:  # the model's find_tools calls are answered here, never returned
-        call = search.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
-    data = await _reach_upstream(gw, model, record, started, headers, call, count_tokens)
-    record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
-    usage_block, usage = normalise_usage(data.get("usage"))
-    if usage_block is not None:
-        data["usage"] = usage_block
-    record.usage = usage
-    record.response = data
-    choice = (data.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    record.response_text = message.get("content")
-    record.tool_calls = message.get("tool_calls")
-    record.finish_reason = choice.get("finish_reason")
-    response = Response(orjson.dumps(data), media_type=_JSON, headers=headers)
-    # Counting, metrics and recording run on the next loop turn, after this response is
-    # written: the client does not wait for them, and a loop callback always runs (a
-    # Starlette background task would not if the client had gone).
-    asyncio.get_running_loop().call_soon(_count_and_finish, gw, record, started, count_tokens)
-    return response
-
-
-def _count_and_finish(
-    gw: Gateway,
-    record: RequestRecord,
-    started: float,
-    count_tokens: Callable[[], None],
-    status: int = 200,
-    error: str | None = None,
-) -> None:
-    _count(record, count_tokens)
-    _finish(gw, record, started, status=status, error=error)
-
-
-def _count(record: RequestRecord, count_tokens: Callable[[], None] | None) -> None:
-    """Fill the record's token counts; counts are bookkeeping, so a failure is logged, never raised."""
-    if count_tokens is None:
-        return
-    try:
-        count_tokens()
-    except Exception:  # the record is written without them rather than lost
-        log.exception("counting tokens for request %s failed", record.request_id)
-
-
-async def _reach_upstream(
-    gw: Gateway,
-    model: ModelConfig,
-    record: RequestRecord,
-    started: float,
-    headers: dict[str, str],
-    call: Awaitable[T],
-    count_tokens: Callable[[], None] | None = None,
-) -> T:
-    """Await the provider; on failure record the request and raise the error its client gets.
-
-    ``count_tokens`` is run before a failure is recorded when the caller has not run it yet.
-    """
-    try:
-        return await call
-    except UpstreamError as exc:
-        _count(record, count_tokens)
-        _finish(gw, record, started, status=exc.status_code, error=exc.message)
-        metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
-        exc.headers.update(headers)  # the client can find the failed request's record by its id
-        raise
-    except Exception as exc:
-        _count(record, count_tokens)
-        raise _internal(gw, record, started, headers, exc) from exc
-
-
-async def _stream(
-    gw: Gateway,
-    model: ModelConfig,
-    outgoing: dict[str, Any],
-    body: dict[str, Any],
-    api_key: str | None,
-    record: RequestRecord,
-    headers: dict[str, str],
-    started: float,
-    raw_out: bytes | None = None,
-    count_tokens: Callable[[], None] = lambda: None,
-    search: ToolSearch | None = None,
-) -> Response:
-    wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
-    upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
-    record.overhead_ms = (time.perf_counter() - started) * 1000
-    if search is None:
-        opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
-    else:  # held back until it shows whether it is a find_tools call
-        opening = search.open_stream(
-            lambda b, r: gw.upstream.open_stream(model, b, api_key, raw=r), upstream_body, upstream_raw
-        )
-    stream = await _reach_upstream(gw, model, record, started, headers, opening, count_tokens)
-    record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
-    relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
-
-    async def events() -> AsyncIterator[bytes]:
-        # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
-        status: int = CLIENT_CLOSED
-        error: str | None = "client disconnected before the stream ended"
-        try:
-            async for payload in stream.chunks():
-                out = relay.feed(payload)
-                if out is not None:
-                    yield out
-            status, error = 200, None
-            yield b"data: [DONE]\n\n"
-        except UpstreamError as exc:
-            status, error = exc.status_code, exc.message
-            metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
-            yield b"data: " + orjson.dumps(exc.body()) + b"\n\n"
-        except Exception as exc:
-            status, error = 500, f"internal gateway error while streaming: {type(exc).__name__}"
-            log.exception("stream relay failed for %s", record.request_id)
-            yield b"data: " + orjson.dumps(VentanaError(error).body()) + b"\n\n"
-        finally:
-            # Hand the record over before awaiting anything: if this generator is being cancelled
-            # (the client hung up), an await could be interrupted and the rest never run. The
-            # counting and recording run on the next loop turn, after the stream's end is written.
-            relay.fill(record)
-            loop = asyncio.get_running_loop()
-            loop.call_soon(_count_and_finish, gw, record, started, count_tokens, status, error)
-            await stream.aclose()
-
-    return EventStreamResponse(events(), headers=headers)
+    if sent.stream:
+        return await stream(flight, outgoing, body, api_key, raw_out)
+    return await complete(flight, outgoing, api_key, raw_out)
 
 
 def _params_spliced(raw: bytes, body: dict[str, Any], assembly: Assembly, model: ModelConfig) -> bytes | None:
@@ -466,11 +315,9 @@ def _budget(gw: Gateway, model: ModelConfig, assembly: Assembly) -> dict[str, An
     return {**report.to_dict(), "calibration": gw.calibration.stats(model.name).to_dict()}
 
 
-def _reject_if_strict_lint(
-    gw: Gateway, record: RequestRecord, assembly: Assembly, started: float, count_tokens: Callable[[], None]
-) -> None:
+def _reject_if_strict_lint(flight: InFlight, assembly: Assembly) -> None:
     """In ``lint.mode: strict``, answer 400 naming the first violated check instead of forwarding."""
-    lint = gw.settings.policy.lint
+    lint = flight.gw.settings.policy.lint
     found = violations(assembly.decisions) if lint.enabled and lint.mode == "strict" else []
     if not found:
         return
@@ -480,38 +327,5 @@ def _reject_if_strict_lint(
         + (f" (and {len(found) - 1} more finding(s))" if len(found) > 1 else ""),
         param=check,
     )
-    count_tokens()
-    _finish(gw, record, started, status=400, error=error.message)
+    finish(flight, flight.count(), status=400, error=error.message)
     raise error
-
-
-def _internal(
-    gw: Gateway, record: RequestRecord, started: float, headers: dict[str, str], exc: Exception
-) -> VentanaError:
-    """Record a request that failed inside the gateway, and the 500 its client gets."""
-    log.exception("request %s failed inside the gateway", record.request_id)
-    error = VentanaError(f"internal gateway error: {type(exc).__name__}", headers=headers)
-    _finish(gw, record, started, status=500, error=error.message)
-    return error
-
-
-def _finish(gw: Gateway, record: RequestRecord, started: float, *, status: int, error: str | None = None) -> None:
-    if status == 200 and record.usage.prompt_tokens:
-        gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
-    record.status = status
-    record.error = error
-    record.total_ms = (time.perf_counter() - started) * 1000
-    metrics.observe(record)
-    for edge in gw.edges.ordered:  # e.g. the model's tool calls teach the tools' usage profiles
-        try:
-            edge.finish(record)
-        except Exception:
-            log.exception("edge %s failed to finish request %s", type(edge).__name__, record.request_id)
-    try:
-        gw.recorder.record(record)
-    except Exception:
-        # The provider has answered (and billed): failing the client now would lose the answer
-        # as well as the record. The Recorder contract is not to raise; one that does is a bug
-        # made loud here and counted.
-        metrics.RECORDS_LOST.inc()
-        log.exception("recorder refused request %s; its record is lost", record.request_id)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import UpstreamUnavailable
-from gateway.store.record import RequestRecord
+from gateway.store.record import Answer
 from gateway.upstream.usage import Usage, normalise_usage
 
 #: How a chunk ends when the provider sends ``"usage": null`` last, as OpenAI and the simulator do.
@@ -76,9 +76,7 @@ class StreamRelay:
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
 
-    def fill(self, record: RequestRecord) -> None:
-        """Copy what was reassembled (text, tool calls, finish reason, usage) into the record."""
-        record.response_text = "".join(self.text)
-        record.tool_calls = [self.tool_calls[i] for i in sorted(self.tool_calls)] or None
-        record.finish_reason = self.finish_reason
-        record.usage = self.usage
+    def answer(self) -> Answer:
+        """What was reassembled so far: text, tool calls, finish reason, usage (no body: it was a stream)."""
+        calls = [self.tool_calls[i] for i in sorted(self.tool_calls)] or None
+        return Answer(None, "".join(self.text), self.finish_reason, calls, self.usage)

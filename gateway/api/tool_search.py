@@ -32,7 +32,7 @@ from gateway.assembly.tool_modes import FIND_TOOLS, FIND_TOOLS_NAME
 from gateway.assembly.tool_scoring import get_scorer, tool_document, tool_name
 from gateway.config import ModelConfig
 from gateway.sessions.protocol import SessionStore
-from gateway.store.record import RequestRecord
+from gateway.store.record import Forwarded
 from gateway.tokens import TokenCounter
 
 PASS = "find_tools"
@@ -99,15 +99,15 @@ class ToolSearch:
         sessions: SessionStore,
         policy: ToolPolicy,
         counter: TokenCounter,
-        record: RequestRecord,
     ) -> None:
         self.client_tools = list(client_tools)
         self.session_id = session_id
         self.sessions = sessions
         self.policy = policy
         self.counter = counter
-        self.record = record
         self.searches = 0
+        self.expansions: list[Decision] = []  # one ``expanded`` decision per search answered
+        self.sent: dict[str, Any] | None = None  # the last body sent, once a search grew it
         self.usage: dict[str, Any] | None = None  # usage of the calls the client does not see
 
     async def complete(self, send: Send, outgoing: dict[str, Any], raw: bytes | None) -> dict[str, Any]:
@@ -150,10 +150,16 @@ class ToolSearch:
         )
         detail = {"query": query, "added": added, "search": self.searches, "all": final}
         decision = Decision(PASS, "expanded", before, self.counter.tools(body["tools"]), reason, detail)
-        self.record.decisions.append(decision.to_dict())
-        self.record.assembled = body
-        self.record.assembled_json = None
+        self.expansions.append(decision)
+        self.sent = body
         return body
+
+    def forwarded(self, sent: Forwarded) -> Forwarded:
+        """``sent`` as it ended: the grown body the provider answered last, with the searches' decisions."""
+        if self.sent is None:
+            return sent
+        decisions = (*sent.decisions, *(d.to_dict() for d in self.expansions))
+        return replace(sent, assembled=self.sent, assembled_json=None, decisions=decisions)
 
     def _matches(self, query: str, hidden: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         if not hidden:
@@ -260,7 +266,6 @@ def tool_search(
     session_id: str,
     body: Mapping[str, Any],
     outgoing: Mapping[str, Any],
-    record: RequestRecord,
 ) -> ToolSearch | None:
     """The ``find_tools`` loop of this request, or None when the gateway did not offer ``find_tools``."""
     client_tools = body.get("tools") or ()
@@ -272,5 +277,4 @@ def tool_search(
         sessions=gw.sessions,
         policy=gw.settings.policy.tools,
         counter=gw.counter(model),
-        record=record,
     )

@@ -21,7 +21,7 @@ from gateway.errors import StoreError, UpstreamError
 from gateway.serve import announce_simulator, models_without_keys, start_simulator_thread, with_simulator
 from gateway.store.commands import reading
 from gateway.store.queries import StoredRequest, get_request
-from gateway.store.record import RequestRecord
+from gateway.store.record import Answer, Counts, Forwarded, Outcome, RequestRecord, request_record
 from gateway.store.writer import write_records
 from gateway.tokens import counter_for, encoding_for_model
 from gateway.upstream.router import UpstreamRouter
@@ -32,12 +32,6 @@ from gateway.upstream.usage import normalise_usage
 class Resent:
     original: StoredRequest
     record: RequestRecord
-
-
-def _answer(data: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]] | None, str | None]:
-    choice = (data.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    return message.get("content"), message.get("tool_calls"), choice.get("finish_reason")
 
 
 async def _send(settings: Settings, model: ModelConfig, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
@@ -67,7 +61,7 @@ def resend(settings: Settings, request_id: str, *, model_name: str | None = None
             raise StoreError(f"model {name!r} is not configured; configured: {[m.name for m in settings.models]}")
         body = {k: v for k, v in stored.assembled.items() if k not in ("stream", "stream_options")}
         body["model"] = model.name
-        record = RequestRecord(
+        sent = Forwarded(
             request_id="req-" + uuid.uuid4().hex[:20],
             session_id=stored.summary.session_id,
             created_at=time.time(),
@@ -76,20 +70,21 @@ def resend(settings: Settings, request_id: str, *, model_name: str | None = None
             caller="replay",
             original=body,
             assembled=body,
-            decisions=[],
             replay_of=stored.summary.request_id,
             turn=stored.summary.turn,
         )
         counter = counter_for(model.tokenizer or encoding_for_model(model.litellm_model))
-        record.tokens_original = record.tokens_assembled = counter.request(body["messages"], body.get("tools"))
+        tokens = counter.request(body["messages"], body.get("tools"))
+        counts = Counts(tokens_original=tokens, tokens_assembled=tokens)
         try:
             data, elapsed = asyncio.run(_send(settings, model, body))
-            record.response = data
-            record.response_text, record.tool_calls, record.finish_reason = _answer(data)
-            record.usage = normalise_usage(data.get("usage"))[1]
-            record.total_ms = elapsed
+            answer, outcome = (
+                Answer.of_completion(data, normalise_usage(data.get("usage"))[1]),
+                Outcome(total_ms=elapsed),
+            )
         except UpstreamError as exc:
-            record.status, record.error = exc.status_code, exc.message
+            answer, outcome = Answer(), Outcome(status=exc.status_code, error=exc.message)
+        record = request_record(sent, counts, answer, outcome)
         with engine.begin() as conn:
             write_records(conn, [record])
     return Resent(stored, record)

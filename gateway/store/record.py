@@ -13,8 +13,11 @@ from typing import Any, Protocol
 from gateway.upstream.usage import Usage
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
+    """One request as stored. Built once, when the request is over, by ``request_record`` from
+    what each step of the request path returned (``Forwarded``, ``Counts``, ``Answer``)."""
+
     request_id: str
     session_id: str
     created_at: float
@@ -48,6 +51,107 @@ class RequestRecord:
     # instead of receiving the dicts pickled, which would cost the request path's GIL time.
     original_json: bytes | None = field(default=None, repr=False)
     assembled_json: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """What is known once the request is forwarded: who sent what, what the provider was sent, and why.
+
+    The find_tools loop returns a new one when it sent the provider a grown body."""
+
+    request_id: str
+    session_id: str
+    created_at: float
+    model: str
+    provider: str
+    caller: str
+    original: dict[str, Any]
+    assembled: dict[str, Any]
+    decisions: tuple[dict[str, Any], ...] = ()
+    stream: bool = False
+    turn: int = 0
+    predicted_cached_tokens: int = 0
+    prefix_break: str | None = None
+    component_tokens: dict[str, int] = field(default_factory=dict)
+    replay_of: str | None = None  # the recorded request this one sends again (``ventana replay send``)
+    original_json: bytes | None = field(default=None, repr=False)
+    assembled_json: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """The bookkeeping made after the answer: prompt tokens before and after assembly, the budget
+    report, and lint findings (decisions, when lint only reports)."""
+
+    tokens_original: int = 0
+    tokens_assembled: int = 0
+    budget: dict[str, Any] | None = None
+    findings: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the provider answered: its body (non-streamed only), text, tool calls, finish reason, usage."""
+
+    response: dict[str, Any] | None = None
+    response_text: str | None = None
+    finish_reason: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    @classmethod
+    def of_completion(cls, data: dict[str, Any], usage: Usage) -> Answer:
+        """The answer of a non-streamed completion ``data`` whose usage normalises to ``usage``."""
+        choice = (data.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        return cls(data, message.get("content"), choice.get("finish_reason"), message.get("tool_calls"), usage)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the request ended: its status and error, and the times it took (ms from arrival)."""
+
+    status: int = 200
+    error: str | None = None
+    overhead_ms: float = 0.0  # before the provider was called
+    ttfb_ms: float | None = None  # the provider's time to its first byte, after the overhead
+    total_ms: float = 0.0
+
+
+def request_record(sent: Forwarded, counts: Counts, answer: Answer, outcome: Outcome) -> RequestRecord:
+    """The record of one request, combined from what each step returned."""
+    return RequestRecord(
+        request_id=sent.request_id,
+        session_id=sent.session_id,
+        created_at=sent.created_at,
+        model=sent.model,
+        provider=sent.provider,
+        caller=sent.caller,
+        original=sent.original,
+        assembled=sent.assembled,
+        decisions=[*sent.decisions, *counts.findings],
+        stream=sent.stream,
+        response=answer.response,
+        response_text=answer.response_text,
+        finish_reason=answer.finish_reason,
+        tool_calls=answer.tool_calls,
+        usage=answer.usage,
+        tokens_original=counts.tokens_original,
+        tokens_assembled=counts.tokens_assembled,
+        overhead_ms=outcome.overhead_ms,
+        ttfb_ms=outcome.ttfb_ms,
+        total_ms=outcome.total_ms,
+        status=outcome.status,
+        error=outcome.error,
+        replay_of=sent.replay_of,
+        turn=sent.turn,
+        budget=counts.budget,
+        predicted_cached_tokens=sent.predicted_cached_tokens,
+        prefix_break=sent.prefix_break,
+        component_tokens=sent.component_tokens,
+        original_json=sent.original_json,
+        assembled_json=sent.assembled_json,
+    )
 
 
 #: Fields that are not part of a record's content (transient bytes; the dicts hold the same).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -181,9 +182,9 @@ async def test_process_writer_parses_the_bodies_it_is_handed_as_json(db_url: str
     await recorder.start()
     records = list(agent_session(12))
     for record in records:
-        record.original_json = orjson.dumps(record.original)
-        record.assembled_json = orjson.dumps(record.assembled)
-        recorder.record(record)
+        recorder.record(
+            replace(record, original_json=orjson.dumps(record.original), assembled_json=orjson.dumps(record.assembled))
+        )
     await recorder.close()
     assert _rows(db_url) == 12
     assert recorder.status()["written"] == 12

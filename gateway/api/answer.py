@@ -1,0 +1,195 @@
+"""Forward an assembled request, answer the client, and record the request once it is over.
+
+A request in flight carries what its record is built from (``Forwarded``, and how to make
+its ``Counts``); the provider's answer (``Answer``) and how it ended (``Outcome``) join them
+in ``finish``, which builds the one ``RequestRecord`` and hands it to the recorder. Nothing
+fills a record piece by piece: each step returns its part.
+
+The request never waits for the database, nor for counting: after the answer is built
+(non-streamed) or after the last chunk (streamed), both run on the next loop turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from starlette.responses import Response
+
+from gateway import metrics
+from gateway.api.deps import Gateway
+from gateway.api.event_stream import EventStreamResponse
+from gateway.api.raw_forward import with_usage_requested
+from gateway.api.stream_relay import StreamRelay
+from gateway.api.tool_search import ToolSearch
+from gateway.config import ModelConfig
+from gateway.errors import UpstreamError, VentanaError
+from gateway.store.record import Answer, Counts, Forwarded, Outcome, request_record
+from gateway.upstream.usage import normalise_usage
+
+_JSON = "application/json"
+#: Recorded status of a stream the client abandoned (nginx's "client closed request").
+CLIENT_CLOSED = 499
+log = logging.getLogger("ventana")
+
+T = TypeVar("T")
+#: The answer of a request that got none (refused, or the provider failed).
+NO_ANSWER = Answer()
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """One forwarded request: what its record is built from, except the answer and how it ended."""
+
+    gw: Gateway
+    model: ModelConfig
+    sent: Forwarded
+    started: float  # perf_counter at arrival
+    headers: dict[str, str]  # sent back with the answer or the error
+    count: Callable[[], Counts]  # counts and lint findings, made after the answer
+    search: ToolSearch | None = None  # the find_tools loop, when the gateway offered find_tools
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+
+async def complete(flight: InFlight, outgoing: dict[str, Any], api_key: str | None, raw_out: bytes | None) -> Response:
+    """Forward a non-streamed request and answer with the provider's JSON (usage normalised)."""
+    gw, model = flight.gw, flight.model
+    overhead_ms = flight.elapsed_ms()
+    if flight.search is None:
+        call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
+    else:  # the model's find_tools calls are answered here, never returned
+        call = flight.search.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
+    data = await _reach_upstream(flight, overhead_ms, call)
+    ttfb_ms = flight.elapsed_ms() - overhead_ms
+    usage_block, usage = normalise_usage(data.get("usage"))
+    if usage_block is not None:
+        data["usage"] = usage_block
+    answer = Answer.of_completion(data, usage)
+    response = Response(orjson.dumps(data), media_type=_JSON, headers=flight.headers)
+    # Counting, metrics and recording run on the next loop turn, after this response is
+    # written: the client does not wait for them, and a loop callback always runs (a
+    # Starlette background task would not if the client had gone).
+    asyncio.get_running_loop().call_soon(_count_and_finish, flight, answer, 200, None, overhead_ms, ttfb_ms)
+    return response
+
+
+async def stream(
+    flight: InFlight, outgoing: dict[str, Any], body: dict[str, Any], api_key: str | None, raw_out: bytes | None
+) -> Response:
+    """Forward a streamed request (always asking for usage) and relay its chunks as they come."""
+    gw, model = flight.gw, flight.model
+    wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
+    upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
+    overhead_ms = flight.elapsed_ms()
+    if flight.search is None:
+        opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
+    else:  # held back until it shows whether it is a find_tools call
+        opening = flight.search.open_stream(
+            lambda b, r: gw.upstream.open_stream(model, b, api_key, raw=r), upstream_body, upstream_raw
+        )
+    upstream = await _reach_upstream(flight, overhead_ms, opening)
+    ttfb_ms = flight.elapsed_ms() - overhead_ms
+    relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
+
+    async def events() -> AsyncIterator[bytes]:
+        # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
+        status: int = CLIENT_CLOSED
+        error: str | None = "client disconnected before the stream ended"
+        try:
+            async for payload in upstream.chunks():
+                out = relay.feed(payload)
+                if out is not None:
+                    yield out
+            status, error = 200, None
+            yield b"data: [DONE]\n\n"
+        except UpstreamError as exc:
+            status, error = exc.status_code, exc.message
+            metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+            yield b"data: " + orjson.dumps(exc.body()) + b"\n\n"
+        except Exception as exc:
+            status, error = 500, f"internal gateway error while streaming: {type(exc).__name__}"
+            log.exception("stream relay failed for %s", flight.sent.request_id)
+            yield b"data: " + orjson.dumps(VentanaError(error).body()) + b"\n\n"
+        finally:
+            # Hand the answer over before awaiting anything: if this generator is being cancelled
+            # (the client hung up), an await could be interrupted and the rest never run. The
+            # counting and recording run on the next loop turn, after the stream's end is written.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(_count_and_finish, flight, relay.answer(), status, error, overhead_ms, ttfb_ms)
+            await upstream.aclose()
+
+    return EventStreamResponse(events(), headers=flight.headers)
+
+
+async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[T]) -> T:
+    """Await the provider; on failure record the request and raise the error its client gets."""
+    try:
+        return await call
+    except UpstreamError as exc:
+        finish(flight, _counted(flight), status=exc.status_code, error=exc.message, overhead_ms=overhead_ms)
+        metrics.UPSTREAM_ERRORS.labels(flight.model.name, type(exc).__name__).inc()
+        exc.headers.update(flight.headers)  # the client can find the failed request's record by its id
+        raise
+    except Exception as exc:
+        counts = _counted(flight)
+        log.exception("request %s failed inside the gateway", flight.sent.request_id)
+        error = VentanaError(f"internal gateway error: {type(exc).__name__}", headers=flight.headers)
+        finish(flight, counts, status=500, error=error.message, overhead_ms=overhead_ms)
+        raise error from exc
+
+
+def _count_and_finish(
+    flight: InFlight, answer: Answer, status: int, error: str | None, overhead_ms: float, ttfb_ms: float
+) -> None:
+    counts = _counted(flight)
+    finish(flight, counts, answer, status=status, error=error, overhead_ms=overhead_ms, ttfb_ms=ttfb_ms)
+
+
+def _counted(flight: InFlight) -> Counts:
+    """The request's counts; they are bookkeeping, so a failure is logged and the record goes without them."""
+    try:
+        return flight.count()
+    except Exception:  # the record is written without them rather than lost
+        log.exception("counting tokens for request %s failed", flight.sent.request_id)
+        return Counts()
+
+
+def finish(
+    flight: InFlight,
+    counts: Counts,
+    answer: Answer = NO_ANSWER,
+    *,
+    status: int,
+    error: str | None = None,
+    overhead_ms: float = 0.0,
+    ttfb_ms: float | None = None,
+) -> None:
+    """Build the request's record from its parts, then calibrate, count metrics, let the edges learn, record."""
+    gw = flight.gw
+    sent = flight.sent if flight.search is None else flight.search.forwarded(flight.sent)
+    outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
+    record = request_record(sent, counts, answer, outcome)
+    if status == 200 and record.usage.prompt_tokens:
+        gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
+    metrics.observe(record)
+    for edge in gw.edges.ordered:  # e.g. the model's tool calls teach the tools' usage profiles
+        try:
+            edge.finish(record)
+        except Exception:
+            log.exception("edge %s failed to finish request %s", type(edge).__name__, record.request_id)
+    try:
+        gw.recorder.record(record)
+    except Exception:
+        # The provider has answered (and billed): failing the client now would lose the answer
+        # as well as the record. The Recorder contract is not to raise; one that does is a bug
+        # made loud here and counted.
+        metrics.RECORDS_LOST.inc()
+        log.exception("recorder refused request %s; its record is lost", record.request_id)
