@@ -84,6 +84,8 @@ class _Call:
     arguments: str
 
 
+#: What a result whose call is not in the history was made by.
+_UNKNOWN_CALL = _Call("tool", "")
 #: Per assistant message object: ``tool_call_id -> (name, arguments)`` (a resent history is last turn's objects).
 _CALLS: ObjectMemo[dict[str, _Call]] = ObjectMemo()
 
@@ -159,26 +161,34 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
     return sorted(chosen)
 
 
-#: The stub made for each tool-result object, with the tool name and encoding it was made with. A resent
-#: history is last turn's objects (``gateway.sessions.resent``), so a stub is made once.
-_STUBS: ObjectMemo[tuple[tuple[str, str, str], Message]] = ObjectMemo()
+#: The stub made for each tool-result object, with the tool name and encoding it was made with, and
+#: the tokens it saves in that encoding. A resent history is last turn's objects
+#: (``gateway.sessions.resent``), so a stub is made and priced once.
+_STUBS: ObjectMemo[tuple[tuple[str, str, str], Message, int]] = ObjectMemo()
 
 
 class _Stubs:
-    """The stub of each tool result, made once per pass run: it is priced, then written."""
+    """The stub of each tool result and what it saves, made once per pass run: it is priced, then written."""
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._calls = calls_by_id(ctx.messages)  # once per run: looking calls up per stub was O(n^2)
-        self._made: dict[int, Message] = {}
+        self._made: dict[int, tuple[Message, int]] = {}
 
     def call(self, i: int) -> _Call:
-        return self._calls.get(str(self._ctx.messages[i].get("tool_call_id")), _Call("tool", ""))
+        return self._calls.get(str(self._ctx.messages[i].get("tool_call_id")), _UNKNOWN_CALL)
 
     def tool(self, i: int) -> str:
         return self.call(i).name
 
     def get(self, i: int) -> Message:
+        return self._stub(i)[0]
+
+    def saving(self, i: int) -> int:
+        """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
+        return self._stub(i)[1]
+
+    def _stub(self, i: int) -> tuple[Message, int]:
         found = self._made.get(i)
         if found is None:
             m = self._ctx.messages[i]
@@ -187,26 +197,14 @@ class _Stubs:
             made_by = (call.name, call.arguments, counter.encoding_name)
             last = _STUBS.get(m)
             if last is not None and last[0] == made_by:
-                found = last[1]  # last turn's stub object: its count and hash are remembered too
+                found = (last[1], last[2])  # last turn's stub object: its count and hash are remembered too
             else:
                 text = content_text(m.get("content"))[0]
-                made = stub(call.name, counter.text(text), call.arguments, text)
-                found = _STUBS.put(m, (made_by, {**m, "content": made}))[1]
+                stub_message = {**m, "content": stub(call.name, counter.text(text), call.arguments, text)}
+                found = (stub_message, counter.message(m) - counter.message(stub_message))
+                _STUBS.put(m, (made_by, *found))
             self._made[i] = found
         return found
-
-    def saving(self, i: int) -> int:
-        """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
-        stub_message = self.get(i)
-        found = _SAVINGS.get(stub_message)  # a stub object stands for one original in one encoding
-        if found is None:
-            counter = self._ctx.env.counter
-            found = _SAVINGS.put(stub_message, counter.message(self._ctx.messages[i]) - counter.message(stub_message))
-        return found
-
-
-#: Tokens saved by each stub object (made from one original, counted in one encoding).
-_SAVINGS: ObjectMemo[int] = ObjectMemo()
 
 
 def _round_of(messages: Sequence[Message], i: int) -> int:
@@ -216,22 +214,17 @@ def _round_of(messages: Sequence[Message], i: int) -> int:
     return i
 
 
-def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, tool: str) -> Decision:
+def _decision(ctx: Context, i: int, stubs: _Stubs, reason: str, threshold: float) -> Decision:
     """The ``cleared`` decision of result ``i``, built from this run's data (counts are memoised per object)."""
-    return Decision(
-        PASS,
-        "cleared",
-        tokens_before=ctx.env.counter.message(ctx.messages[i]),
-        tokens_after=ctx.env.counter.message(stub_message),
-        reason=f"request over {threshold:.0%} of the context window; old tool result cleared",
-        detail={
-            "tool": tool,
-            "message_index": i,
-            "round": _round_of(ctx.messages, i),
-            "tool_call_id": str(stub_message.get("tool_call_id")),
-            "threshold": threshold,
-        },
-    )
+    before = ctx.env.counter.message(ctx.messages[i])
+    detail = {
+        "tool": stubs.tool(i),
+        "message_index": i,
+        "round": _round_of(ctx.messages, i),
+        "tool_call_id": str(ctx.messages[i].get("tool_call_id")),
+        "threshold": threshold,
+    }
+    return Decision(PASS, "cleared", before, before - stubs.saving(i), reason, detail)
 
 
 def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
@@ -249,9 +242,10 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
         return ctx, []
     messages: list[Message] = list(ctx.messages)
     decisions: list[Decision] = []
+    reason = f"request over {policy.threshold:.0%} of the context window; old tool result cleared"
     for i in chosen:
         messages[i] = stubs.get(i)
-        decisions.append(_decision(ctx, i, messages[i], policy.threshold, stubs.tool(i)))
+        decisions.append(_decision(ctx, i, stubs, reason, policy.threshold))
     present = {str(m.get("tool_call_id")) for m in ctx.messages if m.get("role") == "tool"}
     cleared = sorted((sticky & present) | {str(ctx.messages[i].get("tool_call_id")) for i in chosen})
     originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in chosen}}
