@@ -1,7 +1,7 @@
 """What the gateway adds to an agent session that grows, against a fixed prefix of the same length.
 
     python -m benchmarks.growing_session [--requests 300] [--start-tokens 13000] [--end-tokens 210000]
-                                         [--fixed-every 30] [--checkout PATH]
+                                         [--fixed-every 30] [--checkout PATH] [--runs 1]
 
 Real agents resend their whole history every turn, one round longer each time: the gateway sees
 each request's history for the first time only in its newest round. The fixed profiles of
@@ -124,15 +124,8 @@ def summarise(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, An
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--start-tokens", type=int, default=13_000)
-    parser.add_argument("--end-tokens", type=int, default=210_000)
-    parser.add_argument("--fixed-every", type=int, default=30)
-    parser.add_argument("--checkout", default="", help="another checkout's gateway in the same run")
-    parser.add_argument("--variant", default="", help="also a gateway with these config changes, e.g. a.b=false")
-    args = parser.parse_args()
+def one_run(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any]]]:
+    """One session through fresh gateways and a fresh simulator: the gateways' names and the rows."""
     with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
         tmp = Path(tmp_name)
         sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
@@ -150,7 +143,25 @@ def main() -> None:
             other = stack.enter_context(run_gateway(tmp, config, env=env))
             targets[f"ventana[{Path(args.checkout).name}]"] = Target("checkout", other.base_url)
         rows = asyncio.run(measure(targets, args))
-    names = [n for n in targets if n != "direct"]
+    return [n for n in targets if n != "direct"], rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--start-tokens", type=int, default=13_000)
+    parser.add_argument("--end-tokens", type=int, default=210_000)
+    parser.add_argument("--fixed-every", type=int, default=30)
+    parser.add_argument("--checkout", default="", help="another checkout's gateway in the same run")
+    parser.add_argument("--variant", default="", help="also a gateway with these config changes, e.g. a.b=false")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="repeat with fresh processes, rows pooled (a shared machine swings)"
+    )
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    for run in range(args.runs):
+        names, more = one_run(args)
+        rows.extend({**row, "run": run} for row in more)
     table = summarise(rows, names)
     for entry in table:
         print("  ".join(f"{k}={v}" for k, v in entry.items()))
