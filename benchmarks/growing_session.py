@@ -9,7 +9,7 @@ each request's history for the first time only in its newest round. The fixed pr
 remembered. This benchmark drives one client whose session grows from ``--start-tokens`` to
 ``--end-tokens`` over ``--requests`` requests, built from real mini-swe-agent rounds
 (``shared/data/agent_loops/mini_swe_agent_deepseek.jsonl``), sending each request to the
-simulator directly and through the gateway (interleaved, in an order rotated every request, so
+simulator directly and through the gateway (interleaved, in an order shuffled every request, so
 drift and slot hit all alike). Every ``--fixed-every`` requests it also sends that request's
 body 5 more times (the fixed shape at that length). The result is the added median time by
 history length for both shapes.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import tempfile
 import time
@@ -76,12 +77,13 @@ def growing_bodies(requests: int, start_tokens: int, end_tokens: int) -> Iterato
         yield tokens, orjson.dumps({"model": MODEL, "messages": messages, "tools": tools, "max_tokens": 32})
 
 
-def rotated(targets: dict[str, Target], k: int) -> list[tuple[str, Target]]:
-    """The targets in an order that starts one further each request: the slot right after direct
-    measured about 1 ms slower than the same gateway two slots later, so no gateway keeps one slot."""
+def shuffled(targets: dict[str, Target], k: int) -> list[tuple[str, Target]]:
+    """The targets in the ``k``-th seeded random order: the slot right after direct measured 1-2 ms
+    slower than the same gateway config in another slot, so no gateway keeps one place in the cycle
+    (a rotation would keep each one right after the same neighbour)."""
     order = list(targets.items())
-    k %= len(order)
-    return order[k:] + order[:k]
+    random.Random(k).shuffle(order)
+    return order
 
 
 async def timed(conn: Connection, payload: bytes, name: str) -> float:
@@ -98,13 +100,13 @@ async def measure(targets: dict[str, Target], args: argparse.Namespace) -> list[
     try:
         for i, (tokens, body) in enumerate(tqdm(bodies, total=args.requests, desc="growing session", unit="req")):
             row: dict[str, Any] = {"i": i, "tokens": tokens, "shape": "growing"}
-            for name, target in rotated(targets, i):
+            for name, target in shuffled(targets, i):
                 row[name] = await timed(conns[name], target.request_bytes(body), name)
             rows.append(row)
             if i % args.fixed_every == 0:
                 for repeat in range(FIXED_REPEATS):
                     fixed: dict[str, Any] = {"i": i, "tokens": tokens, "shape": "fixed"}
-                    for name, target in rotated(targets, i + 1 + repeat):
+                    for name, target in shuffled(targets, i * FIXED_REPEATS + repeat + 1_000_000):
                         fixed[name] = await timed(conns[name], target.request_bytes(body), name)
                     rows.append(fixed)
     finally:
