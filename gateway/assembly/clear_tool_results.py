@@ -172,10 +172,12 @@ class _Stubs:
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        self._calls = calls_by_id(ctx.messages)  # once per run: looking calls up per stub was O(n^2)
+        self._calls: dict[str, _Call] | None = None  # found on first use: most runs clear nothing
         self._made: dict[int, tuple[Message, int]] = {}
 
     def call(self, i: int) -> _Call:
+        if self._calls is None:  # once per run: looking calls up per stub was O(n^2)
+            self._calls = calls_by_id(self._ctx.messages)
         return self._calls.get(str(self._ctx.messages[i].get("tool_call_id")), _UNKNOWN_CALL)
 
     def tool(self, i: int) -> str:

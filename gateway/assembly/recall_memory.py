@@ -165,6 +165,8 @@ def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Dec
 
 def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
     """Insert the frozen ``<memory>`` block after the system prompt and append a ``<recalled>`` block at the end."""
+    if not (ctx.annotations.get(CANDIDATES_KEY) or policy.long_term or STATE_KEY in ctx.session.extra):
+        return ctx, []  # nothing to place or to freeze (most turns): decided before scanning the history
     question = _question_index(ctx.messages)
     if question < 0:
         return ctx, []
