@@ -11,6 +11,7 @@ import hashlib
 import os
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -196,17 +197,7 @@ async def answer_chat(
     started = time.perf_counter() if started is None else started
     request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
     headers = {"x-ventana-request-id": request_id}
-    if len(raw) >= ASSEMBLE_OFF_LOOP_BYTES and gw.parser.new_bytes(raw, caller) >= ASSEMBLE_OFF_LOOP_BYTES:
-        # A long body mostly new to the gateway (a first turn of 105K tokens): parsing, checking,
-        # naming it and finding its message ends is ~5 ms of Python holding the loop, so a worker
-        # thread does it (the loop gets the GIL back every switch interval, and between C calls).
-        body, model, session_id, layout = await asyncio.to_thread(read_new_body, raw, gw, caller, named)
-        reused = 0
-        gw.parser.remember(raw, caller, body, reused, layout)
-    else:
-        body, reused = parse_request(raw, gw.parser, caller)
-        model, session_id = check_and_name(body, reused, gw, caller, named)
-        gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
+    body, reused, model, session_id = await read_and_name(gw, raw, caller, named)
     if not named:  # two conversations that open alike and then diverge are two sessions
         session_id = gw.conversations.name(caller, session_id, body["messages"])
     headers["x-ventana-session-id"] = session_id
@@ -241,7 +232,6 @@ async def answer_chat(
         or _params_spliced(raw, body, assembly, model)
         or _encoded(outgoing, model)
     )
-    keep_json = gw.recorder.wants_json  # a writer process parses these instead of unpickling dicts
     sent = Forwarded(
         request_id=request_id,
         session_id=session_id,
@@ -257,29 +247,50 @@ async def answer_chat(
         predicted_cached_tokens=prefix.predicted_cached_tokens,
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
-        original_json=raw if keep_json else None,
-        assembled_json=raw_out if keep_json else None,
+        # a writer process parses these bytes instead of unpickling the dicts
+        original_json=raw if gw.recorder.wants_json else None,
+        assembled_json=raw_out if gw.recorder.wants_json else None,
     )
-
-    def count_tokens() -> Counts:
-        """Counts, the budget report and lint findings: not needed to forward, so made after the answer."""
-        tokens_original = ctx.prompt_tokens()
-        same = assembly.assembled is ctx
-        findings = lint_findings(assembly.assembled, gw.settings.policy) if lint_after else []
-        return Counts(
-            tokens_original=tokens_original,
-            tokens_assembled=tokens_original if same else assembly.assembled.prompt_tokens(),
-            budget=_budget(gw, model, assembly),
-            findings=tuple(d.to_dict() for d in findings),
-        )
-
+    count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
     search = tool_search(gw, model, session_id, body, outgoing)  # None unless find_tools is offered
-    flight = InFlight(gw, model, sent, started, headers, count_tokens, search)
+    flight = InFlight(gw, model, sent, started, headers, count, search)
     _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     if sent.stream:
         return await stream(flight, outgoing, body, api_key, raw_out)
     return await complete(flight, outgoing, api_key, raw_out)
+
+
+async def read_and_name(
+    gw: Gateway, raw: bytes, caller: str, named: str | None
+) -> tuple[dict[str, Any], int, ModelConfig, str]:
+    """Parse and check the body, find its model and name its session: the body, how many of its first
+    messages are a previous turn's objects, the model, the session's name (before conversations split it)."""
+    if len(raw) >= ASSEMBLE_OFF_LOOP_BYTES and gw.parser.new_bytes(raw, caller) >= ASSEMBLE_OFF_LOOP_BYTES:
+        # A long body mostly new to the gateway (a first turn of 105K tokens): parsing, checking,
+        # naming it and finding its message ends is ~5 ms of Python holding the loop, so a worker
+        # thread does it (the loop gets the GIL back every switch interval, and between C calls).
+        body, model, session_id, layout = await asyncio.to_thread(read_new_body, raw, gw, caller, named)
+        gw.parser.remember(raw, caller, body, 0, layout)
+        return body, 0, model, session_id
+    body, reused = parse_request(raw, gw.parser, caller)
+    model, session_id = check_and_name(body, reused, gw, caller, named)
+    gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
+    return body, reused, model, session_id
+
+
+def count_tokens(gw: Gateway, model: ModelConfig, assembly: Assembly, lint_after: bool) -> Counts:
+    """The request's prompt tokens before and after assembly, its budget report and (when lint only
+    reports) its lint findings: not needed to forward, so made after the answer."""
+    tokens_original = assembly.original.prompt_tokens()
+    same = assembly.assembled is assembly.original
+    findings = lint_findings(assembly.assembled, gw.settings.policy) if lint_after else []
+    return Counts(
+        tokens_original=tokens_original,
+        tokens_assembled=tokens_original if same else assembly.assembled.prompt_tokens(),
+        budget=_budget(gw, model, assembly),
+        findings=tuple(d.to_dict() for d in findings),
+    )
 
 
 def _params_spliced(raw: bytes, body: dict[str, Any], assembly: Assembly, model: ModelConfig) -> bytes | None:
