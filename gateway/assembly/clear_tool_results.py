@@ -28,6 +28,7 @@ from gateway.assembly.compaction_layout import (
     ORIGINALS_KEY,
     Layout,
     best_application,
+    choose_end,
     compaction_memory,
     layout,
     original_messages,
@@ -36,7 +37,7 @@ from gateway.assembly.compaction_layout import (
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Context, Decision, Message
+from gateway.assembly.context import Checkpoint, Context, Decision, Message
 from gateway.object_memo import ObjectMemo
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
@@ -134,7 +135,12 @@ def _result_tokens(m: Message, counter: Any) -> int:
 
 
 def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], stubs: _Stubs) -> list[int]:
-    """Sticky results first; then more, oldest first, while over the threshold, down to ``target``."""
+    """Sticky results first; then more, oldest first, while over the threshold, down to ``target``.
+
+    A batch that cannot reach the target is not made while summarising is on: it would land
+    between target and threshold, so another rewrite (a second batch or the summary) would
+    follow a few rounds later. The summary then goes down to the target on its own, in one rewrite.
+    """
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
     before = request_tokens(ctx, applied, policy)
     marks = watermarks(ctx, lay, policy)
@@ -143,6 +149,7 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
     candidates = _candidates(ctx, lay, start, policy, stubs)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
+    sticky_at = set(chosen)
     tokens = before - sum(stubs.saving(i) for i in chosen)
     if tokens <= marks.threshold:
         return chosen
@@ -154,9 +161,32 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
         if i not in taken:
             chosen.append(i)
             tokens -= stubs.saving(i)
-    if tokens > marks.threshold and "summarize" in policy.strategies:
-        return []  # clearing cannot get under the threshold: the summary replaces these results anyway
+    if tokens > target and "summarize" in policy.strategies:
+        return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
     return sorted(chosen)
+
+
+def _after_summary(
+    ctx: Context,
+    lay: Layout,
+    policy: CompactionPolicy,
+    cp: Checkpoint | None,
+    sticky: list[int],
+    stubs: _Stubs,
+    target: int,
+) -> list[int]:
+    """The sticky stubs the coming summary leaves in place: those past where ``compact_history`` will end it.
+
+    It ends the summary with ``choose_end`` on the request as cleared here; the results before
+    that end are summarised (from their originals), so they are not cleared in the same request.
+    """
+    if not sticky:
+        return []
+    messages = list(ctx.messages)
+    for i in sticky:
+        messages[i] = stubs.get(i)
+    end = choose_end(ctx.replace(messages=tuple(messages)), lay, policy, target, floor=cp.end if cp is not None else 0)
+    return [i for i in sticky if i >= end]
 
 
 #: The stub made for each tool-result object, with the tool name and encoding it was made with. A resent

@@ -152,8 +152,11 @@ def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, li
     if cp is not None and (active and fits):
         return _apply_stored(ctx, cp, policy, before, active=True)
     # A checkpoint prepared ahead was planned to land at the target once the history reached the
-    # threshold; if clearing delayed the crossing, it lands higher and is extended instead.
-    planned = cp is not None and request_tokens(ctx, applied, policy) <= marks.target + limit - marks.prepare
+    # threshold. It cannot when the rounds that aged after it was prepared are more than the room
+    # below the target (clearing delayed the crossing, or what compaction keeps fills the target):
+    # then it is extended by those rounds, else the next compaction would come before the history
+    # grew by the whole target-to-threshold band.
+    planned = cp is not None and request_tokens(ctx, applied, policy) <= marks.target
     end = choose_end(ctx, lay, policy, marks.target, floor=cp.end if cp is not None else 0)
     if cp is not None and (planned or cp.end >= end):
         return _apply_stored(ctx, cp, policy, before, active=active)
