@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.assembly.compaction_layout import layout
+from gateway.assembly.compaction_layout import layout, watermarks
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Message
 from gateway.assembly.pipeline import Assembly
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.config import parse_settings
-from tests.assembly.compaction_helpers import COUNTER, CountingSummarizer, policy, run_turns
+from tests.assembly.compaction_helpers import COUNTER, CountingSummarizer, policy, rewrites, run_turns
 from tests.assembly.loop_helpers import (
     LOOP_SYSTEM,
     LOOP_TASK,
@@ -182,3 +182,44 @@ def test_a_threshold_alone_is_valid_and_moves_prepare_at_and_target(threshold: f
     settings = parse_settings({"policy": {"compaction": {"threshold": threshold}}})
     c = settings.policy.compaction
     assert c.target < c.prepare_at < c.threshold == threshold
+
+
+#: A support agent's head: its policy and tools are most of the window (tau2-bench's telecom agent is ~6.7K of 16K).
+_TOPICS = ("line status", "data plan", "roaming", "billing cycle", "device settings", "network mode")
+_ACTS = ("check", "confirm", "record", "explain", "verify", "escalate")
+LARGE_HEAD = "\n".join(
+    [LOOP_SYSTEM]
+    + [
+        f"Before you {a} the {t}, {b} the {u} with the customer."
+        for a in _ACTS
+        for t in _TOPICS
+        for b in _ACTS
+        for u in _TOPICS
+    ][:440]
+)
+
+
+@pytest.mark.parametrize("prepare_ahead", [False, True])
+def test_behind_a_large_head_each_compaction_lands_at_the_target(prepare_ahead: bool) -> None:
+    """The head leaves less than the target-to-threshold band: the watermarks rise, and then every
+    compaction lands at the raised target, so the history grows by the whole band before the next one.
+    Before, the target rose only to the head, every compaction landed between target and threshold
+    (head + newest rounds + summary), and clearing batches came on turns of their own."""
+    head = [{"role": "system", "content": LARGE_HEAD}, {"role": "user", "content": LOOP_TASK}]
+    steps = [loop_round(k, words=48) for k in range(220)]
+    histories = [head + [m for step in steps[: n + 1] for m in step] for n in range(len(steps))]
+    window, pol = 16_000, policy(threshold=0.55, target=0.35, keep_recent_rounds=4)
+    assert COUNTER.messages(head) + (0.55 - 0.35) * window > 0.55 * window, "the head alone raises the watermarks"
+    results = run_turns(histories, pol, window=window, prepare_ahead=prepare_ahead)
+    changed = rewrites(results)
+    growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
+    assert changed and len(changed) <= growth / ((0.55 - 0.35) * window), "at most one rewrite per band of growth"
+    for k in changed:
+        ctx = results[k].original
+        lay = layout(ctx.messages, pol.compaction, COUNTER)
+        assert lay is not None
+        target = watermarks(ctx, lay, pol.compaction).target
+        assert results[k].assembled.prompt_tokens() <= target, f"turn {k} lands above the target"
+        assert any(d.action == "compacted" for d in results[k].decisions), f"turn {k}: a clearing batch of its own"
+    for history, result in zip(histories, results, strict=True):
+        assert result.assembled.messages[-8:] == tuple(history[-8:]), "the newest four rounds go out verbatim"
