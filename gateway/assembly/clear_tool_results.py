@@ -6,7 +6,8 @@ summary, the oldest tool results of the middle of the history (older rounds, see
 ``compaction_layout``) become ``[result of read_file {"path": "a.py"} cleared: 4,210 tokens]``:
 the tool, its arguments and the size removed, in the manner of Anthropic's
 ``clear_tool_uses``. The ``tool`` message stays, with its ``tool_call_id``, so every call
-keeps its result. Tools named in ``never_clear`` keep their results. Clearing goes down
+keeps its result. Tools named in ``never_clear`` keep their results. With ``clear_tool_inputs``
+the cleared calls' arguments are stubbed too (``input_stubs``); the call keeps its id and name. Clearing goes down
 to ``target``, so it happens in batches rather than a little every turn,
 and not at all when even clearing everything would leave the request over the threshold
 while summarising is enabled (the summary replaces those results anyway),
@@ -38,6 +39,7 @@ from gateway.assembly.compaction_layout import (
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
+from gateway.assembly.input_stubs import input_saving, with_inputs_cleared
 from gateway.object_memo import ObjectMemo
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
@@ -108,15 +110,20 @@ def calls_by_id(messages: Sequence[Message]) -> dict[str, _Call]:
 
 
 def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy, stubs: _Stubs) -> list[int]:
-    """Indices of clearable tool results in the middle, oldest first (``never_clear`` tools left out)."""
+    """Indices of clearable tool results in the middle, oldest first (``never_clear`` tools left out).
+
+    A result is worth clearing from ``clear_min_tokens``; with ``clear_tool_inputs``, so is a
+    short result whose call's arguments save that much (a ``write_file`` answered by one line)."""
     out = []
     counter, messages = ctx.env.counter, ctx.messages
     least = max(policy.clear_min_tokens, 1)
     keep = set(policy.never_clear)
     for i in range(start, lay.tail_start):
         m = messages[i]
-        clearable = m.get("role") == "tool" and _result_tokens(m, counter) >= least and stubs.tool(i) not in keep
-        if clearable and stubs.saving(i) > 0:
+        if m.get("role") != "tool" or stubs.tool(i) in keep:
+            continue
+        large = _result_tokens(m, counter) >= least or stubs.total_saving(i) - stubs.saving(i) >= least
+        if large and stubs.total_saving(i) > 0:
             out.append(i)
     return out
 
@@ -150,7 +157,7 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
     candidates = _candidates(ctx, lay, start, policy, stubs)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
     sticky_at = set(chosen)
-    tokens = before - sum(stubs.saving(i) for i in chosen)
+    tokens = before - sum(stubs.total_saving(i) for i in chosen)
     if tokens <= marks.threshold:
         return chosen
     target = marks.target
@@ -160,7 +167,7 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
             break
         if i not in taken:
             chosen.append(i)
-            tokens -= stubs.saving(i)
+            tokens -= stubs.total_saving(i)
     if tokens > target and "summarize" in policy.strategies:
         return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
     return sorted(chosen)
@@ -197,10 +204,11 @@ _STUBS: ObjectMemo[tuple[tuple[str, str, str], Message]] = ObjectMemo()
 class _Stubs:
     """The stub of each tool result, made once per pass run: it is priced, then written."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, inputs: bool = False) -> None:
         self._ctx = ctx
         self._calls = calls_by_id(ctx.messages)  # once per run: looking calls up per stub was O(n^2)
         self._made: dict[int, Message] = {}
+        self._inputs = inputs  # policy.compaction.clear_tool_inputs
 
     def call(self, i: int) -> _Call:
         return self._calls.get(str(self._ctx.messages[i].get("tool_call_id")), _Call("tool", ""))
@@ -225,6 +233,12 @@ class _Stubs:
             self._made[i] = found
         return found
 
+    def total_saving(self, i: int) -> int:
+        """Tokens saved by clearing result ``i`` and, with ``clear_tool_inputs``, its call's arguments."""
+        if not self._inputs:
+            return self.saving(i)
+        return self.saving(i) + input_saving(self.call(i).arguments, self._ctx.env.counter)
+
     def saving(self, i: int) -> int:
         """Exact tokens saved by clearing message ``i`` (the stub as it will be written)."""
         stub_message = self.get(i)
@@ -241,7 +255,7 @@ _SAVINGS: ObjectMemo[int] = ObjectMemo()
 
 #: The decision made for each stub object: a result cleared on an earlier turn stays cleared,
 #: and its decision is the same, so it is built once (it is frozen, so sharing it is safe).
-_DECISIONS: ObjectMemo[tuple[int, float, Decision]] = ObjectMemo()
+_DECISIONS: ObjectMemo[tuple[tuple[int, bool], float, Decision]] = ObjectMemo()
 
 
 def _round_of(messages: Sequence[Message], i: int) -> int:
@@ -251,9 +265,9 @@ def _round_of(messages: Sequence[Message], i: int) -> int:
     return i
 
 
-def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, tool: str) -> Decision:
+def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, tool: str, inputs: bool) -> Decision:
     found = _DECISIONS.get(stub_message)
-    if found is not None and found[0] == i and found[1] == threshold:
+    if found is not None and found[0] == (i, inputs) and found[1] == threshold:
         return found[2]
     decision = Decision(
         PASS,
@@ -267,9 +281,10 @@ def _decision(ctx: Context, i: int, stub_message: Message, threshold: float, too
             "round": _round_of(ctx.messages, i),
             "tool_call_id": str(stub_message.get("tool_call_id")),
             "threshold": threshold,
+            **({"input_cleared": True} if inputs else {}),
         },
     )
-    return _DECISIONS.put(stub_message, (i, threshold, decision))[2]
+    return _DECISIONS.put(stub_message, ((i, inputs), threshold, decision))[2]
 
 
 def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
@@ -281,18 +296,36 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
     if lay is None or not lay.has_middle:
         return ctx, []
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
-    stubs = _Stubs(ctx)
+    stubs = _Stubs(ctx, inputs=policy.clear_tool_inputs)
     chosen = _choose(ctx, lay, policy, sticky, stubs)
     if not chosen:
         return ctx, []
     messages: list[Message] = list(ctx.messages)
-    decisions: list[Decision] = []
     for i in chosen:
         messages[i] = stubs.get(i)
-        decisions.append(_decision(ctx, i, messages[i], policy.threshold, stubs.tool(i)))
+    rounds = _clear_inputs(ctx, messages, chosen) if policy.clear_tool_inputs else set()
+    decisions = [
+        _decision(ctx, i, messages[i], policy.threshold, stubs.tool(i), _round_of(ctx.messages, i) in rounds)
+        for i in chosen
+    ]
     present = {str(m.get("tool_call_id")) for m in ctx.messages if m.get("role") == "tool"}
     cleared = sorted((sticky & present) | {str(ctx.messages[i].get("tool_call_id")) for i in chosen})
-    originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in chosen}}
+    changed = [*chosen, *rounds]
+    originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in changed}}
     session = replace(ctx.session, extra=with_memory(ctx.session, cleared=cleared))
     out = ctx.replace(messages=tuple(messages), session=session).annotate(**{ORIGINALS_KEY: originals})
     return out, decisions
+
+
+def _clear_inputs(ctx: Context, messages: list[Message], chosen: Sequence[int]) -> set[int]:
+    """Stub the arguments of the calls whose results are cleared; the indices of the rounds rewritten."""
+    by_round: dict[int, set[str]] = {}
+    for i in chosen:
+        by_round.setdefault(_round_of(ctx.messages, i), set()).add(str(ctx.messages[i].get("tool_call_id")))
+    rounds = set()
+    for r, ids in by_round.items():
+        made = with_inputs_cleared(ctx.messages[r], frozenset(ids), ctx.env.counter)
+        if made is not ctx.messages[r]:
+            messages[r] = made
+            rounds.add(r)
+    return rounds
