@@ -20,6 +20,7 @@ new one (hierarchical), bounded by ``summary_max_tokens``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -56,11 +57,23 @@ def _detail(cp: Checkpoint, policy: CompactionPolicy, calls: int, reused: bool) 
 
 
 def _rounds(messages: Sequence[Message], start: int, end: int) -> dict[str, object]:
-    """Name the rounds a summary stands for: their indices and the tools they called."""
+    """Name the rounds a summary stands for: their indices, their numbers and the tools they called.
+
+    ``round_numbers`` counts rounds from the first assistant message of the history (1-based),
+    so a reader sees "rounds 3-17"; ``tool_counts`` counts the calls per tool, most first."""
     rounds = [i for i in range(start, end) if messages[i].get("role") == "assistant"]
     names = call_names(messages[start:end])
-    tools = sorted(set(names.values()))
-    return {"rounds": rounds[:MAX_DROPPED_LISTED], "round_count": len(rounds), "tools": tools}
+    counts = Counter(names.values())
+    detail: dict[str, object] = {
+        "rounds": rounds[:MAX_DROPPED_LISTED],
+        "round_count": len(rounds),
+        "tools": sorted(counts),
+        "tool_counts": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
+    if rounds:
+        first = 1 + sum(1 for m in messages[:start] if m.get("role") == "assistant")
+        detail["round_numbers"] = [first, first + len(rounds) - 1]
+    return detail
 
 
 def _apply_stored(
