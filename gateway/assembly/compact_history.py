@@ -32,11 +32,14 @@ from gateway.assembly.compaction_layout import (
     layout,
     original_messages,
     request_tokens,
+    summary_message,
     watermarks,
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Decision, Message, SessionState
+from gateway.assembly.place_cache_breakpoints import mark
+from gateway.assembly.prefix import message_key
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
 from gateway.summarize.transcript import call_names
 
@@ -86,10 +89,15 @@ def _apply_stored(
     """
     applied = apply_checkpoint(ctx.messages, cp)
     after = request_tokens(ctx, applied, policy)
-    if active:
+    if active and _forwarded_last_turn(ctx, cp):
         action = "checkpoint_reused"
         reason = "history starts with a summarised range; its stored summary is sent again byte for byte"
         detail = _detail(cp, policy, 0, True)
+    elif active:  # the previous turn went out without it (e.g. reverted by the safety check)
+        action = "compacted"
+        reason = "the summary in use is sent again; the previous request went out without it"
+        rounds = _rounds(original_messages(ctx), cp.start, cp.end)
+        detail = {**_detail(cp, policy, 0, True), "resent": True, **rounds}
     else:
         action = "compacted"
         reason = f"request over {policy.threshold:.0%} of the context window; summary prepared ahead sent"
@@ -97,6 +105,22 @@ def _apply_stored(
         detail = {**_detail(cp, policy, 0, True), "prepared": True, "prepared_ahead": True, **rounds}
     decision = Decision(PASS, action, tokens_before=before, tokens_after=after, reason=reason, detail=detail)
     return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), [decision]
+
+
+def _forwarded_last_turn(ctx: Context, cp: Checkpoint) -> bool:
+    """Whether the session's previous request carried ``cp``'s summary message, byte for byte.
+
+    Read from the keys of the blocks the previous request went out with (``previous_prefix``,
+    kept by the API layer), plain or with the cache breakpoint Anthropic-style providers get.
+    A caller that keeps no prefix (empty) leaves it to the session's memory of the active summary.
+    """
+    previous = ctx.session.previous_prefix
+    if not previous:
+        return True
+    sent = summary_message(cp)
+    marked = mark(sent)
+    keys = {message_key(sent), *([message_key(marked)] if marked is not None else [])}
+    return not keys.isdisjoint(previous)
 
 
 def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> SessionState:

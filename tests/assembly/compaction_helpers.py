@@ -10,6 +10,7 @@ from gateway.assembly.context import Context, Env, Message, SessionState, Summar
 from gateway.assembly.pipeline import Assembly, assemble
 from gateway.assembly.plan_compaction import plan_compaction
 from gateway.assembly.policy import Policy
+from gateway.assembly.prefix import track_prefix
 from gateway.assembly.summarize_range import summarize_range
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.summarize.extractive import ExtractiveSummarizer
@@ -87,6 +88,11 @@ def conversation(turns: int, **kw: Any) -> list[dict[str, Any]]:
     return out
 
 
+def saved_state(result: Assembly) -> SessionState:
+    """The session state as the API saves it: with the keys of the blocks this turn went out with."""
+    return replace(result.assembled.session, previous_prefix=track_prefix(result.assembled).keys())
+
+
 def run_turns(
     histories: Sequence[Sequence[Message]],
     pol: Policy,
@@ -105,7 +111,7 @@ def run_turns(
     for history in histories:
         ctx = make_ctx(history, window=window, state=state, summarizer=summarizer, tools=tools)
         result = assemble(ctx, pol)
-        state = result.assembled.session
+        state = saved_state(result)
         plan = plan_compaction(ctx, result.assembled, pol.compaction) if prepare_ahead else None
         if plan is not None:
             made = summarize_range(

@@ -19,10 +19,18 @@ from hypothesis import strategies as st
 from gateway.assembly.compaction_layout import layout, watermarks
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Message
-from gateway.assembly.pipeline import Assembly
+from gateway.assembly.pipeline import PASSES, Assembly, PassSpec, assemble
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.config import parse_settings
-from tests.assembly.compaction_helpers import COUNTER, CountingSummarizer, policy, rewrites, run_turns
+from tests.assembly.compaction_helpers import (
+    COUNTER,
+    CountingSummarizer,
+    make_ctx,
+    policy,
+    rewrites,
+    run_turns,
+    saved_state,
+)
 from tests.assembly.loop_helpers import (
     LOOP_SYSTEM,
     LOOP_TASK,
@@ -187,16 +195,14 @@ def test_a_threshold_alone_is_valid_and_moves_prepare_at_and_target(threshold: f
 #: A support agent's head: its policy and tools are most of the window (tau2-bench's telecom agent is ~6.7K of 16K).
 _TOPICS = ("line status", "data plan", "roaming", "billing cycle", "device settings", "network mode")
 _ACTS = ("check", "confirm", "record", "explain", "verify", "escalate")
-LARGE_HEAD = "\n".join(
-    [LOOP_SYSTEM]
-    + [
-        f"Before you {a} the {t}, {b} the {u} with the customer."
-        for a in _ACTS
-        for t in _TOPICS
-        for b in _ACTS
-        for u in _TOPICS
-    ][:440]
-)
+_POLICY_LINES = [
+    f"Before you {a} the {t}, {b} the {u} with the customer."
+    for a in _ACTS
+    for t in _TOPICS
+    for b in _ACTS
+    for u in _TOPICS
+][:440]
+LARGE_HEAD = "\n".join([LOOP_SYSTEM, *_POLICY_LINES])
 
 
 @pytest.mark.parametrize("prepare_ahead", [False, True])
@@ -223,3 +229,44 @@ def test_behind_a_large_head_each_compaction_lands_at_the_target(prepare_ahead: 
         assert any(d.action == "compacted" for d in results[k].decisions), f"turn {k}: a clearing batch of its own"
     for history, result in zip(histories, results, strict=True):
         assert result.assembled.messages[-8:] == tuple(history[-8:]), "the newest four rounds go out verbatim"
+
+
+def _summary_end(messages: tuple[Message, ...]) -> int:
+    return next(i for i, m in enumerate(messages) if str(m.get("content")).startswith("<summary")) + 1
+
+
+@pytest.mark.parametrize("prepare_ahead", [False, True])
+def test_checkpoint_reused_means_the_previous_turn_sent_the_same_compacted_part(prepare_ahead: bool) -> None:
+    histories = [agent_loop(n, task_in_system=True, words=160) for n in range(1, 121)]
+    results = run_turns(histories, policy(), window=16_000, prepare_ahead=prepare_ahead)
+    reused = 0
+    for prev, cur in itertools.pairwise(results):
+        if any(d.action == "checkpoint_reused" for d in cur.decisions):
+            reused += 1
+            end = _summary_end(cur.assembled.messages)
+            assert prev.assembled.messages[:end] == cur.assembled.messages[:end], "head and summary, byte for byte"
+    assert reused > 20
+
+
+def _raises(ctx: Any, policy: Any) -> Any:
+    raise RuntimeError("a broken pass")
+
+
+def test_after_a_turn_that_went_out_without_the_summary_it_is_not_a_reuse() -> None:
+    """A reverted turn forwards the client's request; its session still names the summary in use,
+    but the provider did not see it: sending it again is a change of prefix, recorded as ``compacted``."""
+    histories = [agent_loop(n, task_in_system=True, words=160) for n in range(1, 90)]
+    pol = policy(strategies=["summarize"])
+    results = run_turns(histories[:-2], pol, window=16_000)
+    assert any(d.action == "checkpoint_reused" for d in results[-1].decisions)
+    state = saved_state(results[-1])
+    broken = (*PASSES, PassSpec("broken", _raises, lambda p: p.compaction))
+    reverted = assemble(make_ctx(histories[-2], window=16_000, state=state), pol, broken)
+    assert reverted.reverted and not any(
+        str(m.get("content")).startswith("<summary") for m in reverted.assembled.messages
+    )
+    after = assemble(make_ctx(histories[-1], window=16_000, state=saved_state(reverted)), pol)
+    actions = [d.action for d in after.decisions if d.pass_name == "compact_history"]
+    assert actions == ["compacted"], actions
+    (d,) = [d for d in after.decisions if d.action == "compacted"]
+    assert d.detail["resent"] is True and d.detail["summarizer_calls"] == 0

@@ -69,9 +69,11 @@ def test_catches_an_unmarked_inserted_message() -> None:
     assert any("neither the client's" in p for p in verify_assembly(ctx, new, []))
 
 
-
 def _with_arguments(arguments: str, name: str = "f") -> dict[str, Any]:
-    return {**CALL, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}]}
+    return {
+        **CALL,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
 
 
 def test_accepts_cleared_call_arguments_only_when_declared_and_stubbed() -> None:
@@ -83,6 +85,7 @@ def test_accepts_cleared_call_arguments_only_when_declared_and_stubbed() -> None
     for changed in (_with_arguments('{"x": 1}'), _with_arguments(input_stub("{}", 1), name="g")):
         edited = ctx.replace(messages=(*ctx.messages[:2], changed, *ctx.messages[3:]))
         assert verify_assembly(ctx, edited, [declared]) != [], "only a stub, with the call's id and name kept"
+
 
 def test_a_broken_pass_is_reverted_and_recorded() -> None:
     def drop_results(ctx: Context, policy: Any) -> tuple[Context, list[Decision]]:
