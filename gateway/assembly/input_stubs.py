@@ -23,6 +23,7 @@ import orjson
 
 from gateway.assembly.context import Message
 from gateway.object_memo import ObjectMemo
+from gateway.tokens import TokenCounter
 
 STUB_INPUT_CHARS = 80  # a cleared call keeps at most this much of its arguments
 STUB_PREFIX = '{"cleared":'  # how every stubbed argument string starts
@@ -41,7 +42,7 @@ def _arguments(call: Any) -> str | None:
     return args if isinstance(args, str) else None
 
 
-def input_saving(arguments: str, counter: Any) -> int:
+def input_saving(arguments: str, counter: TokenCounter) -> int:
     """Tokens saved by stubbing ``arguments`` (0 when the stub would not be shorter)."""
     tokens = counter.text(arguments)
     return max(0, tokens - counter.text(input_stub(arguments, tokens)))
@@ -51,7 +52,7 @@ def input_saving(arguments: str, counter: Any) -> int:
 _CLEARED: ObjectMemo[tuple[tuple[frozenset[str], str], Message]] = ObjectMemo()
 
 
-def with_inputs_cleared(message: Message, ids: frozenset[str], counter: Any) -> Message:
+def with_inputs_cleared(message: Message, ids: frozenset[str], counter: TokenCounter) -> Message:
     """``message`` with the arguments of the calls named by ``ids`` stubbed; the same object when none shrinks."""
     made_by = (ids, str(counter.encoding_name))
     found = _CLEARED.get(message)

@@ -184,9 +184,9 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
         console.print(styled_diff(lines) if lines else "original and assembled are identical", end="")
         return
     _print_zones(stored.assembled, console)
-    lines = compaction_lines(stored.decisions)
-    if lines:
-        console.print(Panel(plain("\n".join(line for _, line in lines)), title="compaction", title_align="left"))
+    compaction = compaction_lines(stored.decisions)
+    if compaction:
+        console.print(Panel(plain("\n".join(line for _, line in compaction)), title="compaction", title_align="left"))
     console.print(_decisions_table(stored.decisions))
     console.print(_budget_table(stored))
     console.print(_usage_table(stored))

@@ -21,7 +21,8 @@ def test_all_cleared_results_of_a_request_are_one_line_by_tool_and_message() -> 
     assert compaction_lines(decisions) == [
         (
             "cleared",
-            "cleared 3 tool results in the rounds at messages 4-8: read_file #5, bash #7, read_file #9 (840 tokens saved)",
+            "cleared 3 tool results in the rounds at messages 4-8: read_file #5, bash #7, read_file #9"
+            " (840 tokens saved)",
         )
     ]
 
