@@ -57,7 +57,12 @@ def loops(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
         head = [{"role": "system", "content": LOOP_SYSTEM}, {"role": "user", "content": LOOP_TASK}]
     steps = [head]
     for k in range(draw(st.integers(1, 60))):
-        step = loop_round(k, parallel=draw(st.integers(1, 3)), words=draw(st.integers(8, 300)))
+        step = loop_round(
+            k,
+            parallel=draw(st.integers(1, 3)),
+            words=draw(st.integers(8, 300)),
+            argument_words=draw(st.sampled_from([0, 0, 120])),
+        )
         extra = draw(st.integers(0, 12))
         if extra == 0:
             step = [{"role": "user", "content": f"Also check module {k} for ID-{k}77."}, *step]
@@ -97,6 +102,7 @@ def loop_policies(draw: st.DrawFn) -> dict[str, Any]:
             st.sampled_from([["clear_tool_results", "summarize"], ["summarize"], ["clear_tool_results"]])
         ),
         "never_clear": draw(st.sampled_from([[], ["read_file"]])),
+        "clear_tool_inputs": draw(st.booleans()),
         "summary_max_tokens": summary,
         "summarizer_input_tokens": summary + draw(st.integers(100, 3000)),
         "reuse_checkpoints": draw(st.booleans()),
