@@ -258,7 +258,10 @@ def main() -> None:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         sim = stack.enter_context(run_simulator(tmp))
         for mode in modes:
-            with run_gateway(tmp, _config(sim, mode)) as gw:
+            # Each mode its own directory, so its own database: sharing one, the LLM run recalled the
+            # extractive run's archive of the same sessions, which it never produced itself.
+            (tmp / mode).mkdir()
+            with run_gateway(tmp / mode, _config(sim, mode)) as gw:
                 client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
                 for name, file_mode, runs in work:
                     if file_mode != mode:

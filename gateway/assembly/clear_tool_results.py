@@ -6,7 +6,8 @@ summary, the oldest tool results of the middle of the history (older rounds, see
 ``compaction_layout``) become ``[result of read_file {"path": "a.py"} cleared: 4,210 tokens]``:
 the tool, its arguments and the size removed, in the manner of Anthropic's
 ``clear_tool_uses``. The ``tool`` message stays, with its ``tool_call_id``, so every call
-keeps its result. Tools named in ``never_clear`` keep their results. Clearing goes down
+keeps its result. Tools named in ``never_clear`` keep their results. With ``clear_tool_inputs``
+the cleared calls' arguments are stubbed too (``input_stubs``); the call keeps its id and name. Clearing goes down
 to ``target``, so it happens in batches rather than a little every turn,
 and not at all when even clearing everything would leave the request over the threshold
 while summarising is enabled (the summary replaces those results anyway),
@@ -28,6 +29,7 @@ from gateway.assembly.compaction_layout import (
     ORIGINALS_KEY,
     Layout,
     best_application,
+    choose_end,
     compaction_memory,
     layout,
     original_messages,
@@ -36,7 +38,8 @@ from gateway.assembly.compaction_layout import (
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Context, Decision, Message
+from gateway.assembly.context import Checkpoint, Context, Decision, Message
+from gateway.assembly.input_stubs import input_saving, with_inputs_cleared
 from gateway.object_memo import ObjectMemo
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
@@ -109,15 +112,20 @@ def calls_by_id(messages: Sequence[Message]) -> dict[str, _Call]:
 
 
 def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy, stubs: _Stubs) -> list[int]:
-    """Indices of clearable tool results in the middle, oldest first (``never_clear`` tools left out)."""
+    """Indices of clearable tool results in the middle, oldest first (``never_clear`` tools left out).
+
+    A result is worth clearing from ``clear_min_tokens``; with ``clear_tool_inputs``, so is a
+    short result whose call's arguments save that much (a ``write_file`` answered by one line)."""
     out = []
     counter, messages = ctx.env.counter, ctx.messages
     least = max(policy.clear_min_tokens, 1)
     keep = set(policy.never_clear)
     for i in range(start, lay.tail_start):
         m = messages[i]
-        clearable = m.get("role") == "tool" and _result_tokens(m, counter) >= least and stubs.tool(i) not in keep
-        if clearable and stubs.saving(i) > 0:
+        if m.get("role") != "tool" or stubs.tool(i) in keep:
+            continue
+        large = _result_tokens(m, counter) >= least or stubs.total_saving(i) - stubs.saving(i) >= least
+        if large and stubs.total_saving(i) > 0:
             out.append(i)
     return out
 
@@ -136,7 +144,12 @@ def _result_tokens(m: Message, counter: Any) -> int:
 
 
 def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], stubs: _Stubs) -> list[int]:
-    """Sticky results first; then more, oldest first, while over the threshold, down to ``target``."""
+    """Sticky results first; then more, oldest first, while over the threshold, down to ``target``.
+
+    A batch that cannot reach the target is not made while summarising is on: it would land
+    between target and threshold, so another rewrite (a second batch or the summary) would
+    follow a few rounds later. The summary then goes down to the target on its own, in one rewrite.
+    """
     cp, applied = best_application(ctx, original_messages(ctx), lay, policy)
     before = request_tokens(ctx, applied, policy)
     marks = watermarks(ctx, lay, policy)
@@ -145,7 +158,8 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
     start = cp.end if cp is not None else lay.head_end  # results before it are summarised away
     candidates = _candidates(ctx, lay, start, policy, stubs)
     chosen = [i for i in candidates if str(ctx.messages[i].get("tool_call_id")) in sticky]
-    tokens = before - sum(stubs.saving(i) for i in chosen)
+    sticky_at = set(chosen)
+    tokens = before - sum(stubs.total_saving(i) for i in chosen)
     if tokens <= marks.threshold:
         return chosen
     target = marks.target
@@ -155,10 +169,33 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
             break
         if i not in taken:
             chosen.append(i)
-            tokens -= stubs.saving(i)
-    if tokens > marks.threshold and "summarize" in policy.strategies:
-        return []  # clearing cannot get under the threshold: the summary replaces these results anyway
+            tokens -= stubs.total_saving(i)
+    if tokens > target and "summarize" in policy.strategies:
+        return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
     return sorted(chosen)
+
+
+def _after_summary(
+    ctx: Context,
+    lay: Layout,
+    policy: CompactionPolicy,
+    cp: Checkpoint | None,
+    sticky: list[int],
+    stubs: _Stubs,
+    target: int,
+) -> list[int]:
+    """The sticky stubs the coming summary leaves in place: those past where ``compact_history`` will end it.
+
+    It ends the summary with ``choose_end`` on the request as cleared here; the results before
+    that end are summarised (from their originals), so they are not cleared in the same request.
+    """
+    if not sticky:
+        return []
+    messages = list(ctx.messages)
+    for i in sticky:
+        messages[i] = stubs.get(i)
+    end = choose_end(ctx.replace(messages=tuple(messages)), lay, policy, target, floor=cp.end if cp is not None else 0)
+    return [i for i in sticky if i >= end]
 
 
 #: The stub made for each tool-result object, with the tool name and encoding it was made with, and
@@ -170,10 +207,11 @@ _STUBS: ObjectMemo[tuple[tuple[str, str, str], Message, int]] = ObjectMemo()
 class _Stubs:
     """The stub of each tool result and what it saves, made once per pass run: it is priced, then written."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, inputs: bool = False) -> None:
         self._ctx = ctx
         self._calls: dict[str, _Call] | None = None  # found on first use: most runs clear nothing
         self._made: dict[int, tuple[Message, int]] = {}
+        self._inputs = inputs  # policy.compaction.clear_tool_inputs
 
     def call(self, i: int) -> _Call:
         if self._calls is None:  # once per run: looking calls up per stub was O(n^2)
@@ -208,6 +246,12 @@ class _Stubs:
             self._made[i] = found
         return found
 
+    def total_saving(self, i: int) -> int:
+        """Tokens saved by clearing result ``i`` and, with ``clear_tool_inputs``, its call's arguments."""
+        if not self._inputs:
+            return self.saving(i)
+        return self.saving(i) + input_saving(self.call(i).arguments, self._ctx.env.counter)
+
 
 def _round_of(messages: Sequence[Message], i: int) -> int:
     """Index of the assistant message whose call tool result ``i`` answers."""
@@ -216,7 +260,7 @@ def _round_of(messages: Sequence[Message], i: int) -> int:
     return i
 
 
-def _decision(ctx: Context, i: int, stubs: _Stubs, reason: str, threshold: float) -> Decision:
+def _decision(ctx: Context, i: int, stubs: _Stubs, reason: str, threshold: float, inputs: bool) -> Decision:
     """The ``cleared`` decision of result ``i``, built from this run's data (counts are memoised per object)."""
     before = ctx.env.counter.message(ctx.messages[i])
     detail = {
@@ -225,6 +269,7 @@ def _decision(ctx: Context, i: int, stubs: _Stubs, reason: str, threshold: float
         "round": _round_of(ctx.messages, i),
         "tool_call_id": str(ctx.messages[i].get("tool_call_id")),
         "threshold": threshold,
+        **({"input_cleared": True} if inputs else {}),
     }
     return Decision(PASS, "cleared", before, before - stubs.saving(i), reason, detail)
 
@@ -238,19 +283,36 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
     if lay is None or not lay.has_middle:
         return ctx, []
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
-    stubs = _Stubs(ctx)
+    stubs = _Stubs(ctx, inputs=policy.clear_tool_inputs)
     chosen = _choose(ctx, lay, policy, sticky, stubs)
     if not chosen:
         return ctx, []
     messages: list[Message] = list(ctx.messages)
-    decisions: list[Decision] = []
-    reason = f"request over {policy.threshold:.0%} of the context window; old tool result cleared"
     for i in chosen:
         messages[i] = stubs.get(i)
-        decisions.append(_decision(ctx, i, stubs, reason, policy.threshold))
+    rounds = _clear_inputs(ctx, messages, chosen) if policy.clear_tool_inputs else set()
+    reason = f"request over {policy.threshold:.0%} of the context window; old tool result cleared"
+    decisions = [
+        _decision(ctx, i, stubs, reason, policy.threshold, _round_of(ctx.messages, i) in rounds) for i in chosen
+    ]
     present = {str(m.get("tool_call_id")) for m in ctx.messages if m.get("role") == "tool"}
     cleared = sorted((sticky & present) | {str(ctx.messages[i].get("tool_call_id")) for i in chosen})
-    originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in chosen}}
+    changed = [*chosen, *rounds]
+    originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in changed}}
     session = replace(ctx.session, extra=with_memory(ctx.session, cleared=cleared))
     out = ctx.replace(messages=tuple(messages), session=session).annotate(**{ORIGINALS_KEY: originals})
     return out, decisions
+
+
+def _clear_inputs(ctx: Context, messages: list[Message], chosen: Sequence[int]) -> set[int]:
+    """Stub the arguments of the calls whose results are cleared; the indices of the rounds rewritten."""
+    by_round: dict[int, set[str]] = {}
+    for i in chosen:
+        by_round.setdefault(_round_of(ctx.messages, i), set()).add(str(ctx.messages[i].get("tool_call_id")))
+    rounds = set()
+    for r, ids in by_round.items():
+        made = with_inputs_cleared(ctx.messages[r], frozenset(ids), ctx.env.counter)
+        if made is not ctx.messages[r]:
+            messages[r] = made
+            rounds.add(r)
+    return rounds

@@ -20,6 +20,7 @@ new one (hierarchical), bounded by ``summary_max_tokens``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -31,11 +32,14 @@ from gateway.assembly.compaction_layout import (
     layout,
     original_messages,
     request_tokens,
+    summary_message,
     watermarks,
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Decision, Message, SessionState
+from gateway.assembly.place_cache_breakpoints import mark
+from gateway.assembly.prefix import message_key
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
 from gateway.summarize.transcript import call_names
 
@@ -56,11 +60,23 @@ def _detail(cp: Checkpoint, policy: CompactionPolicy, calls: int, reused: bool) 
 
 
 def _rounds(messages: Sequence[Message], start: int, end: int) -> dict[str, object]:
-    """Name the rounds a summary stands for: their indices and the tools they called."""
+    """Name the rounds a summary stands for: their indices, their numbers and the tools they called.
+
+    ``round_numbers`` counts rounds from the first assistant message of the history (1-based),
+    so a reader sees "rounds 3-17"; ``tool_counts`` counts the calls per tool, most first."""
     rounds = [i for i in range(start, end) if messages[i].get("role") == "assistant"]
     names = call_names(messages[start:end])
-    tools = sorted(set(names.values()))
-    return {"rounds": rounds[:MAX_DROPPED_LISTED], "round_count": len(rounds), "tools": tools}
+    counts = Counter(names.values())
+    detail: dict[str, object] = {
+        "rounds": rounds[:MAX_DROPPED_LISTED],
+        "round_count": len(rounds),
+        "tools": sorted(counts),
+        "tool_counts": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
+    if rounds:
+        first = 1 + sum(1 for m in messages[:start] if m.get("role") == "assistant")
+        detail["round_numbers"] = [first, first + len(rounds) - 1]
+    return detail
 
 
 def _apply_stored(
@@ -73,10 +89,15 @@ def _apply_stored(
     """
     applied = apply_checkpoint(ctx.messages, cp)
     after = request_tokens(ctx, applied, policy)
-    if active:
+    if active and _forwarded_last_turn(ctx, cp):
         action = "checkpoint_reused"
         reason = "history starts with a summarised range; its stored summary is sent again byte for byte"
         detail = _detail(cp, policy, 0, True)
+    elif active:  # the previous turn went out without it (e.g. reverted by the safety check)
+        action = "compacted"
+        reason = "the summary in use is sent again; the previous request went out without it"
+        rounds = _rounds(original_messages(ctx), cp.start, cp.end)
+        detail = {**_detail(cp, policy, 0, True), "resent": True, **rounds}
     else:
         action = "compacted"
         reason = f"request over {policy.threshold:.0%} of the context window; summary prepared ahead sent"
@@ -84,6 +105,22 @@ def _apply_stored(
         detail = {**_detail(cp, policy, 0, True), "prepared": True, "prepared_ahead": True, **rounds}
     decision = Decision(PASS, action, tokens_before=before, tokens_after=after, reason=reason, detail=detail)
     return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), [decision]
+
+
+def _forwarded_last_turn(ctx: Context, cp: Checkpoint) -> bool:
+    """Whether the session's previous request carried ``cp``'s summary message, byte for byte.
+
+    Read from the keys of the blocks the previous request went out with (``previous_prefix``,
+    kept by the API layer), plain or with the cache breakpoint Anthropic-style providers get.
+    A caller that keeps no prefix (empty) leaves it to the session's memory of the active summary.
+    """
+    previous = ctx.session.previous_prefix
+    if not previous:
+        return True
+    sent = summary_message(cp)
+    marked = mark(sent)
+    keys = {message_key(sent), *([message_key(marked)] if marked is not None else [])}
+    return not keys.isdisjoint(previous)
 
 
 def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> SessionState:
@@ -152,8 +189,11 @@ def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, li
     if cp is not None and (active and fits):
         return _apply_stored(ctx, cp, policy, before, active=True)
     # A checkpoint prepared ahead was planned to land at the target once the history reached the
-    # threshold; if clearing delayed the crossing, it lands higher and is extended instead.
-    planned = cp is not None and request_tokens(ctx, applied, policy) <= marks.target + limit - marks.prepare
+    # threshold. It cannot when the rounds that aged after it was prepared are more than the room
+    # below the target (clearing delayed the crossing, or what compaction keeps fills the target):
+    # then it is extended by those rounds, else the next compaction would come before the history
+    # grew by the whole target-to-threshold band.
+    planned = cp is not None and request_tokens(ctx, applied, policy) <= marks.target
     end = choose_end(ctx, lay, policy, marks.target, floor=cp.end if cp is not None else 0)
     if cp is not None and (planned or cp.end >= end):
         return _apply_stored(ctx, cp, policy, before, active=active)

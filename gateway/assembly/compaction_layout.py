@@ -132,18 +132,28 @@ def watermarks(ctx: Context, lay: Layout, policy: CompactionPolicy) -> Watermark
 
     When the head (system prompt, task, tool definitions, reserve) plus the target-to-threshold
     band is already past the threshold, compacting on every turn could hardly get under it and
-    would only rewrite the prefix each time. Then the threshold moves up to what compaction
-    can reach plus the usual target-to-threshold band (at most ``RAISED_THRESHOLD_CAP`` of
-    the window), and target and prepare_at move with it, so compaction stays rare.
+    would only rewrite the prefix each time. Then the target moves up to what a compaction
+    keeps (``compaction_floor``: the head, the newest rounds and a full-size summary), and
+    threshold and prepare_at with it (the threshold at most to ``RAISED_THRESHOLD_CAP`` of the
+    window). A target raised only to the head would sit below what any compaction lands at:
+    each one would land between target and threshold and the next come a few rounds later.
     """
     threshold, target = token_limit(ctx, policy.threshold), token_limit(ctx, policy.target)
     prepare = token_limit(ctx, policy.prepare_at)
-    floor = ctx.env.counter.request(ctx.messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
-    reachable = floor + threshold - target
-    if reachable <= threshold:
+    head = ctx.env.counter.request(ctx.messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
+    if head + threshold - target <= threshold:
         return Watermarks(threshold, target, prepare)
+    reachable = compaction_floor(ctx, lay, policy) + threshold - target
     shift = min(reachable, max(threshold, int(RAISED_THRESHOLD_CAP * ctx.env.context_window))) - threshold
     return Watermarks(threshold + shift, target + shift, prepare + shift)
+
+
+def compaction_floor(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:
+    """The fewest tokens a compaction can be planned to leave: head, newest rounds and a full-size summary."""
+    counter, messages = ctx.env.counter, ctx.messages
+    kept = counter.request(messages[: lay.head_end], ctx.tools) + counter.messages(messages[lay.tail_start :])
+    summary = policy.summary_max_tokens + SUMMARY_FRAME_TOKENS if "summarize" in policy.strategies else 0
+    return kept + reserve(ctx, policy) + summary
 
 
 def choose_end(ctx: Context, lay: Layout, policy: CompactionPolicy, limit: int, floor: int = 0) -> int:

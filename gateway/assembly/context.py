@@ -199,4 +199,3 @@ class Pass(Protocol):
     """
 
     def __call__(self, ctx: Context, policy: Any) -> tuple[Context, list[Decision]]: ...
-

@@ -113,6 +113,11 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:_DIGEST_CHARS]
 
 
+def message_key(message: Message) -> str:
+    """The key ``message`` has in ``SessionState.previous_prefix`` when a request carried it."""
+    return f"{component_of(message)}:{_digest(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))}"
+
+
 #: Agents resend their whole history every turn: a message's block is computed once per
 #: process and found again by its canonical bytes (per encoding, since tokens depend on it).
 #: A cache, not state: clearing it changes no result. Cleared whole when full, like tokens.py.

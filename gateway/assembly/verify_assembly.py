@@ -12,7 +12,9 @@ The checks, each returning a sentence when it fails:
   (``detail["shrunk_message"]``: its original index), which may stand there as a
   ``<condensed`` gateway block of the same role;
 - every other message is either one of the client's, unchanged and in the original order,
-  or a block the gateway wrote, recognisable by its opening marker.
+  or a block the gateway wrote, recognisable by its opening marker; when a ``cleared``
+  decision declares ``detail["input_cleared"]``, an assistant message may differ from the
+  client's by stubbed call arguments only (``input_stubs``: ids, names and order kept).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.assembly.context import Context, Decision, Message
+from gateway.assembly.input_stubs import same_but_arguments
 from gateway.history_fold import index_fold
 
 #: Openings of messages the gateway itself writes. A pass that inserts or rewrites a
@@ -148,7 +151,8 @@ def verify_assembly(
             problems.append("the last user turn or the newest rounds are not forwarded verbatim")
         elif not all(is_gateway_block(m) for m in new[found + len(tail) :]):
             problems.append("something other than gateway blocks follows the last user turn or the newest rounds")
-    problems += _order_problems(orig, new)
+    inputs = any(d.detail.get("input_cleared") for d in decisions)
+    problems += _order_problems(orig, new, inputs)
     return problems
 
 
@@ -167,8 +171,11 @@ def _same(found: Message, expected: Message | None, role: Any) -> bool:
     return found is expected or found == expected
 
 
-def _order_problems(orig: Sequence[Message], new: Sequence[Message]) -> list[str]:
-    """Every non-gateway message must be an original message, in the original order."""
+def _order_problems(orig: Sequence[Message], new: Sequence[Message], inputs: bool) -> list[str]:
+    """Every non-gateway message must be an original message, in the original order.
+
+    ``inputs``: a decision declared cleared call arguments (an assistant message may then differ
+    from the client's by stubbed arguments only)."""
     position, n = 0, len(orig)
     for i, m in enumerate(new):
         if position < n and orig[position] is m:
@@ -178,9 +185,16 @@ def _order_problems(orig: Sequence[Message], new: Sequence[Message]) -> list[str
             continue
         if m.get("role") in ("system", "developer"):
             continue  # checked above, against the decisions
-        while position < n and orig[position] is not m and orig[position] != m:
+        while position < n and not _is_original(orig, position, m, inputs):
             position += 1
         if position == n:
             return [f"message {i} ({m.get('role')}) is neither the client's nor a marked gateway block"]
         position += 1
     return []
+
+
+def _is_original(orig: Sequence[Message], position: int, m: Message, inputs: bool) -> bool:
+    found = orig[position]
+    if found is m or found == m:
+        return True
+    return inputs and same_but_arguments(found, m)

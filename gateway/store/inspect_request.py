@@ -23,6 +23,7 @@ from rich.text import Text
 from sqlalchemy import Engine, select
 
 from gateway.cli_output import plain, printable
+from gateway.store.compaction_lines import compaction_lines
 from gateway.store.logs_table import format_time
 from gateway.store.models import Request
 from gateway.store.queries import StoredRequest
@@ -183,6 +184,9 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
         console.print(styled_diff(lines) if lines else "original and assembled are identical", end="")
         return
     _print_zones(stored.assembled, console)
+    compaction = compaction_lines(stored.decisions)
+    if compaction:
+        console.print(Panel(plain("\n".join(line for _, line in compaction)), title="compaction", title_align="left"))
     console.print(_decisions_table(stored.decisions))
     console.print(_budget_table(stored))
     console.print(_usage_table(stored))

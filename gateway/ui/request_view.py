@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.store.compaction_lines import compaction_lines
 from gateway.store.queries import RequestSummary, StoredRequest
 from gateway.upstream.model_info import ModelInfo
 
@@ -68,9 +69,14 @@ def changes(stored: StoredRequest) -> list[tuple[str, str]]:
     removed = [n for n in original if n not in set(sent)]
     if removed:
         out.append(("tools", f"{len(removed)} of {len(original)} tools removed: {', '.join(removed)}"))
+    compaction = compaction_lines(stored.decisions)  # one line for the clearing, one per summary
     for d in stored.decisions:
         if removed and d.get("pass") == "prune_tools":
             continue  # the set difference of the two bodies already names the removed tools
+        if d.get("pass") in ("clear_tool_results", "compact_history") and compaction:
+            out += compaction  # where the first of them was decided
+            compaction = []
+            continue
         line = _change(d)
         if line is not None:
             out.append(line)
@@ -87,16 +93,6 @@ def _change(d: Mapping[str, Any]) -> tuple[str, str] | None:
             "tools",
             f"tools restricted to {', '.join(map(str, kept))} ({detail.get('mode')}; list kept for the cache)",
         )
-    if name == "clear_tool_results" and action == "cleared":
-        return (
-            "cleared",
-            f"tool result of {detail.get('tool')} (message #{detail.get('message_index')}) cleared, {saved:,} tokens",
-        )
-    if name == "compact_history" and action in ("compacted", "checkpoint_reused"):
-        verb = "summarised" if action == "compacted" else "summary resent"
-        ahead = " (prepared ahead)" if detail.get("prepared_ahead") else ""
-        last = int(detail.get("end") or 0) - 1  # ``end`` is exclusive
-        return ("summary", f"messages {detail.get('start')}-{last} {verb}{ahead}, {saved:,} tokens saved")
     if name == "move_volatile" and action == "moved":
         spans = ", ".join(f"{s.get('name')}={s.get('text')}" for s in detail.get("spans") or ())
         return ("moved", f"moved to the reminder: {spans}")

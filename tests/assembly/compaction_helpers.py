@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.assembly.context import Context, Env, Message, SessionState, Summarizer
 from gateway.assembly.pipeline import Assembly, assemble
+from gateway.assembly.plan_compaction import plan_compaction
 from gateway.assembly.policy import Policy
+from gateway.assembly.prefix import track_prefix
+from gateway.assembly.summarize_range import summarize_range
+from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.summarize.extractive import ExtractiveSummarizer
 from gateway.tokens import counter_for
 
@@ -84,14 +88,50 @@ def conversation(turns: int, **kw: Any) -> list[dict[str, Any]]:
     return out
 
 
+def saved_state(result: Assembly) -> SessionState:
+    """The session state as the API saves it: with the keys of the blocks this turn went out with."""
+    return replace(result.assembled.session, previous_prefix=track_prefix(result.assembled).keys())
+
+
 def run_turns(
-    histories: Sequence[Sequence[Message]], pol: Policy, *, window: int = 8000, summarizer: Summarizer | None = None
+    histories: Sequence[Sequence[Message]],
+    pol: Policy,
+    *,
+    window: int = 8000,
+    summarizer: Summarizer | None = None,
+    tools: Sequence[Message] | None = None,
+    prepare_ahead: bool = False,
 ) -> list[Assembly]:
-    """Assemble each history in order, carrying the session state like the API does."""
+    """Assemble each history in order, carrying the session state like the API does.
+
+    ``prepare_ahead``: after each turn, prepare the planned checkpoint as ``api/compaction_runtime``
+    does in the background (here at once, so the next turn finds it)."""
     state = SessionState(session_id="s-test")
     out = []
     for history in histories:
-        result = assemble(make_ctx(history, window=window, state=state, summarizer=summarizer), pol)
-        state = result.assembled.session
+        ctx = make_ctx(history, window=window, state=state, summarizer=summarizer, tools=tools)
+        result = assemble(ctx, pol)
+        state = saved_state(result)
+        plan = plan_compaction(ctx, result.assembled, pol.compaction) if prepare_ahead else None
+        if plan is not None:
+            made = summarize_range(
+                plan.messages, plan.start, plan.end, plan.previous, summarizer, pol.compaction, COUNTER
+            )
+            state = replace(state, checkpoints=(*state.checkpoints, made.checkpoint))
         out.append(result)
+    return out
+
+
+def rewrites(results: Sequence[Assembly]) -> list[int]:
+    """Turns whose forwarded messages do not extend the previous turn's: the provider's cache restarts there.
+
+    The previous turn's trailing gateway blocks (reminder, recalled passages) are left out, as they
+    are meant to change."""
+    out = []
+    for k in range(1, len(results)):
+        before = list(results[k - 1].assembled.messages)
+        while before and is_gateway_block(before[-1]) and before[-1].get("role") != "tool":
+            before.pop()
+        if list(results[k].assembled.messages[: len(before)]) != before:
+            out.append(k)
     return out

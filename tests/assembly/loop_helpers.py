@@ -12,14 +12,17 @@ LOOP_SYSTEM = "You are a coding agent. Work in /repo. Call one tool per step unt
 LOOP_TASK = "Task: find why test_parse_dates fails in /repo/tests/test_dates.py and fix it."
 
 
-def loop_round(k: int, *, parallel: int = 1, words: int = 120) -> list[dict[str, Any]]:
-    """One round: the assistant calls ``parallel`` tools, each answers with a file-like result."""
+def loop_round(k: int, *, parallel: int = 1, words: int = 120, argument_words: int = 0) -> list[dict[str, Any]]:
+    """One round: the assistant calls ``parallel`` tools, each answers with a file-like result.
+
+    ``argument_words``: the calls also carry that many words of file content (a write, not a read)."""
     ids = [f"call_{k}_{j}" for j in range(parallel)]
+    content = f', "content": "{"x = 1; " * argument_words}"' if argument_words else ""
     calls = [
         {
             "id": i,
             "type": "function",
-            "function": {"name": "read_file", "arguments": f'{{"path": "/repo/src/mod_{k}_{j}.py"}}'},
+            "function": {"name": "read_file", "arguments": f'{{"path": "/repo/src/mod_{k}_{j}.py"{content}}}'},
         }
         for j, i in enumerate(ids)
     ]

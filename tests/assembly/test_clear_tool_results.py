@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import orjson
+
 from gateway.assembly.clear_tool_results import clear_tool_results
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.verify_assembly import tool_pairing_problems, verify_assembly
@@ -85,3 +87,54 @@ def test_strategy_order_can_switch_clearing_off() -> None:
     result = assemble(make_ctx(conversation(28)), policy(**BOTH, strategies=["summarize"]))
     assert not _cleared(result)
     assert [d.action for d in result.decisions] == ["compacted"]
+
+
+def _write_round(k: int, tool: str = "write_file") -> list[dict]:
+    """A coding agent's round whose arguments (the file written) are larger than its result."""
+    body = f"# module {k}\n" + "def handler(x):\n    return x + 1\n" * 40
+    args = orjson.dumps({"path": f"/repo/src/mod_{k}.py", "content": body}).decode()
+    call = {"id": f"call_{k}", "type": "function", "function": {"name": tool, "arguments": args}}
+    return [
+        {"role": "assistant", "content": f"Writing module {k}.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{k}", "content": f"wrote /repo/src/mod_{k}.py: " + "ok " * 60},
+    ]
+
+
+def _write_loop(rounds: int, tool_of=lambda k: "write_file") -> list[dict]:
+    head = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Refactor /repo."}]
+    return head + [m for k in range(rounds) for m in _write_round(k, tool_of(k))]
+
+
+def test_clear_tool_inputs_stubs_the_arguments_of_cleared_calls_only() -> None:
+    messages = _write_loop(20, tool_of=lambda k: "read_plan" if k == 1 else "write_file")
+    ctx = make_ctx(messages, window=16_000)
+    pol = policy(strategies=["clear_tool_results"], clear_tool_inputs=True, never_clear=["read_plan"])
+    result = assemble(ctx, pol)
+    out = result.assembled.messages
+    cleared = _cleared(result)
+    assert cleared and all(d.detail["input_cleared"] for d in cleared)
+    assert not result.reverted and verify_assembly(ctx, result.assembled, result.decisions, keep_rounds=4) == []
+    for d in cleared:
+        call, original = out[d.detail["round"]]["tool_calls"][0], messages[d.detail["round"]]["tool_calls"][0]
+        assert call["id"] == original["id"] and call["function"]["name"] == "write_file"
+        stub = orjson.loads(call["function"]["arguments"])  # still JSON, for Anthropic's tool_use input
+        assert stub["cleared"].startswith('{"path":"/repo/src/mod_') and stub["tokens"] > 300
+    assert out[4] == messages[4], "never_clear tools keep their call's arguments as well as their result"
+    assert list(out[-8:]) == messages[-8:], "the newest rounds keep their arguments"
+    assert not tool_pairing_problems(out)
+    inputs_off = assemble(ctx, policy(strategies=["clear_tool_results"], never_clear=["read_plan"]))
+    assert [m for m in inputs_off.assembled.messages if m["role"] == "assistant"] == [
+        m for m in messages if m["role"] == "assistant"
+    ], "off by default: only results are cleared"
+    assert result.assembled.prompt_tokens() < inputs_off.assembled.prompt_tokens()
+
+
+def test_cleared_inputs_are_the_same_bytes_on_every_turn() -> None:
+    histories = [_write_loop(n) for n in range(14, 24)]
+    results = run_turns(histories, policy(strategies=["clear_tool_results"], clear_tool_inputs=True), window=16_000)
+    stubbed = [r for r in results if any(d.detail.get("input_cleared") for d in r.decisions)]
+    assert len(stubbed) >= 2
+    first, later = stubbed[0].assembled.messages, stubbed[-1].assembled.messages
+    for i, m in enumerate(first):
+        if m["role"] == "assistant" and m != histories[0][i]:
+            assert later[i] == m, "a call stubbed once is sent with the same arguments afterwards"

@@ -16,13 +16,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.assembly.compaction_layout import layout
+from gateway.assembly.compaction_layout import layout, watermarks
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Message
-from gateway.assembly.pipeline import Assembly
+from gateway.assembly.pipeline import PASSES, Assembly, PassSpec, assemble
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.config import parse_settings
-from tests.assembly.compaction_helpers import COUNTER, CountingSummarizer, policy, run_turns
+from tests.assembly.compaction_helpers import (
+    COUNTER,
+    CountingSummarizer,
+    make_ctx,
+    policy,
+    rewrites,
+    run_turns,
+    saved_state,
+)
 from tests.assembly.loop_helpers import (
     LOOP_SYSTEM,
     LOOP_TASK,
@@ -49,7 +57,12 @@ def loops(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
         head = [{"role": "system", "content": LOOP_SYSTEM}, {"role": "user", "content": LOOP_TASK}]
     steps = [head]
     for k in range(draw(st.integers(1, 60))):
-        step = loop_round(k, parallel=draw(st.integers(1, 3)), words=draw(st.integers(8, 300)))
+        step = loop_round(
+            k,
+            parallel=draw(st.integers(1, 3)),
+            words=draw(st.integers(8, 300)),
+            argument_words=draw(st.sampled_from([0, 0, 120])),
+        )
         extra = draw(st.integers(0, 12))
         if extra == 0:
             step = [{"role": "user", "content": f"Also check module {k} for ID-{k}77."}, *step]
@@ -89,6 +102,7 @@ def loop_policies(draw: st.DrawFn) -> dict[str, Any]:
             st.sampled_from([["clear_tool_results", "summarize"], ["summarize"], ["clear_tool_results"]])
         ),
         "never_clear": draw(st.sampled_from([[], ["read_file"]])),
+        "clear_tool_inputs": draw(st.booleans()),
         "summary_max_tokens": summary,
         "summarizer_input_tokens": summary + draw(st.integers(100, 3000)),
         "reuse_checkpoints": draw(st.booleans()),
@@ -182,3 +196,83 @@ def test_a_threshold_alone_is_valid_and_moves_prepare_at_and_target(threshold: f
     settings = parse_settings({"policy": {"compaction": {"threshold": threshold}}})
     c = settings.policy.compaction
     assert c.target < c.prepare_at < c.threshold == threshold
+
+
+#: A support agent's head: its policy and tools are most of the window (tau2-bench's telecom agent is ~6.7K of 16K).
+_TOPICS = ("line status", "data plan", "roaming", "billing cycle", "device settings", "network mode")
+_ACTS = ("check", "confirm", "record", "explain", "verify", "escalate")
+_POLICY_LINES = [
+    f"Before you {a} the {t}, {b} the {u} with the customer."
+    for a in _ACTS
+    for t in _TOPICS
+    for b in _ACTS
+    for u in _TOPICS
+][:440]
+LARGE_HEAD = "\n".join([LOOP_SYSTEM, *_POLICY_LINES])
+
+
+@pytest.mark.parametrize("prepare_ahead", [False, True])
+def test_behind_a_large_head_each_compaction_lands_at_the_target(prepare_ahead: bool) -> None:
+    """The head leaves less than the target-to-threshold band: the watermarks rise, and then every
+    compaction lands at the raised target, so the history grows by the whole band before the next one.
+    Before, the target rose only to the head, every compaction landed between target and threshold
+    (head + newest rounds + summary), and clearing batches came on turns of their own."""
+    head = [{"role": "system", "content": LARGE_HEAD}, {"role": "user", "content": LOOP_TASK}]
+    steps = [loop_round(k, words=48) for k in range(220)]
+    histories = [head + [m for step in steps[: n + 1] for m in step] for n in range(len(steps))]
+    window, pol = 16_000, policy(threshold=0.55, target=0.35, keep_recent_rounds=4)
+    assert COUNTER.messages(head) + (0.55 - 0.35) * window > 0.55 * window, "the head alone raises the watermarks"
+    results = run_turns(histories, pol, window=window, prepare_ahead=prepare_ahead)
+    changed = rewrites(results)
+    growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
+    assert changed and len(changed) <= growth / ((0.55 - 0.35) * window), "at most one rewrite per band of growth"
+    for k in changed:
+        ctx = results[k].original
+        lay = layout(ctx.messages, pol.compaction, COUNTER)
+        assert lay is not None
+        target = watermarks(ctx, lay, pol.compaction).target
+        assert results[k].assembled.prompt_tokens() <= target, f"turn {k} lands above the target"
+        assert any(d.action == "compacted" for d in results[k].decisions), f"turn {k}: a clearing batch of its own"
+    for history, result in zip(histories, results, strict=True):
+        assert result.assembled.messages[-8:] == tuple(history[-8:]), "the newest four rounds go out verbatim"
+
+
+def _summary_end(messages: tuple[Message, ...]) -> int:
+    return next(i for i, m in enumerate(messages) if str(m.get("content")).startswith("<summary")) + 1
+
+
+@pytest.mark.parametrize("prepare_ahead", [False, True])
+def test_checkpoint_reused_means_the_previous_turn_sent_the_same_compacted_part(prepare_ahead: bool) -> None:
+    histories = [agent_loop(n, task_in_system=True, words=160) for n in range(1, 121)]
+    results = run_turns(histories, policy(), window=16_000, prepare_ahead=prepare_ahead)
+    reused = 0
+    for prev, cur in itertools.pairwise(results):
+        if any(d.action == "checkpoint_reused" for d in cur.decisions):
+            reused += 1
+            end = _summary_end(cur.assembled.messages)
+            assert prev.assembled.messages[:end] == cur.assembled.messages[:end], "head and summary, byte for byte"
+    assert reused > 20
+
+
+def _raises(ctx: Any, policy: Any) -> Any:
+    raise RuntimeError("a broken pass")
+
+
+def test_after_a_turn_that_went_out_without_the_summary_it_is_not_a_reuse() -> None:
+    """A reverted turn forwards the client's request; its session still names the summary in use,
+    but the provider did not see it: sending it again is a change of prefix, recorded as ``compacted``."""
+    histories = [agent_loop(n, task_in_system=True, words=160) for n in range(1, 90)]
+    pol = policy(strategies=["summarize"])
+    results = run_turns(histories[:-2], pol, window=16_000)
+    assert any(d.action == "checkpoint_reused" for d in results[-1].decisions)
+    state = saved_state(results[-1])
+    broken = (*PASSES, PassSpec("broken", _raises, lambda p: p.compaction))
+    reverted = assemble(make_ctx(histories[-2], window=16_000, state=state), pol, broken)
+    assert reverted.reverted and not any(
+        str(m.get("content")).startswith("<summary") for m in reverted.assembled.messages
+    )
+    after = assemble(make_ctx(histories[-1], window=16_000, state=saved_state(reverted)), pol)
+    actions = [d.action for d in after.decisions if d.pass_name == "compact_history"]
+    assert actions == ["compacted"], actions
+    (d,) = [d for d in after.decisions if d.action == "compacted"]
+    assert d.detail["resent"] is True and d.detail["summarizer_calls"] == 0

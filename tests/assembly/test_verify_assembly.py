@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.assembly.context import Context, Decision
+from gateway.assembly.input_stubs import input_stub
 from gateway.assembly.pipeline import PassSpec, assemble
 from gateway.assembly.policy import Policy
 from gateway.assembly.verify_assembly import comparable, verify_assembly
@@ -66,6 +67,24 @@ def test_catches_an_unmarked_inserted_message() -> None:
     ctx = _base()
     new = ctx.replace(messages=(*ctx.messages[:2], {"role": "user", "content": "injected"}, *ctx.messages[2:]))
     assert any("neither the client's" in p for p in verify_assembly(ctx, new, []))
+
+
+def _with_arguments(arguments: str, name: str = "f") -> dict[str, Any]:
+    return {
+        **CALL,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
+
+
+def test_accepts_cleared_call_arguments_only_when_declared_and_stubbed() -> None:
+    ctx = _base()
+    declared = Decision("clear_tool_results", "cleared", detail={"round": 2, "input_cleared": True})
+    stubbed = ctx.replace(messages=(*ctx.messages[:2], _with_arguments(input_stub("{}", 1)), *ctx.messages[3:]))
+    assert verify_assembly(ctx, stubbed, [declared]) == []
+    assert verify_assembly(ctx, stubbed, []) != [], "undeclared, a changed call is not the client's"
+    for changed in (_with_arguments('{"x": 1}'), _with_arguments(input_stub("{}", 1), name="g")):
+        edited = ctx.replace(messages=(*ctx.messages[:2], changed, *ctx.messages[3:]))
+        assert verify_assembly(ctx, edited, [declared]) != [], "only a stub, with the call's id and name kept"
 
 
 def test_a_broken_pass_is_reverted_and_recorded() -> None:

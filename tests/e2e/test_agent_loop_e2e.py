@@ -9,6 +9,7 @@ with each tool call beside its result, and the newest rounds go out as the clien
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,3 +100,38 @@ def test_the_clients_own_prompt_cache_key_is_never_replaced(
     mine, ours = loop_sim.received()
     assert mine["prompt_cache_key"] == "client-chosen"
     assert ours["prompt_cache_key"].startswith("ventana-")
+
+
+def _write_round(k: int) -> list[dict[str, Any]]:
+    """A round whose call carries a whole file (the arguments) and whose result is one line."""
+    args = json.dumps({"path": f"/repo/src/mod_{k}.py", "content": "def handler(x):\n    return x + 1\n" * 60})
+    call = {"id": f"w{k}", "type": "function", "function": {"name": "write_file", "arguments": args}}
+    return [
+        {"role": "assistant", "content": f"Writing module {k}.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"w{k}", "content": f"wrote /repo/src/mod_{k}.py ({len(args)} bytes)"},
+    ]
+
+
+def test_clear_tool_inputs_stubs_old_arguments_in_what_the_provider_receives(
+    loop_sim: SimHandle, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    loop_sim.reset()
+    config = _config(loop_sim)
+    config["policy"]["compaction"] |= {"clear_tool_inputs": True, "strategies": ["clear_tool_results"]}
+    messages: list[dict[str, Any]] = agent_loop(0)
+    with run_gateway(tmp_path_factory.mktemp("gw-inputs"), config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0)
+        for k in range(40):
+            messages += _write_round(k)
+            client.chat.completions.create(
+                model="loop-16k", messages=messages, tools=TOOLS, extra_headers={"x-session-id": "inputs"}
+            )
+    last = loop_sim.received()[-1]["messages"]
+    assert tool_pairing_problems(last) == []
+    assert last[-2 * KEEP :] == messages[-2 * KEEP :], "the newest rounds keep their arguments"
+    stubbed = [m for m in last[2 : -2 * KEEP] if m["role"] == "assistant" and m not in messages]
+    assert stubbed, "older calls went out with their arguments cleared"
+    for m in stubbed:
+        (call,) = m["tool_calls"]
+        assert call["function"]["name"] == "write_file" and call["id"].startswith("w")
+        assert json.loads(call["function"]["arguments"])["cleared"].startswith('{"path": "/repo/src/mod_')

@@ -14,6 +14,8 @@ from gateway.cli import main
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from gateway.store.writer import write_records
+from tests.assembly.compaction_helpers import policy, run_turns
+from tests.assembly.loop_helpers import agent_loop
 from tests.store.records import make_record
 
 PIXEL = "data:image/png;base64," + "iVBORw0KGgo" * 8
@@ -135,3 +137,32 @@ def test_the_budget_does_not_suggest_enabling_compaction_on_a_compacted_request(
     out = _run("inspect", "--config", str(config), "req-compacted")
     assert "enable compact_history" not in out and "history is compacted already" in out
     assert "enable compact_history" in _run("inspect", "--config", str(config), "req-plain")
+
+
+def test_inspect_names_the_rounds_and_tools_compaction_touched(tmp_path: Path) -> None:
+    """Decisions from the real pipeline on an agent loop: the clearing and the summary as one line each."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    config = tmp_path / "ventana.yaml"
+    config.write_text(yaml.safe_dump({"database_url": url}))
+    histories = [agent_loop(n, words=160) for n in range(1, 80)]
+    results = run_turns(histories, policy(), window=16_000)
+    cleared = next(r for r in results if any(d.action == "cleared" for d in r.decisions))
+    compacted = next(r for r in results if any(d.action == "compacted" for d in r.decisions))
+    records = [
+        make_record(list(r.original.messages), request_id=rid, decisions=[d.to_dict() for d in r.decisions])
+        for rid, r in (("req-cleared", cleared), ("req-compacted", compacted))
+    ]
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        write_records(conn, records)
+    engine.dispose()
+    out = " ".join(_run("inspect", "--config", str(config), "req-cleared").split())
+    n = sum(d.action == "cleared" for d in cleared.decisions)
+    assert f"cleared {n} tool results in the rounds at messages 2-" in out, out
+    assert "read_file #3, read_file #5" in out, "each cleared result by its tool and message index"
+    out = " ".join(_run("inspect", "--config", str(config), "req-compacted").split())
+    (d,) = [d for d in compacted.decisions if d.action == "compacted"]
+    first, last = d.detail["round_numbers"]
+    assert first == 1 and last == d.detail["round_count"]
+    assert f"rounds 1-{last} (messages 2-{d.detail['end'] - 1}; read_file x{last}) summarised" in out, out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import openai
 import pytest
 
 from gateway.api.auth import hash_key
+from tests.assembly.loop_helpers import agent_loop
 from tests.procs import GatewayHandle, run_gateway, run_simulator, sim_models
 
 ADMIN_KEY = "vk-inspector-admin"
@@ -30,6 +32,9 @@ SESSION = "inspector-demo"
 BULK = 205  # more sessions than the list's old hard stop of 200
 TOOLS_SESSION = "inspector-tools"
 IMAGE_SESSION = "inspector-image"
+LOOP_SESSION = "inspector-loop"
+LOOP_ROUNDS = 40
+RESUMED_SESSION = "inspector-loop-resumed"
 PIXEL = (
     "data:image/png;base64,"
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -59,6 +64,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
             _bulk_sessions(gw)
             _tools_and_image(gw)
             _traffic(gw)
+            _loop_traffic(gw)
             _wait_recorded(gw)
             yield gw
 
@@ -76,6 +82,25 @@ def _traffic(gw: GatewayHandle) -> None:
         )
         messages.append({"role": "assistant", "content": reply.choices[0].message.content})
         messages.append({"role": "user", "content": FILLER.format(i=i, day=i % 28 + 1, n=i * 3) * 3})
+
+
+def _loop_traffic(gw: GatewayHandle) -> None:
+    """An agent loop of read_file rounds at an 8K window: results are cleared, then rounds summarised."""
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-user")
+    for n in range(1, LOOP_ROUNDS + 1):
+        client.chat.completions.create(
+            model="small-window",
+            messages=agent_loop(n, words=160),  # type: ignore[arg-type]
+            extra_headers={"X-Session-Id": LOOP_SESSION},
+        )
+    # A loop resumed with many new rounds at once: past the threshold with no summary prepared
+    # ahead, and clearing the older results alone reaches the target, so that turn clears.
+    for n in (4, 24):
+        client.chat.completions.create(
+            model="small-window",
+            messages=agent_loop(n, words=160),  # type: ignore[arg-type]
+            extra_headers={"X-Session-Id": RESUMED_SESSION},
+        )
 
 
 def _bulk_sessions(gw: GatewayHandle) -> None:
@@ -138,7 +163,12 @@ def _wait_recorded(gw: GatewayHandle) -> None:
     headers = {"authorization": f"Bearer {ADMIN_KEY}"}
     while time.monotonic() < deadline:
         page = httpx.get(f"{gw.url}/ui/sessions/{SESSION}", headers=headers)
-        if page.status_code == 200 and page.text.count('class="turn-row') >= 25:
+        loop = httpx.get(f"{gw.url}/ui/sessions/{LOOP_SESSION}", headers=headers)
+        if (
+            page.status_code == 200
+            and page.text.count('class="turn-row') >= 25
+            and loop.text.count('class="turn-row') >= LOOP_ROUNDS
+        ):
             return
         time.sleep(0.3)
     raise AssertionError("the store did not record the 25 turns in time")
@@ -269,7 +299,7 @@ def test_the_sessions_list_pages_past_200_with_a_total(served: GatewayHandle, br
     context = _admin(browser)
     page = context.new_page()
     page.goto(served.url + "/ui")
-    total = BULK + 3
+    total = BULK + 5  # with the demo, tools, image and the two loop sessions
     assert page.inner_text("#count") == f"Sessions 1–100 of {total}"
     assert page.locator("tr.session-row").count() == 100
     page.click("#next-page")
@@ -278,9 +308,10 @@ def test_the_sessions_list_pages_past_200_with_a_total(served: GatewayHandle, br
     assert page.locator("tr.session-row", has_text="bulk-000").count() == 1, "the oldest session is on the last page"
     assert page.locator("#next-page").count() == 0
     page.goto(served.url + "/ui?model=small-window")
-    assert page.inner_text("#count") == "Sessions 1–1 of 1"
+    assert page.inner_text("#count") == "Sessions 1–3 of 3", "the demo and the two loop sessions"
     page.goto(served.url + "/ui?sort=turns&dir=desc")
-    assert SESSION in page.locator("tr.session-row").first.inner_text()
+    assert LOOP_SESSION in page.locator("tr.session-row").first.inner_text(), "40 turns"
+    assert SESSION in page.locator("tr.session-row").nth(1).inner_text(), "25 turns"
     page.goto(served.url + "/ui?status=errors")
     assert page.inner_text("#count") == "No sessions match."
     page.goto(served.url + "/ui?q=bulk-007")
@@ -355,4 +386,20 @@ def test_the_session_bar_draws_the_summary_before_the_history(served: GatewayHan
     row = page.locator("tr.turn-row", has=page.locator(".seg.summary")).last
     names = row.locator(".seg").evaluate_all("segs => segs.map(s => s.classList[1])")
     assert names.index("summary") < names.index("history"), names
+    context.close()
+
+
+def test_the_request_page_names_the_rounds_and_tools_compaction_touched(served: GatewayHandle, browser) -> None:
+    context = _admin(browser)
+    page = context.new_page()
+    page.goto(f"{served.url}/ui/sessions/{LOOP_SESSION}")
+    assert page.locator("tr.turn-row").count() == LOOP_ROUNDS
+    page.locator("tr.turn-row.compacted a").first.click()
+    page.wait_for_selector("#changes")
+    changes = page.inner_text("#changes")
+    found = re.search(r"rounds 1-(\d+) \(messages 2-\d+; read_file x(\d+)\) summarised", changes)
+    assert found and found.group(1) == found.group(2), changes
+    _request_page_of(page, RESUMED_SESSION, 2)
+    cleared = page.inner_text("#changes")
+    assert re.search(r"cleared \d+ tool results in the rounds at messages 2-\d+: read_file #3, read_file #5", cleared)
     context.close()
