@@ -24,10 +24,11 @@ from gateway.api.deps import Gateway
 from gateway.api.edges import Turn
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
+from gateway.api.own_tools import own_tools
 from gateway.api.raw_forward import untouched_bytes, with_params_added, with_usage_requested
+from gateway.api.served_tools import ServedTools
 from gateway.api.stream_relay import StreamRelay
 from gateway.api.token_offload import count_off_loop
-from gateway.api.tool_search import ToolSearch, tool_search
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -274,7 +275,7 @@ async def answer_chat(
             record.decisions.extend(d.to_dict() for d in lint_findings(assembly.assembled, gw.settings.policy))
 
     _reject_if_strict_lint(gw, record, assembly, started, count_tokens)
-    search = tool_search(gw, model, session_id, body, outgoing, record)  # None unless find_tools is offered
+    served = own_tools(gw, model, turn, outgoing, record)  # None unless find_tools or recall_archive is offered
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     raw_out = (
         untouched_bytes(raw, body, outgoing, model.upstream_model)
@@ -285,9 +286,9 @@ async def answer_chat(
         record.original_json, record.assembled_json = raw, raw_out
     if record.stream:
         return await _stream(
-            gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens, search
+            gw, model, outgoing, body, api_key, record, headers, started, raw_out, count_tokens, served
         )
-    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens, search)
+    return await _complete(gw, model, outgoing, api_key, record, headers, started, raw_out, count_tokens, served)
 
 
 async def _complete(
@@ -300,13 +301,13 @@ async def _complete(
     started: float,
     raw_out: bytes | None = None,
     count_tokens: Callable[[], None] = lambda: None,
-    search: ToolSearch | None = None,
+    served: ServedTools | None = None,
 ) -> Response:
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    if search is None:
+    if served is None:
         call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
-    else:  # the model's find_tools calls are answered here, never returned
-        call = search.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
+    else:  # the model's calls to the gateway's own tools are answered here, never returned
+        call = served.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
     data = await _reach_upstream(gw, model, record, started, headers, call, count_tokens)
     record.ttfb_ms = (time.perf_counter() - started) * 1000 - record.overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
@@ -386,16 +387,16 @@ async def _stream(
     started: float,
     raw_out: bytes | None = None,
     count_tokens: Callable[[], None] = lambda: None,
-    search: ToolSearch | None = None,
+    served: ServedTools | None = None,
 ) -> Response:
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
     upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
     record.overhead_ms = (time.perf_counter() - started) * 1000
-    if search is None:
+    if served is None:
         opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
-    else:  # held back until it shows whether it is a find_tools call
-        opening = search.open_stream(
+    else:  # held back until it shows whether it calls one of the gateway's own tools
+        opening = served.open_stream(
             lambda b, r: gw.upstream.open_stream(model, b, api_key, raw=r), upstream_body, upstream_raw
         )
     stream = await _reach_upstream(gw, model, record, started, headers, opening, count_tokens)

@@ -9,6 +9,10 @@ decisions) are archived verbatim and the new user message is read for facts, in 
 background task, off the request path. The next turn of the same session waits for that
 task before it searches, so a recall never misses what the previous turn archived.
 
+In ``mode: tool`` nothing is searched before assembly: ``before`` only says whether the session
+(or owner) has an archive, and ``search`` answers the model's ``recall_archive`` calls
+(``api/recall_tool.py``) with the same ranking, scoped the same way.
+
 A database error degrades memory (logged, counted in no decision) and never fails a request.
 """
 
@@ -25,11 +29,11 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.assembly.context import Context, Decision, Message
-from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact
+from gateway.assembly.memory_blocks import ARCHIVED_KEY, CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.config import Settings
-from gateway.memory.archive import archive, passages_of, search
+from gateway.memory.archive import archive, archived_count, passages_of, search
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
@@ -127,22 +131,36 @@ class MemoryRuntime:
         values: dict[str, Any] = {}
         question = next(reversed(user_texts(ctx.messages)), "")
         by_owner = policy.scope == "owner" and owner is not None
-        if (
-            policy.recall
-            and policy.mode == "inline"
-            and question
-            and (session.checkpoints or session.session_id in self._archived or by_owner)
-        ):
-            found = search(
-                self.engine,
-                question,
-                session_id=None if by_owner else session.session_id,
-                owner=owner if by_owner else None,
-            )
-            values[CANDIDATES_KEY] = tuple(found[: max(1, policy.max_passages) * CANDIDATES_PER_PASSAGE])
+        may_have = bool(session.checkpoints) or session.session_id in self._archived or by_owner
+        if policy.recall and policy.mode == "inline" and question and may_have:
+            values[CANDIDATES_KEY] = tuple(self._ranked(question, session.session_id, owner))
+        elif policy.recall and policy.mode == "tool":  # the pass offers the tool once there is an archive
+            archived = session.session_id in self._archived  # (or the session has checkpoints: the pass sees them)
+            values[ARCHIVED_KEY] = archived or (by_owner and archived_count(self.engine, owner=owner) > 0)
         if policy.long_term and owner and session.turn == 0 and STATE_KEY not in session.extra:
             values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, policy.max_facts))
         return values
+
+    def _ranked(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
+        """The best candidates for ``question``: the session's passages, or the owner's under ``scope: owner``."""
+        by_owner = self.policy.scope == "owner" and owner is not None
+        found = search(
+            self.engine, question, session_id=None if by_owner else session_id, owner=owner if by_owner else None
+        )
+        return found[: max(1, self.policy.max_passages) * CANDIDATES_PER_PASSAGE]
+
+    async def search(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
+        """The ranked candidates for a ``recall_archive`` call of this session (scoped as inline recall is).
+
+        Waits for the session's archive task first; a database error gives no passage, never a failure."""
+        waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+        try:
+            return await asyncio.to_thread(self._ranked, question, session_id, owner)
+        except SQLAlchemyError:
+            log.exception("recall search failed for session %s; the model gets no passage", session_id)
+            return []
 
     def learn(self, original: Context, decisions: Sequence[Decision], body: Mapping[str, Any], caller: str) -> None:
         """Archive what compaction replaced and learn the user's new facts, in a background task."""
