@@ -90,6 +90,22 @@ def test_an_edited_range_is_summarised_again_not_reused() -> None:
     assert "99812" in second.assembled.messages[2]["content"]
 
 
+def test_a_summary_whose_text_changed_is_a_new_compaction_not_a_reuse() -> None:
+    """Same range, other bytes (e.g. a better summary adopted for it): the prefix changes, so it counts."""
+    base = conversation(30)
+    first = run_turns([base], policy(**SUMMARIZE_ONLY))[0]
+    state = first.assembled.session
+    (cp,) = state.checkpoints
+    better = replace(cp, summary=cp.summary + "\n- user: order 99812 was cancelled.")
+    ctx = make_ctx(base + turn(30), state=replace(state, checkpoints=(better,)))
+    second = assemble(ctx, policy(**SUMMARIZE_ONLY))
+    (compacted,) = _decisions(second, "compacted")
+    assert not _decisions(second, "checkpoint_reused")
+    assert compacted.detail["summarizer_calls"] == 0 and "99812" in second.assembled.messages[2]["content"]
+    third = assemble(make_ctx(base + turn(30) + turn(31), state=second.assembled.session), policy(**SUMMARIZE_ONLY))
+    assert _decisions(third, "checkpoint_reused"), "the turn after sends the same new bytes: a reuse"
+
+
 def test_summarizer_calls_grow_with_compactions_not_turns() -> None:
     summarizer = CountingSummarizer()
     histories = [conversation(n) for n in range(1, 121)]
