@@ -8,6 +8,7 @@ import pytest
 
 from gateway.assembly.compact_history import compact_history
 from gateway.assembly.compaction_layout import range_hash
+from gateway.assembly.compaction_policy import DEFAULT_TARGET
 from gateway.assembly.context import Message
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.verify_assembly import tool_pairing_problems, verify_assembly
@@ -50,12 +51,14 @@ def test_replaces_the_middle_by_one_summary_at_its_place() -> None:
     assert sum(1 for m in out if str(m.get("content") or "").startswith("<summary")) == 1
     assert verify_assembly(ctx, result.assembled, result.decisions) == []
     (decision,) = _decisions(result, "compacted")
-    assert decision.detail["threshold"] == 0.55 and decision.detail["target"] == 0.35
+    assert decision.detail["threshold"] == 0.55 and decision.detail["target"] == DEFAULT_TARGET
     assert decision.detail["start"] == 2 and decision.detail["end"] == len(messages) - kept
     assert decision.detail["tools"] == ["search_docs"] and decision.detail["round_count"] > 0
     assert decision.detail["summarizer_calls"] >= 1
     assert decision.tokens_after < decision.tokens_before
-    assert result.assembled.prompt_tokens() <= 0.35 * 8000, "hysteresis: down to the target, not just the threshold"
+    assert result.assembled.prompt_tokens() <= DEFAULT_TARGET * 8000, (
+        "hysteresis: down to the target, not just the threshold"
+    )
 
 
 def test_counts_tools_and_generation_reserve_in_the_trigger() -> None:
