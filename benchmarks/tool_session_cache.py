@@ -30,7 +30,10 @@ import orjson
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
+from gateway.tokens import counter_for
 from tests.procs import run_gateway, run_simulator
+
+COUNTER = counter_for("o200k_base")
 
 WINDOW = 32_000
 SYSTEM = (
@@ -173,7 +176,7 @@ class Run:
         return (
             f"| {self.arm} | {self.requests} | {self.compactions} | {self.prompt:,} | {self.cached:,} | "
             f"**{share:.3f}** | {self.recalled} | {self.recall_calls} | {self.summarizer_calls} "
-            f"({self.summarizer_prompt:,} prompt tokens) |"
+            f"({self.summarizer_prompt:,} tokens sent) |"
         )
 
 
@@ -213,6 +216,7 @@ def _read_simulator(out: Run, received: list[dict[str, Any]]) -> None:
         messages = body.get("messages") or []
         if "<transcript" in str(messages):
             out.summarizer_calls += 1
+            out.summarizer_prompt += COUNTER.messages(messages)
             continue
         for m in messages:
             content = str(m.get("content") or "")
