@@ -7,7 +7,9 @@ here: each call's ``query`` is ranked against the session's archived passages (t
 under ``scope: owner``, never another caller's: the archive is keyed by the scoped session and
 the owner includes the caller), the passages are chosen exactly as inline recall chooses them
 (``select_passages``), and the next request carries the model's call and a tool result holding
-the ``<recalled>`` block. The client never sees the call. After ``max_recalls`` answered calls
+the ``<recalled>`` block. The client never sees the call. Other calls in the same message are
+left out of that next request (each call sent needs its result); the model makes them again once
+it has read the passages, as after a ``find_tools`` search. After ``max_recalls`` answered calls
 the tool is no longer offered in that request, so the model must answer.
 """
 

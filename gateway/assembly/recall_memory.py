@@ -152,7 +152,7 @@ def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Dec
     return [c.passage for c in chosen], decisions
 
 
-def _offer_tool(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
+def _offer_tool(ctx: Context) -> tuple[Context, list[Decision]]:
     """``ctx`` with the gateway's recall tool appended, once the session has something archived."""
     tools: Sequence[Tool] = ctx.tools or ()
     if tools and tools[-1] == RECALL_TOOL:
@@ -223,6 +223,6 @@ def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
     In ``mode: tool`` offer the gateway's recall tool instead of the ``<recalled>`` block."""
     ctx, decisions = _place_blocks(ctx, policy)
     if policy.recall and policy.mode == "tool" and _question_index(ctx.messages) >= 0:
-        ctx, offered = _offer_tool(ctx, policy)
+        ctx, offered = _offer_tool(ctx)
         decisions = [*decisions, *offered]
     return ctx, decisions
