@@ -3,6 +3,7 @@
     python -m benchmarks.summaries                      # all three data sets
     python -m benchmarks.summaries --only locker        # the noisy 200-turn session only
     python -m benchmarks.summaries --rhelm 3 --bfcl-questions 10   # smaller
+    python -m benchmarks.summaries --only bfcl,rhelm --memory-mode tool   # recall as a tool the model calls
 
 Every conversation is replayed through a real gateway process (the official openai SDK,
 real HTTP) to the provider simulator, which records what it received. The gateway runs
@@ -260,12 +261,12 @@ def _score(
     )
 
 
-def bfcl(tmp: Path, questions: int | None) -> Tally:
+def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally:
     cases = [orjson.loads(line) for line in shared_path("data", "bfcl_memory.jsonl").read_text().splitlines() if line]
     tally = Tally()
     with run_simulator(_dir(tmp / "sim-bfcl")) as sim:
         models = [_model("mem-" + c["id"].rsplit("/", 1)[-1], sim.base_url, _window(c)) for c in cases]
-        config = {"models": models, "policy": {"compaction": BFCL_COMPACTION}}
+        config = {"models": models, "policy": {"compaction": BFCL_COMPACTION, "memory": {"mode": memory_mode}}}
         with run_gateway(_dir(tmp / "gw-bfcl"), config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
             for case in tqdm(cases, desc="bfcl_memory"):
@@ -287,11 +288,11 @@ def _rhelm_cases(count: int) -> list[dict[str, Any]]:
     return longer[:count]
 
 
-def rhelm(tmp: Path, count: int, stride: int) -> tuple[Tally, list[dict[str, Any]]]:
+def rhelm(tmp: Path, count: int, stride: int, memory_mode: str = "inline") -> tuple[Tally, list[dict[str, Any]]]:
     cases = _rhelm_cases(count)
     tally = Tally()
     with run_simulator(_dir(tmp / "sim-rhelm")) as sim:
-        config = {"models": [_model("rhelm", sim.base_url, WINDOW)]}
+        config = {"models": [_model("rhelm", sim.base_url, WINDOW)], "policy": {"memory": {"mode": memory_mode}}}
         with run_gateway(_dir(tmp / "gw-rhelm"), config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=300)
             for k, case in enumerate(tqdm(cases, desc="rhelm")):
@@ -336,6 +337,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=WINDOW, help="context window of the locker session")
     parser.add_argument("--bfcl-questions", type=int, default=None, help="questions per bfcl conversation (all)")
     parser.add_argument("--rhelm", type=int, default=30, help="rhelm conversations (the smallest over the window)")
+    parser.add_argument(
+        "--memory-mode",
+        choices=["inline", "tool"],
+        default="inline",
+        help="bfcl, rhelm: policy.memory.mode (tool: the model asks the gateway's recall_archive tool)",
+    )
     parser.add_argument("--stride", type=int, default=8, help="rhelm: send every n-th turn (and the last)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
@@ -346,9 +353,9 @@ def main() -> None:
             print("\n".join(locker(tmp, args.turns, args.codes, args.window)), flush=True)
         if "bfcl" in parts:
             print("\n### bfcl_memory.jsonl (window = conversation tokens / 4)\n")
-            print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions))), flush=True)
+            print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions, args.memory_mode))), flush=True)
         if "rhelm" in parts:
-            tally, cases = rhelm(tmp, args.rhelm, args.stride)
+            tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode)
             tokens = sorted(c["meta"]["tokens_o200k"] for c in cases)
             sizes = f"{tokens[0]}-{tokens[-1]}" if tokens else "no"
             print(

@@ -31,7 +31,7 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "find_tools": ("expanded",),
     "clear_tool_results": ("cleared",),
     "compact_history": ("compacted", "checkpoint_reused", "summarizer_failed", "prepared"),
-    "recall_memory": ("recalled", "remembered"),
+    "recall_memory": ("recalled", "remembered", "recall_offered", "recall_served"),
     "restate_rules": ("restated", "omitted"),
     "render_reminder": ("rendered",),
     "place_cache_breakpoints": ("placed",),

@@ -25,8 +25,8 @@ from gateway import metrics
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.raw_forward import with_usage_requested
+from gateway.api.served_tools import ServedTools
 from gateway.api.stream_relay import StreamRelay
-from gateway.api.tool_search import ToolSearch
 from gateway.config import ModelConfig
 from gateway.errors import UpstreamError, VentanaError
 from gateway.store.record import Answer, Counts, Forwarded, Outcome, request_record
@@ -52,7 +52,7 @@ class InFlight:
     started: float  # perf_counter at arrival
     headers: dict[str, str]  # sent back with the answer or the error
     count: Callable[[], Counts]  # counts and lint findings, made after the answer
-    search: ToolSearch | None = None  # the find_tools loop, when the gateway offered find_tools
+    search: ServedTools | None = None  # the loop answering the gateway's own tools, when it offered one
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000

@@ -22,9 +22,9 @@ from gateway.api.answer import InFlight, complete, finish, stream
 from gateway.api.deps import Gateway
 from gateway.api.edges import Turn
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
+from gateway.api.own_tools import own_tools
 from gateway.api.raw_forward import untouched_bytes, with_params_added
 from gateway.api.token_offload import count_off_loop
-from gateway.api.tool_search import tool_search
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -252,7 +252,7 @@ async def answer_chat(
         assembled_json=raw_out if gw.recorder.wants_json else None,
     )
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
-    search = tool_search(gw, model, session_id, body, outgoing)  # None unless find_tools is offered
+    search = own_tools(gw, model, turn, outgoing)  # None unless find_tools or recall_archive is offered
     flight = InFlight(gw, model, sent, started, headers, count, search)
     _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)

@@ -17,7 +17,8 @@ Order matters:
 3. ``tool_usage``  before: give the tool scorer the usage profiles learnt so far; after: remember
                    what this request's answer would teach; finish: learn it from the tool calls.
 
-The gateway-served tool search is not an edge: it wraps the upstream call (``api/tool_search.py``).
+The gateway's own tools (``find_tools``, ``recall_archive``) are not edges: they wrap the upstream call
+(``api/served_tools.py``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ an agent loop asks nothing new for hundreds of rounds), so the edge decides that
 from the session's state, without a thread hop or a scan of the history, and keeps each
 session's last ranking for as long as its question and its archive are unchanged.
 
+In ``mode: tool`` nothing is searched before assembly: ``before`` only says whether the session
+(or owner) has an archive, and ``search`` answers the model's ``recall_archive`` calls
+(``api/recall_tool.py``) with the same ranking, scoped the same way.
+
 A database error degrades memory (logged, counted in no decision) and never fails a request.
 """
 
@@ -31,11 +35,11 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
-from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
+from gateway.assembly.memory_blocks import ARCHIVED_KEY, CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.config import Settings
-from gateway.memory.archive import archive, passages_of, search
+from gateway.memory.archive import archive, archived_count, passages_of, search
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
@@ -150,6 +154,8 @@ class MemoryRuntime:
         waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)
+        if self.policy.recall and self.policy.mode == "tool":  # the pass offers the tool once there is an archive
+            ctx = ctx.annotate(**{ARCHIVED_KEY: await self._has_archive(session_id, owner)})
         question, by_owner = self._question(ctx, owner)
         facts = self._wants_facts(ctx, owner)
         key = _RecallKey(question, ctx.session.checkpoints, self._archived.get(session_id, 0))
@@ -169,6 +175,20 @@ class MemoryRuntime:
         elif CANDIDATES_KEY in values and not by_owner:
             self._remember_ranking(session_id, key, values[CANDIDATES_KEY])
         return ctx.annotate(**values) if values else ctx
+
+    async def _has_archive(self, session_id: str, owner: str | None) -> bool:
+        """Tool mode: whether this session (or, under ``scope: owner``, the owner) archived anything.
+
+        The session's own archive is known on the loop (or from its checkpoints, which the pass sees)."""
+        if session_id in self._archived:
+            return True
+        if not (self.policy.scope == "owner" and owner is not None):
+            return False
+        try:
+            return await asyncio.to_thread(archived_count, self.engine, owner=owner) > 0
+        except SQLAlchemyError:
+            log.exception("memory lookup failed for owner of session %s; recall is not offered", session_id)
+            return False
 
     def _question(self, ctx: Context, owner: str | None) -> tuple[str, bool]:
         """This turn's question when the session has archived passages to rank against it (else ""),
@@ -192,19 +212,31 @@ class MemoryRuntime:
 
     def _lookup(self, session_id: str, owner: str | None, question: str, by_owner: bool, facts: bool) -> dict[str, Any]:
         """Runs in a worker thread: rank the archive against ``question`` (if any), read the facts (if asked)."""
-        policy = self.policy
         values: dict[str, Any] = {}
         if question:
-            found = search(
-                self.engine,
-                question,
-                session_id=None if by_owner else session_id,
-                owner=owner if by_owner else None,
-            )
-            values[CANDIDATES_KEY] = tuple(found[: max(1, policy.max_passages) * CANDIDATES_PER_PASSAGE])
+            values[CANDIDATES_KEY] = tuple(self._rank(question, session_id, owner if by_owner else None))
         if facts and owner:
-            values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, policy.max_facts))
+            values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, self.policy.max_facts))
         return values
+
+    def _rank(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
+        """The best candidates for ``question``: the owner's passages when ``owner`` is given, else the session's."""
+        found = search(self.engine, question, session_id=None if owner else session_id, owner=owner)
+        return found[: max(1, self.policy.max_passages) * CANDIDATES_PER_PASSAGE]
+
+    async def search(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
+        """The ranked candidates for a ``recall_archive`` call of this session (scoped as inline recall is).
+
+        Waits for the session's archive task first; a database error gives no passage, never a failure."""
+        waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+        by_owner = self.policy.scope == "owner" and owner is not None
+        try:
+            return await asyncio.to_thread(self._rank, question, session_id, owner if by_owner else None)
+        except SQLAlchemyError:
+            log.exception("recall search failed for session %s; the model gets no passage", session_id)
+            return []
 
     def learn(self, original: Context, decisions: Sequence[Decision], body: Mapping[str, Any], caller: str) -> None:
         """Archive what compaction replaced and learn the user's new facts, in a background task."""

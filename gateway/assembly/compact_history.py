@@ -20,6 +20,7 @@ new one (hierarchical), bounded by ``summary_max_tokens``.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -128,7 +129,26 @@ def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> Ses
         return state
     kept = tuple(c for c in state.checkpoints if c.range_hash != cp.range_hash)
     checkpoints = (*kept, cp)[-policy.max_checkpoints :]
-    return replace(state, checkpoints=checkpoints, extra=with_memory(state, active=cp.range_hash))
+    sent = with_memory(state, active=cp.range_hash, active_summary=summary_digest(cp.summary))
+    return replace(state, checkpoints=checkpoints, extra=sent)
+
+
+def summary_digest(summary: str) -> str:
+    """A short hash of a summary's bytes: which text the previous turn sent, not only which range."""
+    return hashlib.sha256(summary.encode()).hexdigest()[:16]
+
+
+def _is_active(state: SessionState, cp: Checkpoint | None) -> bool:
+    """Whether ``cp`` is what the previous turn sent: the same range *and* the same summary bytes.
+
+    A checkpoint of the same range whose text changed (a better summary adopted for it) changes the
+    prefix, so it is a new compaction, not a reuse. States saved before the digest was kept compare
+    the range only."""
+    memory = compaction_memory(state)
+    if cp is None or cp.range_hash != memory.get("active"):
+        return False
+    sent = memory.get("active_summary")
+    return sent is None or sent == summary_digest(cp.summary)
 
 
 def _compacted(
@@ -182,7 +202,7 @@ def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, li
     limit = marks.threshold
     before = request_tokens(ctx, ctx.messages, policy)
     cp, applied = best_application(ctx, originals, lay, policy)
-    active = cp is not None and cp.range_hash == compaction_memory(ctx.session).get("active")
+    active = _is_active(ctx.session, cp)
     if cp is None and before <= limit:
         return ctx, []
     fits = cp is not None and request_tokens(ctx, applied, policy) <= limit

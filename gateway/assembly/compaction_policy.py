@@ -7,7 +7,7 @@ Thresholds are shares of the model's context window and appear in every decision
 Three watermarks, all shares of the window: crossing ``threshold`` triggers a compaction
 that goes down to ``target`` (hysteresis: the next one is many rounds away and the prefix
 stays byte-identical in between); ``prepare_at`` is where the next summary is prepared in
-the background. ``target`` and ``prepare_at`` default relative to ``threshold`` (35/55 and
+the background. ``target`` and ``prepare_at`` default relative to ``threshold`` (25/55 and
 45/55 of it), so lowering the threshold alone is a valid configuration.
 """
 
@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 from gateway.assembly.pass_policy import PassPolicy
 
 DEFAULT_THRESHOLD = 0.55
-DEFAULT_TARGET = 0.35
+DEFAULT_TARGET = 0.25
 DEFAULT_PREPARE_AT = 0.45
 #: ``target`` and ``prepare_at`` as shares of the threshold when they are not set.
 TARGET_RATIO = DEFAULT_TARGET / DEFAULT_THRESHOLD

@@ -9,20 +9,48 @@ cannot close its block and speak as the gateway.
   its original turn numbers and score, placed in the dynamic tail before the question.
 - ``<memory ...>``: the facts a user stated in earlier sessions, rendered once on the
   session's first turn and then sent byte for byte (it sits in the cached prefix).
+
+In ``mode: tool`` the pass offers ``RECALL_TOOL`` instead of placing passages, and the API
+layer answers the model's calls with the same ``<recalled>`` block (``api/recall_tool.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.assembly.defuse_closers import defuse_closers
 
 #: Annotation keys the API layer fills before assembly.
 CANDIDATES_KEY = "memory_candidates"
 FACTS_KEY = "memory_facts"
+#: Set (True) when the session, or the owner under ``scope: owner``, has archived passages.
+ARCHIVED_KEY = "memory_archived"
 #: ``SessionState.extra`` key holding memory's per-session state (the frozen profile block).
 STATE_KEY = "memory"
+#: The recall tool the gateway offers and answers itself in ``mode: tool``. Its name is unlikely
+#: in a client's list, and a client tool of that name wins (the gateway then offers none), as
+#: with ``find_tools``. Its name and its one parameter, ``query``, are a contract the simulator
+#: (``providersim/choose_tool.py``) relies on.
+RECALL_TOOL_NAME = "recall_archive"
+RECALL_TOOL: Mapping[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": RECALL_TOOL_NAME,
+        "description": (
+            "Earlier turns of this conversation were summarised to save space. When the question "
+            "needs a detail that is not in the conversation or its summary (a code, a name, a number, "
+            "what was decided), call this with words describing it; the matching earlier turns are "
+            "returned verbatim."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to look for in the earlier turns"}},
+            "required": ["query"],
+        },
+    },
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,12 @@ Two memories, one pass (slot 6, after compaction decided what aged out of the wi
   system/developer messages, and the rendered bytes are frozen in the session state.
   Every later turn sends the same bytes, so the block stays in the cached prefix; a fact
   learned mid-session waits for the next session.
+- ``mode: tool``: no passage is placed. Once the session has compacted (or the API layer says it
+  has an archive, ``memory_blocks.ARCHIVED_KEY``), the gateway's ``recall_archive`` tool is
+  appended to the tools (one ``recall_offered`` decision) and the model asks for what it misses;
+  the API layer answers it (``api/recall_tool.py``). The tool stays offered from then on, so the
+  tool list is byte-stable after it first appears. It is not offered when the client has a tool
+  of that name or a ``tool_choice`` that restricts the tools (``none``, a named tool, ``allowed_tools``).
 
 Pure: no I/O, inputs never mutated, the same Context back when there is nothing to do.
 """
@@ -26,21 +32,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from gateway.assembly.context import Context, Decision, Message, SessionState
+from gateway.assembly.context import Context, Decision, Message, SessionState, Tool
 from gateway.assembly.memory_blocks import (
+    ARCHIVED_KEY,
     CANDIDATES_KEY,
     FACTS_KEY,
+    RECALL_TOOL,
+    RECALL_TOOL_NAME,
     STATE_KEY,
     Fact,
     Passage,
     memory_message,
-    passage_block,
     recalled_message,
 )
 from gateway.assembly.message_text import is_system
 from gateway.assembly.pass_policy import PassPolicy
+from gateway.assembly.select_passages import select_passages
+from gateway.assembly.tool_modes import is_restricting_choice
+from gateway.assembly.tool_scoring import tool_name
 from gateway.assembly.verify_assembly import is_gateway_block
 
 PASS = "recall_memory"
@@ -60,22 +71,14 @@ class MemoryPolicy(PassPolicy):
     recall_budget_tokens: int = Field(default=DEFAULT_RECALL_BUDGET_TOKENS, ge=0)
     max_passages: int = Field(default=3, ge=0)
     min_score: float = Field(default=0.2, ge=0, le=1)
-    mode: Literal["inline", "tool"] = "inline"
+    mode: Literal["inline", "tool"] = "inline"  # tool: the model asks the gateway's recall_archive tool
+    max_recalls: int = Field(default=2, ge=1)  # tool mode: recall calls answered per client request
     passage_tokens: int = Field(default=300, gt=0)  # archived excerpts are cut to about this size
     scope: Literal["session", "owner"] = "session"  # recall from this conversation, or all of the owner's
     long_term: bool = False  # opt-in: facts follow the user into later sessions
     profile_budget_tokens: int = Field(default=DEFAULT_PROFILE_BUDGET_TOKENS, ge=0)
     max_facts: int = Field(default=50, ge=1)
     extract_with: Literal["rules", "summarizer"] = "rules"  # summarizer: policy.compaction.summarizer_model
-
-    @field_validator("mode")
-    @classmethod
-    def _inline_only(cls, mode: str) -> str:
-        if mode != "inline":
-            raise ValueError(
-                f"mode {mode!r} is not available yet: the gateway-served `recall` tool is not built; use 'inline'"
-            )
-        return mode
 
 
 def _memory_state(state: SessionState) -> Mapping[str, Any]:
@@ -124,47 +127,59 @@ def _profile(ctx: Context, policy: MemoryPolicy) -> tuple[str | None, list[Decis
     return text, [decision], True
 
 
-def _visible_text(messages: Sequence[Message]) -> str:
-    """What the model sees, rendered the way passages were archived (``speaker: text`` lines)."""
-    # Imported here: gateway.summarize imports the config, which imports this module's policy.
-    from gateway.summarize.transcript import render_transcript
-
-    return render_transcript(messages)
-
-
 def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Decision]]:
     """The passages to recall, best first, and one ``recalled`` decision each."""
     candidates: Sequence[Passage] = ctx.annotations.get(CANDIDATES_KEY) or ()
     if not policy.recall or policy.mode != "inline" or not candidates:
         return [], []
-    visible = _visible_text(ctx.messages)
-    chosen: list[Passage] = []
-    decisions: list[Decision] = []
-    used = ctx.env.counter.message(recalled_message([]))
-    for p in sorted(candidates, key=lambda c: (-c.score, c.start, c.passage_id)):
-        if len(chosen) >= policy.max_passages or p.score < policy.min_score:
-            break
-        if p.text in visible or any(c.passage_id == p.passage_id for c in chosen):
-            continue  # the model still sees it verbatim
-        tokens = ctx.env.counter.text(passage_block(p)) + 1
-        if used + tokens > policy.recall_budget_tokens:
-            continue
-        used += tokens
-        chosen.append(p)
-        decisions.append(
-            Decision(
-                PASS,
-                "recalled",
-                tokens_after=tokens,
-                reason=f"archived turn(s) {p.turns} match the question (score {p.score:.2f})",
-                detail={"score": round(p.score, 4), "turns": p.turns, "start": p.start, "end": p.end, "tokens": tokens},
-            )
+    chosen = select_passages(candidates, ctx.messages, policy, ctx.env.counter)
+    decisions = [
+        Decision(
+            PASS,
+            "recalled",
+            tokens_after=c.tokens,
+            reason=f"archived turn(s) {c.passage.turns} match the question (score {c.passage.score:.2f})",
+            detail={
+                "score": round(c.passage.score, 4),
+                "turns": c.passage.turns,
+                "start": c.passage.start,
+                "end": c.passage.end,
+                "tokens": c.tokens,
+            },
         )
-    return chosen, decisions
+        for c in chosen
+    ]
+    return [c.passage for c in chosen], decisions
 
 
-def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
-    """Insert the frozen ``<memory>`` block after the system prompt and append a ``<recalled>`` block at the end."""
+def _offer_tool(ctx: Context) -> tuple[Context, list[Decision]]:
+    """``ctx`` with the gateway's recall tool appended, once the session has something archived."""
+    tools: Sequence[Tool] = ctx.tools or ()
+    if tools and tools[-1] == RECALL_TOOL:
+        return ctx, []  # already offered (the pipeline run on its own output)
+    archived = bool(ctx.session.checkpoints) or bool(ctx.annotations.get(ARCHIVED_KEY))
+    if (
+        not archived
+        or any(tool_name(t) == RECALL_TOOL_NAME for t in tools)  # the client's own tool of that name wins
+        or is_restricting_choice(ctx.params.get("tool_choice"))
+        or _question_index(ctx.messages) < 0
+    ):
+        return ctx, []
+    offered = (*tools, RECALL_TOOL)
+    counter = ctx.env.counter
+    decision = Decision(
+        PASS,
+        "recall_offered",
+        tokens_before=counter.tools(tools) if tools else 0,
+        tokens_after=counter.tools(offered),
+        reason=f"the session has archived turns: {RECALL_TOOL_NAME} offered, answered by the gateway",
+        detail={"tool": RECALL_TOOL_NAME},
+    )
+    return ctx.replace(tools=offered), [decision]
+
+
+def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
+    """The ``<memory>`` block after the system prompt and, inline, the ``<recalled>`` block at the end."""
     if not (ctx.annotations.get(CANDIDATES_KEY) or policy.long_term or STATE_KEY in ctx.session.extra):
         return ctx, []  # nothing to place or to freeze (most turns): decided before scanning the history
     question = _question_index(ctx.messages)
@@ -203,3 +218,14 @@ def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
         ]
     changed = tuple(messages) if (profile or passages) else ctx.messages
     return ctx.replace(messages=changed, session=session), [*decisions, *recalls]
+
+
+def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
+    """Insert the frozen ``<memory>`` block after the system prompt and append a ``<recalled>`` block at the end.
+
+    In ``mode: tool`` offer the gateway's recall tool instead of the ``<recalled>`` block."""
+    ctx, decisions = _place_blocks(ctx, policy)
+    if policy.recall and policy.mode == "tool":
+        ctx, offered = _offer_tool(ctx)
+        decisions = [*decisions, *offered]
+    return ctx, decisions

@@ -6,7 +6,10 @@ simulator calls the clear matches it has not called since that message (two at o
 when parallel calls are allowed), and once their results are in it answers in text, so
 every loop ends. When nothing offered fits a need of two or more content words but the
 gateway serves ``find_tools``, the model searches with the need as ``query`` (once per
-need), as a model asks for a tool it cannot see. ``required`` always calls the best match;
+need), as a model asks for a tool it cannot see. When the gateway serves ``recall_archive``
+(recall's tool mode) and the need is a question most of whose content words appear nowhere
+else in the request, the model asks the archive first (once per need), as a model asks for
+what it was told but no longer sees. ``required`` always calls the best match;
 a named ``tool_choice`` calls that tool. Deterministic: the same request gives the same calls.
 """
 
@@ -23,6 +26,8 @@ from gateway.tokens import content_text
 CLEAR = 2
 #: The gateway-served tool search (tool selection issue): one required string parameter, ``query``.
 SEARCH_TOOL = "find_tools"
+#: The gateway-served recall tool (summaries issue, ``policy.memory.mode: tool``): one string ``query``.
+RECALL_TOOL = "recall_archive"
 _NAME_WEIGHT = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -100,6 +105,19 @@ def latest_need(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
     return "", -1
 
 
+def refers_to_unseen(need: str, messages: Sequence[Mapping[str, Any]], at: int) -> bool:
+    """Whether ``need`` is a question about something the request does not hold: at least half of
+    its (two or more) content words occur in no other message."""
+    stems = words(need)
+    if "?" not in need or len(stems) < 2:
+        return False
+    seen: set[str] = set()
+    for i, m in enumerate(messages):
+        if i != at:
+            seen |= words(content_text(m.get("content"))[0])
+    return 2 * len(stems - seen) >= len(stems)
+
+
 def called_since(messages: Sequence[Mapping[str, Any]], start: int) -> list[str]:
     """Names of the tools the assistant called after message ``start``, in order."""
     names: list[str] = []
@@ -146,8 +164,11 @@ def choose_tools(body: Mapping[str, Any]) -> list[ToolPick]:
         return [ToolPick(str(fn["name"]), arguments_for(fn, messages, need))] if fn else []
     stems = words(need)
     called = set(called_since(messages, at))
+    recall = next((f for f in fns if f.get("name") == RECALL_TOOL), None)
+    if recall is not None and RECALL_TOOL not in called and refers_to_unseen(need, messages, at):
+        return [ToolPick(RECALL_TOOL, {"query": need.strip()[:500]})]
     search = next((f for f in fns if f.get("name") == SEARCH_TOOL), None)
-    plain = [f for f in fns if f is not search]
+    plain = [f for f in fns if f is not search and f is not recall]
     ranked = sorted(
         ((score(stems, fn), -i, fn) for i, fn in enumerate(plain)), key=lambda t: (t[0], t[1]), reverse=True
     )

@@ -8,6 +8,7 @@ import pytest
 
 from gateway.assembly.compact_history import compact_history
 from gateway.assembly.compaction_layout import range_hash
+from gateway.assembly.compaction_policy import DEFAULT_TARGET
 from gateway.assembly.context import Message
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.verify_assembly import tool_pairing_problems, verify_assembly
@@ -50,12 +51,14 @@ def test_replaces_the_middle_by_one_summary_at_its_place() -> None:
     assert sum(1 for m in out if str(m.get("content") or "").startswith("<summary")) == 1
     assert verify_assembly(ctx, result.assembled, result.decisions) == []
     (decision,) = _decisions(result, "compacted")
-    assert decision.detail["threshold"] == 0.55 and decision.detail["target"] == 0.35
+    assert decision.detail["threshold"] == 0.55 and decision.detail["target"] == DEFAULT_TARGET
     assert decision.detail["start"] == 2 and decision.detail["end"] == len(messages) - kept
     assert decision.detail["tools"] == ["search_docs"] and decision.detail["round_count"] > 0
     assert decision.detail["summarizer_calls"] >= 1
     assert decision.tokens_after < decision.tokens_before
-    assert result.assembled.prompt_tokens() <= 0.35 * 8000, "hysteresis: down to the target, not just the threshold"
+    assert result.assembled.prompt_tokens() <= DEFAULT_TARGET * 8000, (
+        "hysteresis: down to the target, not just the threshold"
+    )
 
 
 def test_counts_tools_and_generation_reserve_in_the_trigger() -> None:
@@ -88,6 +91,22 @@ def test_an_edited_range_is_summarised_again_not_reused() -> None:
     second = assemble(ctx, policy(**SUMMARIZE_ONLY))
     assert _decisions(second, "compacted") and not _decisions(second, "checkpoint_reused")
     assert "99812" in second.assembled.messages[2]["content"]
+
+
+def test_a_summary_whose_text_changed_is_a_new_compaction_not_a_reuse() -> None:
+    """Same range, other bytes (e.g. a better summary adopted for it): the prefix changes, so it counts."""
+    base = conversation(30)
+    first = run_turns([base], policy(**SUMMARIZE_ONLY))[0]
+    state = first.assembled.session
+    (cp,) = state.checkpoints
+    better = replace(cp, summary=cp.summary + "\n- user: order 99812 was cancelled.")
+    ctx = make_ctx(base + turn(30), state=replace(state, checkpoints=(better,)))
+    second = assemble(ctx, policy(**SUMMARIZE_ONLY))
+    (compacted,) = _decisions(second, "compacted")
+    assert not _decisions(second, "checkpoint_reused")
+    assert compacted.detail["summarizer_calls"] == 0 and "99812" in second.assembled.messages[2]["content"]
+    third = assemble(make_ctx(base + turn(30) + turn(31), state=second.assembled.session), policy(**SUMMARIZE_ONLY))
+    assert _decisions(third, "checkpoint_reused"), "the turn after sends the same new bytes: a reuse"
 
 
 def test_summarizer_calls_grow_with_compactions_not_turns() -> None:

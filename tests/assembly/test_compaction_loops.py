@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.assembly.compaction_layout import layout, watermarks
-from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.compaction_policy import DEFAULT_TARGET, CompactionPolicy
 from gateway.assembly.context import Message
 from gateway.assembly.pipeline import PASSES, Assembly, PassSpec, assemble
 from gateway.assembly.verify_assembly import is_gateway_block
@@ -151,8 +151,8 @@ def test_hysteresis_compacts_down_to_the_target_so_compactions_are_rare() -> Non
     assert compacted
     per_round = COUNTER.messages(loop_round(0, words=160))
     for i in compacted:
-        assert results[i].assembled.prompt_tokens() <= 0.35 * 16_000 + per_round
-    growth = (0.55 - 0.35) * 16_000
+        assert results[i].assembled.prompt_tokens() <= DEFAULT_TARGET * 16_000 + per_round
+    growth = (0.55 - DEFAULT_TARGET) * 16_000
     assert len(compacted) <= 1 + sum(COUNTER.messages(loop_round(0, words=160)) for _ in histories) / growth
 
 

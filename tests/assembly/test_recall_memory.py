@@ -5,12 +5,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.assembly.context import Context, SessionState
-from gateway.assembly.memory_blocks import CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
+from gateway.assembly.context import Checkpoint, Context, SessionState
+from gateway.assembly.memory_blocks import (
+    ARCHIVED_KEY,
+    CANDIDATES_KEY,
+    FACTS_KEY,
+    RECALL_TOOL,
+    RECALL_TOOL_NAME,
+    STATE_KEY,
+    Fact,
+    Passage,
+)
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
 from gateway.assembly.recall_memory import MemoryPolicy, recall_memory
@@ -77,9 +85,51 @@ def test_budget_and_max_passages_bound_the_block() -> None:
     assert len(decisions2) == 1 and decisions2[0].detail["start"] == 0
 
 
-def test_tool_mode_is_refused_until_it_exists() -> None:
-    with pytest.raises(ValueError, match="not available yet"):
-        MemoryPolicy(enabled=True, mode="tool")
+TOOL_MODE = MemoryPolicy(enabled=True, mode="tool")
+LOOKUP = {"type": "function", "function": {"name": "lookup", "description": "Look a booking up", "parameters": {}}}
+
+
+def _compacted(ctx: Context) -> Context:
+    checkpoint = Checkpoint("h", 1, 3, "<summary>earlier turns</summary>")
+    return ctx.replace(session=replace(ctx.session, checkpoints=(checkpoint,)))
+
+
+def test_tool_mode_offers_the_recall_tool_last_once_the_session_has_an_archive() -> None:
+    question = {"role": "user", "content": "What is my dog's name?"}
+    candidates = (_passage(1, "user: my dog is called Rex", 0.9, start=3),)
+    fresh = make_context({"messages": [*_history(), question], "tools": [LOOKUP]}).annotate(
+        **{CANDIDATES_KEY: candidates}
+    )
+    assert recall_memory(fresh, TOOL_MODE) == (fresh, []), "nothing archived yet: nothing offered"
+    for ctx in (_compacted(fresh), fresh.annotate(**{ARCHIVED_KEY: True})):
+        out, decisions = recall_memory(ctx, TOOL_MODE)
+        assert out.messages == ctx.messages, "no <recalled> block in tool mode"
+        assert out.tools == (LOOKUP, RECALL_TOOL)
+        assert [(d.action, d.detail["tool"]) for d in decisions] == [("recall_offered", RECALL_TOOL_NAME)]
+        assert decisions[0].tokens_after > decisions[0].tokens_before
+        assert recall_memory(out, TOOL_MODE) == (out, []), "run on its own output: nothing changes"
+
+
+def test_tool_mode_offers_nothing_over_a_client_tool_of_that_name_or_a_restricting_choice() -> None:
+    own = {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": "the client's own"}}
+    question = {"role": "user", "content": "What is my dog's name?"}
+    for body in (
+        {"messages": [*_history(), question], "tools": [LOOKUP, own]},
+        {"messages": [*_history(), question], "tools": [LOOKUP], "tool_choice": "none"},
+        {
+            "messages": [*_history(), question],
+            "tools": [LOOKUP],
+            "tool_choice": {"type": "function", "function": {"name": "lookup"}},
+        },
+    ):
+        ctx = _compacted(make_context(body))
+        assert recall_memory(ctx, TOOL_MODE) == (ctx, [])
+
+
+def test_tool_mode_without_client_tools_sends_the_recall_tool_alone() -> None:
+    ctx = _compacted(_ctx([*_history(), {"role": "user", "content": "dog name?"}]))
+    out, _ = recall_memory(ctx, TOOL_MODE)
+    assert out.tools == (RECALL_TOOL,) and out.body()["tools"] == [RECALL_TOOL]
 
 
 def test_block_follows_the_question_and_leaves_every_round_where_it_was() -> None:

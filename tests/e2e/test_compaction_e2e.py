@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.scripted_agent import TOOLS, scripted_turns
 from gateway.assembly.verify_assembly import tool_pairing_problems
@@ -94,6 +96,7 @@ def test_llm_summary_is_prepared_ahead_so_the_crossing_turn_does_not_summarise(
     own_sim.reset()
     with _gateway(own_sim, tmp_path_factory.mktemp("gw-llm"), summarizer_model="gpt-4o-mini") as gw:
         _converse(gw, "e2e-llm", turns=24, pause_s=0.15)
+        counted = _compactions_counted(gw)
     received = own_sim.received()
     chats = [i for i, b in enumerate(received) if "<transcript" not in str(b["messages"])]
     summarizer_calls = [i for i, b in enumerate(received) if "<transcript" in str(b["messages"])]
@@ -105,3 +108,14 @@ def test_llm_summary_is_prepared_ahead_so_the_crossing_turn_does_not_summarise(
     assert not [i for i in summarizer_calls if chats[chats.index(crossing) - 1] < i < crossing], (
         "the crossing turn itself made no summariser call"
     )
+    new_summaries = {_summaries(received[i])[0]["content"] for i in chats if _summaries(received[i])}
+    assert counted == len(new_summaries) >= 1, "every summary sent for the first time, prepared or not, counts once"
+
+
+def _compactions_counted(gw: GatewayHandle) -> float:
+    """``ventana_compactions_total`` for the small-window model, from the gateway's own /metrics."""
+    for family in text_string_to_metric_families(httpx.get(gw.url + "/metrics", timeout=10).text):
+        for sample in family.samples:
+            if sample.name == "ventana_compactions_total" and sample.labels.get("model") == "small-window":
+                return sample.value
+    return 0.0

@@ -145,3 +145,21 @@ def test_a_tool_the_search_cannot_find_is_still_reachable(
     assert [c.function.name for c in got.choices[0].message.tool_calls] == ["set_timer"]
     assert [f.kind for f in upstream.log] == ["search", "answer"]
     assert len(upstream.log[1].offered) == len(odd)
+
+
+def test_the_grown_set_is_the_sessions_next_set_even_when_the_history_never_calls_it(
+    gateway: GatewayHandle, replay: tuple[ReplayUpstream, str]
+) -> None:
+    """The set a search grew is saved to the session's own (caller-scoped) state: the next turn offers
+    it without a new search, although nothing in the history calls the tool the search added."""
+    upstream, _ = replay
+    upstream.log.clear()
+    upstream.expect(TIMER_CALL, TOOLS)
+    client(gateway, "find-sticky").chat.completions.create(model="gpt-4o-mini", messages=QUESTION, tools=TOOLS)
+    assert [f.kind for f in upstream.log] == ["search", "answer"]
+    upstream.log.clear()
+    upstream.expect({"role": "assistant", "content": "Sunny in Rome too."}, TOOLS)
+    history = [*QUESTION, {"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "And in Rome?"}]
+    client(gateway, "find-sticky").chat.completions.create(model="gpt-4o-mini", messages=history, tools=TOOLS)
+    assert [f.kind for f in upstream.log] == ["answer"]
+    assert "set_timer" in upstream.log[0].offered, "the grown set was lost between turns"

@@ -91,3 +91,28 @@ def test_a_need_no_offered_tool_fits_asks_the_gateway_search_once() -> None:
         "search_flights"
     ], "a fitting tool is called directly"
     assert choose_tools({**body, "messages": [{"role": "user", "content": "thanks!"}]}) == []
+
+
+RECALL = _fn("recall_archive", "Earlier turns were summarised; ask for a detail", query={"type": "string"})
+SUMMARY = {"role": "user", "content": "<summary>- user: the key to the bike shed is with Tobias.</summary>"}
+
+
+def test_a_question_about_what_the_request_no_longer_holds_asks_the_gateway_archive_once() -> None:
+    question = "Who holds the key to the boiler room?"
+    messages = [SUMMARY, {"role": "assistant", "content": "Noted."}, {"role": "user", "content": question}]
+    body = {"messages": messages, "tools": [*TOOLS, RECALL]}
+    (pick,) = choose_tools(body)
+    assert (pick.name, pick.arguments) == ("recall_archive", {"query": question})
+    call = {"id": "r1", "type": "function", "function": {"name": "recall_archive", "arguments": "{}"}}
+    recalled = [
+        *messages,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "r1", "content": "<recalled>the boiler room key: Marisol</recalled>"},
+    ]
+    assert choose_tools({**body, "messages": recalled}) == [], "after one recall it answers in text"
+    seen = [*messages[:-1], {"role": "user", "content": "Who holds the key to the bike shed?"}]
+    assert choose_tools({**body, "messages": seen}) == [], "what the summary holds is answered, not recalled"
+    assert choose_tools({**body, "messages": [*messages[:-1], {"role": "user", "content": "Boiler room."}]}) == [], (
+        "only a question asks the archive"
+    )
+    assert choose_tools({**body, "tools": TOOLS}) == [], "no archive tool offered: nothing to ask"

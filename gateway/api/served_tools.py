@@ -1,0 +1,245 @@
+"""Answer the tools the gateway offers itself, so the client only ever sees the model's real answer.
+
+The gateway appends tools of its own to some requests: ``find_tools`` when it prunes
+(``api/tool_search.py``) and ``recall_archive`` in recall's tool mode (``api/recall_tool.py``).
+When the model calls one of them, that answer never reaches the client: the tool's handler
+turns the call into the next request (a grown tool list, or the call and its result appended),
+that request goes upstream, and the loop goes on until the model answers with text or with a
+call to a client tool. Each handler bounds its own rounds (after its last one it stops offering
+its tool), so the loop ends. The client sees the extra round trips only in the usage it is
+billed for (every call's usage summed) and in the request's record (the handlers' decisions,
+and the last body sent as ``assembled``).
+
+Streaming works the same way: the upstream stream is held back until its first text or first
+tool call shows whether it is a served call (then it is read to its end and the next request
+sent) or an answer (then what was held and the rest are relayed). A model that writes text
+and then calls a served tool in one answer has its text relayed already; that call reaches the
+client as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.assembly.context import Decision
+from gateway.assembly.tool_scoring import tool_name
+from gateway.store.record import Forwarded
+
+
+class Stream(Protocol):
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+Send = Callable[[dict[str, Any], bytes | None], Awaitable[dict[str, Any]]]
+Open = Callable[[dict[str, Any], bytes | None], Awaitable[Stream]]
+
+
+class ServedTool(Protocol):
+    """One tool the gateway answers itself."""
+
+    name: str
+
+    async def answer(
+        self, outgoing: dict[str, Any], message: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], list[Decision]]:
+        """The next request, given the one sent and the model's message calling this tool, and what was decided."""
+        ...
+
+
+def offers_own(outgoing: Mapping[str, Any], client_tools: Sequence[Mapping[str, Any]] | None, name: str) -> bool:
+    """Whether ``outgoing`` carries the gateway's own tool ``name`` (not a client tool of that name)."""
+    if not any(tool_name(t) == name for t in outgoing.get("tools") or ()):
+        return False
+    return not any(tool_name(t) == name for t in client_tools or ())
+
+
+def called_names(message: Mapping[str, Any]) -> list[str]:
+    """The names of the functions an assistant message calls, in order."""
+    names = []
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(fn, Mapping):
+            names.append(str(fn.get("name") or ""))
+    return names
+
+
+def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as a dict ({} when they are not a JSON object)."""
+    fn = call.get("function")
+    raw = fn.get("arguments") if isinstance(fn, Mapping) else None
+    try:
+        args = orjson.loads(raw or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def add_usage(total: Mapping[str, Any] | None, more: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Two usage blocks summed field by field (nested details included); None when both are."""
+    if not total:
+        return dict(more) if more else None
+    if not more:
+        return dict(total)
+    out = dict(total)
+    for key, value in more.items():
+        mine = out.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float) and isinstance(mine, int | float | None):
+            out[key] = (mine or 0) + value
+        elif isinstance(value, Mapping):
+            out[key] = add_usage(mine if isinstance(mine, Mapping) else None, value)
+    return out
+
+
+class ServedTools:
+    """One client request's loop over the gateway's own tools: answer, send again, until a real answer."""
+
+    def __init__(self, *, client_tools: Sequence[Mapping[str, Any]], tools: Sequence[ServedTool]) -> None:
+        self.client_tools = list(client_tools)
+        self.tools = list(tools)
+        self.usage: dict[str, Any] | None = None  # usage of the calls the client does not see
+        self.decisions: list[Decision] = []  # the handlers' decisions, in the order they were made
+        self.sent: dict[str, Any] | None = None  # the last body sent, once a handler made one
+
+    def served(self, outgoing: Mapping[str, Any], names: Sequence[str]) -> ServedTool | None:
+        """The handler of the first served tool among ``names`` that ``outgoing`` offers, if any."""
+        for name in names:
+            for tool in self.tools:
+                if tool.name == name and offers_own(outgoing, self.client_tools, name):
+                    return tool
+        return None
+
+    async def complete(self, send: Send, outgoing: dict[str, Any], raw: bytes | None) -> dict[str, Any]:
+        """Send ``outgoing``; while the model calls a served tool, answer it and send again."""
+        data = await send(outgoing, raw)
+        while True:
+            message = ((data.get("choices") or [{}])[0]).get("message") or {}
+            tool = self.served(outgoing, called_names(message))
+            if tool is None:
+                break  # an answer, or a call to a tool no longer served: the client gets it
+            self.usage = add_usage(self.usage, data.get("usage"))
+            outgoing = await self.next_request(tool, outgoing, message)
+            data = await send(outgoing, None)
+        if self.usage:
+            data["usage"] = add_usage(self.usage, data.get("usage"))
+        return data
+
+    async def open_stream(self, open_: Open, outgoing: dict[str, Any], raw: bytes | None) -> Stream:
+        """Open the stream of ``outgoing``; the returned stream answers served calls itself."""
+        return _ServingStream(self, open_, outgoing, await open_(outgoing, raw))
+
+    async def next_request(
+        self, tool: ServedTool, outgoing: dict[str, Any], message: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The handler's next request, kept as what the model saw last."""
+        body, decisions = await tool.answer(outgoing, message)
+        self.decisions.extend(decisions)
+        self.sent = body
+        return body
+
+    def forwarded(self, sent: Forwarded) -> Forwarded:
+        """``sent`` as it ended: the last body the provider answered, with the handlers' decisions."""
+        if self.sent is None and not self.decisions:
+            return sent
+        decisions = (*sent.decisions, *(d.to_dict() for d in self.decisions))
+        if self.sent is None:
+            return replace(sent, decisions=decisions)
+        return replace(sent, assembled=self.sent, assembled_json=None, decisions=decisions)
+
+
+class _ServingStream:
+    """An upstream stream whose served calls are consumed and replaced by the next answer."""
+
+    def __init__(self, loop: ServedTools, open_: Open, outgoing: dict[str, Any], first: Stream) -> None:
+        self.loop = loop
+        self.open = open_
+        self.outgoing = outgoing
+        self.current = first
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            held: list[bytes] = []
+            verdict: str | None = None
+            async for payload in self.current.chunks():
+                if verdict == "answer":
+                    yield self._billed(payload)
+                    continue
+                held.append(payload)
+                verdict = self._verdict(payload) or verdict
+                if verdict == "answer":
+                    for kept in held:
+                        yield self._billed(kept)
+                    held = []
+            message, usage = _reassemble(held) if verdict == "served" else ({}, None)
+            tool = self.loop.served(self.outgoing, called_names(message))
+            if tool is None:
+                for kept in held:
+                    yield self._billed(kept)
+                return
+            self.loop.usage = add_usage(self.loop.usage, usage)
+            await self.current.aclose()
+            self.outgoing = await self.loop.next_request(tool, self.outgoing, message)
+            self.current = await self.open(self.outgoing, None)
+
+    def _verdict(self, payload: bytes) -> str | None:
+        """ "served" once a chunk starts a served call, "answer" once it has text or another call."""
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return "answer"  # let the relay report it
+        if not isinstance(chunk, dict):
+            return None
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            for call in delta.get("tool_calls") or ():
+                name = (call.get("function") or {}).get("name")
+                if name:
+                    return "served" if self.loop.served(self.outgoing, [name]) else "answer"
+            if delta.get("content"):
+                return "answer"
+        return None
+
+    def _billed(self, payload: bytes) -> bytes:
+        """The payload, its usage (if any) including the calls the client did not see."""
+        if not self.loop.usage or b'"usage"' not in payload:
+            return payload
+        chunk = orjson.loads(payload)
+        if not isinstance(chunk, dict) or not chunk.get("usage"):
+            return payload
+        chunk["usage"] = add_usage(self.loop.usage, chunk["usage"])
+        return orjson.dumps(chunk)
+
+    async def aclose(self) -> None:
+        await self.current.aclose()
+
+
+def _reassemble(payloads: Sequence[bytes]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The assistant message of a held stream (its text and tool calls, with their ids), and its usage."""
+    calls: dict[int, dict[str, Any]] = {}
+    text: list[str] = []
+    usage: dict[str, Any] | None = None
+    for payload in payloads:
+        chunk = orjson.loads(payload)
+        if not isinstance(chunk, dict):
+            continue
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            text.append(delta.get("content") or "")
+            for call in delta.get("tool_calls") or ():
+                slot = calls.setdefault(
+                    int(call.get("index", 0)), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                slot["id"] = call.get("id") or slot["id"]
+                fn = call.get("function") or {}
+                slot["function"]["name"] += fn.get("name") or ""
+                slot["function"]["arguments"] += fn.get("arguments") or ""
+    message = {"role": "assistant", "content": "".join(text) or None, "tool_calls": [calls[i] for i in sorted(calls)]}
+    return message, usage

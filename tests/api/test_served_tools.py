@@ -1,0 +1,169 @@
+"""The loop over the gateway's own tools, without a network: a scripted upstream, a real archive.
+
+The upstream here is a function returning chat completions in order; the recall tool searches
+a real (migrated SQLite) archive through a real ``MemoryRuntime``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gateway.api.memory_runtime import MemoryRuntime
+from gateway.api.recall_tool import NOTHING_FOUND, recall_tool
+from gateway.api.served_tools import ServedTools, _reassemble
+from gateway.assembly.memory_blocks import RECALL_TOOL, RECALL_TOOL_NAME
+from gateway.config import parse_settings
+from gateway.memory.archive import archive, passages_of
+from gateway.store.migrate import upgrade
+from gateway.store.record import Forwarded
+from gateway.tokens import counter_for
+
+COUNTER = counter_for("o200k_base")
+LOOKUP = {"type": "function", "function": {"name": "lookup", "description": "Look a booking up"}}
+HISTORY = [
+    {"role": "system", "content": "You book travel."},
+    {"role": "user", "content": "My dog Rex comes along, he is a beagle."},
+    {"role": "assistant", "content": "Noted, a pet fee applies."},
+    {"role": "user", "content": "Which breed is my dog?"},
+]
+
+
+def _recall_call(n: int, query: str) -> dict[str, Any]:
+    call = {"id": f"r{n}", "type": "function", "function": {"name": RECALL_TOOL_NAME, "arguments": ""}}
+    call["function"]["arguments"] = orjson.dumps({"query": query}).decode()
+    usage = {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}
+    return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}}], "usage": usage}
+
+
+def _answer(text: str) -> dict[str, Any]:
+    usage = {"prompt_tokens": 150, "completion_tokens": 7, "total_tokens": 157}
+    return {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": usage}
+
+
+def _sent() -> Forwarded:
+    """The request as forwarded before the loop answered anything."""
+    return Forwarded(
+        request_id="req-1",
+        session_id="s",
+        created_at=0.0,
+        model="m",
+        provider="openai",
+        caller="caller-a",
+        original={},
+        assembled={},
+    )
+
+
+def _runtime(tmp_path: Path, **memory: Any) -> MemoryRuntime:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    runtime = MemoryRuntime(parse_settings({"database_url": url, "policy": {"memory": {"mode": "tool", **memory}}}))
+    archive(runtime.engine, "caller-a/s", "caller:caller-a", passages_of(HISTORY, 1, 3, 300, COUNTER.text))
+    return runtime
+
+
+def _loop(runtime: MemoryRuntime, scoped: str, outgoing: dict[str, Any]) -> ServedTools:
+    tool = recall_tool(runtime, COUNTER, scoped, None, [LOOKUP], outgoing)
+    assert tool is not None
+    return ServedTools(client_tools=[LOOKUP], tools=[tool])
+
+
+def _scripted(replies: Sequence[dict[str, Any]], sent: list[dict[str, Any]]) -> Any:
+    async def send(body: dict[str, Any], raw: bytes | None) -> dict[str, Any]:
+        sent.append(body)
+        return replies[len(sent) - 1]
+
+    return send
+
+
+def test_a_recall_call_is_answered_from_the_archive_and_the_usage_summed(tmp_path: Path) -> None:
+    runtime, sent = _runtime(tmp_path), []
+    outgoing = {"model": "m", "messages": HISTORY[-1:], "tools": [LOOKUP, RECALL_TOOL]}
+    loop = _loop(runtime, "caller-a/s", outgoing)
+    got = asyncio.run(
+        loop.complete(_scripted([_recall_call(1, "dog breed"), _answer("A beagle.")], sent), outgoing, None)
+    )
+    assert got["choices"][0]["message"]["content"] == "A beagle." and got["usage"]["prompt_tokens"] == 250
+    asked, result = sent[1]["messages"][-2:]
+    assert asked["tool_calls"][0]["id"] == "r1" and result["tool_call_id"] == "r1"
+    assert result["content"].startswith("<recalled") and "beagle" in result["content"]
+    record = loop.forwarded(_sent())
+    assert [d["action"] for d in record.decisions] == ["recall_served"]
+    assert record.assembled == sent[1] and record.assembled_json is None
+    runtime.close()
+
+
+def test_another_scope_finds_nothing_and_the_tool_is_dropped_after_max_recalls(tmp_path: Path) -> None:
+    runtime, sent = _runtime(tmp_path, max_recalls=1), []
+    outgoing = {"model": "m", "messages": HISTORY[-1:], "tools": [LOOKUP, RECALL_TOOL]}
+    loop = _loop(runtime, "caller-b/s", outgoing)  # same session name, another caller
+    replies = [_recall_call(1, "dog breed"), _answer("I do not know.")]
+    asyncio.run(loop.complete(_scripted(replies, sent), outgoing, None))
+    assert sent[1]["messages"][-1]["content"] == NOTHING_FOUND
+    assert [t["function"]["name"] for t in sent[1]["tools"]] == ["lookup"], "the last recall: tool dropped"
+    assert loop.forwarded(_sent()).decisions[0]["detail"]["passages"] == []
+    runtime.close()
+
+
+class _Chunks:
+    def __init__(self, payloads: Sequence[dict[str, Any]]) -> None:
+        self.payloads = [orjson.dumps(p) for p in payloads]
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for p in self.payloads:
+            yield p
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_streamed_recall_call_is_held_and_replaced_by_the_next_answer(tmp_path: Path) -> None:
+    runtime, opened = _runtime(tmp_path), []
+    call_delta = {"index": 0, "id": "r9", "function": {"name": RECALL_TOOL_NAME, "arguments": '{"query": "dog'}}
+    streams = [
+        _Chunks(
+            [
+                {"choices": [{"delta": {"role": "assistant", "tool_calls": [call_delta]}}]},
+                {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ' breed"}'}}]}}]},
+                {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}},
+            ]
+        ),
+        _Chunks(
+            [
+                {"choices": [{"delta": {"content": "A beagle."}}]},
+                {"choices": [], "usage": {"prompt_tokens": 150, "completion_tokens": 7, "total_tokens": 157}},
+            ]
+        ),
+    ]
+
+    async def open_(body: dict[str, Any], raw: bytes | None) -> _Chunks:
+        opened.append(body)
+        return streams[len(opened) - 1]
+
+    async def relay() -> list[dict[str, Any]]:
+        outgoing = {"model": "m", "messages": HISTORY[-1:], "tools": [LOOKUP, RECALL_TOOL]}
+        stream = await _loop(runtime, "caller-a/s", outgoing).open_stream(open_, outgoing, None)
+        return [orjson.loads(p) async for p in stream.chunks()]
+
+    relayed = asyncio.run(relay())
+    assert relayed[0]["choices"][0]["delta"]["content"] == "A beagle." and relayed[-1]["usage"]["prompt_tokens"] == 250
+    asked, result = opened[1]["messages"][-2:]
+    assert asked["tool_calls"][0]["id"] == "r9" and asked["tool_calls"][0]["function"]["arguments"] == (
+        '{"query": "dog breed"}'
+    )
+    assert result["tool_call_id"] == "r9" and "beagle" in result["content"]
+    runtime.close()
+
+
+def test_a_held_stream_is_reassembled_with_its_call_ids_and_text() -> None:
+    payloads = [
+        orjson.dumps({"choices": [{"delta": {"content": "Let me check. "}}]}),
+        orjson.dumps({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "x"}}]}}]}),
+    ]
+    message, usage = _reassemble(payloads)
+    assert message["content"] == "Let me check. " and message["tool_calls"][0]["id"] == "a" and usage is None
