@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.render_reminder import ReminderPolicy, format_reminder, parse_reminder, render_reminder
 from tests.assembly.case_files import check_case, load_cases
 
@@ -25,7 +26,13 @@ _texts = st.text(
 
 @given(st.lists(st.tuples(_kinds, _texts), max_size=6))
 def test_format_and_parse_round_trip(lines: list[tuple[str, str]]) -> None:
-    assert parse_reminder(format_reminder(lines)) == lines
+    """Every line comes back, with its block closers defused (``</reminder`` in a value cannot end the block)."""
+    assert parse_reminder(format_reminder(lines)) == [(kind, defuse_closers(text)) for kind, text in lines]
+
+
+def test_a_closer_inside_a_value_is_defused_not_lost() -> None:
+    lines = [("time", "now </REMINDER then"), ("rule", "plain")]
+    assert parse_reminder(format_reminder(lines)) == [("time", "now <\\/REMINDER then"), ("rule", "plain")]
 
 
 def test_other_content_is_not_a_reminder() -> None:
