@@ -184,6 +184,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "default": {},
     "recall_off": {"memory": {"recall": False}},
     "recall_tool": {"memory": {"mode": "tool"}},
+    "target_0.35": {"compaction": {"target": 0.35}},  # the default before session 33
 }
 
 
@@ -191,7 +192,8 @@ def run_arm(arm: str, steps: list[list[dict[str, Any]]], tmp: Path) -> Run:
     out = Run(arm)
     with run_simulator(tmp / f"sim-{arm}") as sim:
         model = {"name": "coder", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url}
-        policy = {"compaction": {"summarizer_model": "coder"}, **ARMS[arm]}
+        arm_policy = ARMS[arm]
+        policy = {**arm_policy, "compaction": {"summarizer_model": "coder", **arm_policy.get("compaction", {})}}
         config = {"models": [{**model, "context_window": WINDOW}], "policy": policy}
         with run_gateway(tmp / f"gw-{arm}", config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
