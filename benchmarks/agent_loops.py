@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.scripted_agent import TOOLS, scripted_turns
+from gateway.assembly.compaction_policy import DEFAULT_TARGET, DEFAULT_THRESHOLD
 from gateway.assembly.verify_assembly import is_gateway_block, tool_pairing_problems
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import counter_for
@@ -46,7 +47,8 @@ from tests.procs import SimHandle, run_gateway, run_simulator
 from tests.shared_data import shared_path
 
 COUNTER = counter_for("o200k_base")
-THRESHOLD, TARGET = 0.55, 0.35
+#: The default watermarks (``--target`` sets another target, e.g. the issue's example 0.35).
+THRESHOLD, TARGET = DEFAULT_THRESHOLD, DEFAULT_TARGET
 KEEP_ROUNDS = 4
 #: Window per file: small enough that each long run must compact. tau2's head alone (system
 #: prompt + tool definitions) is 6-10K tokens, so 8K cannot hold it; 16K forces its long runs to compact.
@@ -247,7 +249,10 @@ def main() -> None:
     parser.add_argument("--files", nargs="*", default=list(WINDOWS), help="files of shared/data/agent_loops")
     parser.add_argument("--summarizer", choices=["extractive", "llm", "both"], default="both")
     parser.add_argument("--window", type=int, default=None, help="one context window for every file")
+    parser.add_argument("--target", type=float, default=DEFAULT_TARGET, help="policy.compaction.target")
     args = parser.parse_args()
+    global TARGET
+    TARGET = args.target
     if args.window:
         WINDOWS.update(dict.fromkeys(WINDOWS, args.window))
     modes = ["extractive", "llm"] if args.summarizer == "both" else [args.summarizer]
