@@ -115,6 +115,9 @@ class FoldPerKey(Generic[P]):
             fold = self._folds.setdefault(key, HistoryFold())
         return fold
 
+    def clear(self) -> None:
+        self._folds.clear()
+
 
 def index_fold(predicate: Callable[[Message], Any]) -> Callable[[Sequence[Message]], tuple[int, ...]]:
     """``messages -> indices where predicate(message)``, remembered per chunk."""
