@@ -25,7 +25,6 @@ from gateway.object_memo import ObjectMemo
 if TYPE_CHECKING:
     from gateway.assembly.clear_tool_results import _Call
     from gateway.assembly.context import Message
-    from gateway.assembly.lint_context import LintPolicy
     from gateway.assembly.prefix import PrefixBlock, _Part
 
 V = TypeVar("V")
@@ -93,8 +92,6 @@ class Memos:
     kinds: ObjectMemo[str] = field(default_factory=ObjectMemo)
     #: ``assembly.budget_report``: tokens per kind of a chunk of history, per encoding.
     tokens_by_kind: FoldPerKey[dict[str, int]] = field(default_factory=_fold)
-    #: ``assembly.pipeline``: the lint policy merged from a policy object (the gateway's settings).
-    lint_policies: ObjectMemo[LintPolicy] = field(default_factory=lambda: ObjectMemo(limit=64))
 
     def clear(self) -> None:
         """Free everything (the gateway's shutdown); the memos stay usable."""
