@@ -27,7 +27,8 @@ def _agent_conversation() -> list[dict[str, Any]]:
         {"role": "user", "content": "Find why the nightly build fails and fix it."},
     ]
     for n in range(6):
-        call = {"id": f"call_{n}", "type": "function", "function": {"name": "read_log", "arguments": f'{{"part": {n}}}'}}
+        read = {"name": "read_log", "arguments": f'{{"part": {n}}}'}
+        call = {"id": f"call_{n}", "type": "function", "function": read}
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         log = " ".join(f"step{n}-{i} compiled module_{i} ok" for i in range(160))
         messages.append({"role": "tool", "tool_call_id": f"call_{n}", "content": log})
