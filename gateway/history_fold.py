@@ -51,8 +51,9 @@ class Chunk:
         return f"Chunk({self.start}, {len(self.messages)} messages)"
 
 
+#: Process-wide and pure: chunks are named by their messages' identities and position alone.
 _CHUNKS: dict[tuple[int, tuple[int, ...]], Chunk] = {}
-#: A Context's message tuple is asked about by several passes: its chunks are found once.
+#: Process-wide and pure: a Context's message tuple is asked about by several passes; its chunks are found once.
 _BY_TUPLE: ObjectMemo[tuple[Chunk, ...]] = ObjectMemo(limit=256)
 
 
