@@ -33,15 +33,17 @@ from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.move_volatile import _pattern_spans
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
+from gateway.memos import Memos
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
 from gateway.tokens import counter_for
 
 SHARED = next(p for p in (Path("../shared"), Path("../../shared"), Path("/work/shared")) if p.is_dir())
 COUNTER = counter_for("o200k_base")
+MEMOS = Memos()  # the gateway's caches between requests (api.deps.Gateway.memos)
 
 
 def _ctx(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, state: SessionState) -> Context:
-    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini")
+    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", memos=MEMOS)
     return Context(
         messages=tuple(messages),
         tools=tuple(tools) if tools else None,

@@ -27,12 +27,14 @@ from tqdm import tqdm
 from gateway import metrics
 from gateway.assembly.context import Context, Env, SessionState
 from gateway.assembly.prefix import track_prefix
+from gateway.memos import Memos
 from gateway.store.record import RequestRecord
 from gateway.tokens import counter_for
 from gateway.upstream.usage import Usage
 from tests.shared_data import data_rows
 
 COUNTER = counter_for("o200k_base")
+MEMOS = Memos()  # the gateway's caches between requests (api.deps.Gateway.memos)
 DECISIONS = [
     {"pass": "move_volatile", "action": "moved", "tokens_before": 40, "tokens_after": 0, "detail": {"spans": []}},
     {
@@ -64,7 +66,7 @@ def _turns() -> Iterator[tuple[str, list[dict[str, Any]], list[dict[str, Any]] |
 
 
 def _ctx(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, state: SessionState) -> Context:
-    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini")
+    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", memos=MEMOS)
     return Context(messages=tuple(messages), tools=tuple(tools) if tools else None, params={}, env=env, session=state)
 
 

@@ -36,6 +36,7 @@ from gateway.assembly.prefix import track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.assembly.verify_assembly import verify_assembly
 from gateway.config import load_settings
+from gateway.memos import Memos
 from gateway.sessions.identify import identify_session
 from gateway.sessions.resent import ResentHistory
 from gateway.store import writer
@@ -47,6 +48,7 @@ T = TypeVar("T")
 RESENT = ResentHistory()
 PARSER = IncrementalParser()
 KNOWN = writer.KnownContent()
+MEMOS = Memos()  # the gateway's caches between requests (api.deps.Gateway.memos)
 
 
 class Stages:
@@ -82,7 +84,7 @@ def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i:
     stages.time("resent history", lambda: RESENT.adopt(session_id, body, len(raw), known=reused))
     counter = counter_for("o200k_base")
     counter = counter.for_request() if hasattr(counter, "for_request") else counter
-    env = Env(counter=counter, context_window=128_000, model=MODEL, provider="openai", now=time.time())
+    env = Env(counter=counter, context_window=128_000, model=MODEL, provider="openai", now=time.time(), memos=MEMOS)
     ctx = stages.time("context", lambda: context_from_body(body, env, state))
     assembly = _assemble(stages, ctx, policy)
     prefix = stages.time("track_prefix", lambda: track_prefix(assembly.assembled))

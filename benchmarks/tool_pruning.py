@@ -45,10 +45,12 @@ from gateway.assembly.policy import Policy
 from gateway.assembly.prune_tools import ToolPolicy
 from gateway.assembly.tool_scoring import query_text, tool_name
 from gateway.assembly.tool_scoring.usage_profiles import UsageProfiles, tool_keys
+from gateway.memos import Memos
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
 from gateway.tokens import counter_for
 
 COUNTER = counter_for("o200k_base")
+MEMOS = Memos()  # the gateway's caches between requests (api.deps.Gateway.memos)
 
 
 def progress(items: Sequence[Any], label: str) -> Any:
@@ -61,7 +63,7 @@ Profiles = Mapping[str, Any]  # a UsageProfiles snapshot: tool key -> unit vecto
 
 
 def context(case: ToolCase, state: SessionState, provider: str = "openai", profiles: Profiles | None = None) -> Context:
-    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", provider=provider)
+    env = Env(counter=COUNTER, context_window=128_000, model="gpt-4o-mini", provider=provider, memos=MEMOS)
     if profiles:
         env = replace(env, tool_profiles=profiles)
     params = {"model": "gpt-4o-mini"}

@@ -51,8 +51,9 @@ class Chunk:
         return f"Chunk({self.start}, {len(self.messages)} messages)"
 
 
+#: Process-wide and pure: chunks are named by their messages' identities and position alone.
 _CHUNKS: dict[tuple[int, tuple[int, ...]], Chunk] = {}
-#: A Context's message tuple is asked about by several passes: its chunks are found once.
+#: Process-wide and pure: a Context's message tuple is asked about by several passes; its chunks are found once.
 _BY_TUPLE: ObjectMemo[tuple[Chunk, ...]] = ObjectMemo(limit=256)
 
 
@@ -114,6 +115,9 @@ class FoldPerKey(Generic[P]):
         if fold is None:
             fold = self._folds.setdefault(key, HistoryFold())
         return fold
+
+    def clear(self) -> None:
+        self._folds.clear()
 
 
 def index_fold(predicate: Callable[[Message], Any]) -> Callable[[Sequence[Message]], tuple[int, ...]]:

@@ -220,6 +220,7 @@ def render() -> tuple[bytes, str]:
     return generate_latest(), CONTENT_TYPE_LATEST
 
 
+# Process-wide: the Prometheus registry is the process's, so are its labelled children.
 @functools.lru_cache(maxsize=16_384)
 def _child(metric: Any, *labels: str) -> Any:
     """``metric.labels(...)``, memoised: it validates and locks on every call, and one request

@@ -60,6 +60,7 @@ def is_openai_model(model: str) -> bool:
     return name.startswith(_O200K_PREFIXES + _CL100K_PREFIXES)
 
 
+# Process-wide and pure: a tiktoken encoding by name (its tables load once a process).
 @lru_cache(maxsize=4)
 def _encoding(name: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
@@ -263,6 +264,7 @@ class RequestCounter(TokenCounter):
         return self
 
 
+#: Process-wide: one counter per encoding, whose memos hold counts in that encoding only.
 _COUNTERS: dict[str, TokenCounter] = {}
 _COUNTERS_LOCK = threading.Lock()
 

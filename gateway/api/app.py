@@ -136,6 +136,7 @@ def create_app(
             await gw.recorder.close()
             await gw.sessions.close()
             await gw.upstream.close()
+            gw.memos.clear()
             metrics.stop_worker()
 
     metrics.start_gateway(settings, gw.info)

@@ -148,6 +148,7 @@ def build_context(
         caller=caller,
         summarizer=summarizer,
         cache_price_ratio=cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token),
+        memos=gw.memos,
     )
     return context_from_body(body, env, state)
 

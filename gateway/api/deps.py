@@ -9,6 +9,7 @@ from gateway.api.edges import Edges
 from gateway.api.incremental_parse import IncrementalParser
 from gateway.calibration import Calibration
 from gateway.config import ModelConfig, Settings
+from gateway.memos import Memos
 from gateway.sessions.conversations import ConversationIndex
 from gateway.sessions.protocol import SessionStore
 from gateway.sessions.resent import ResentHistory
@@ -30,6 +31,7 @@ class Gateway:
     resent: ResentHistory = field(default_factory=ResentHistory)  # last turn's objects, so a turn costs what is new
     parser: IncrementalParser = field(default_factory=IncrementalParser)  # last turn's bytes, parsed once
     conversations: ConversationIndex = field(default_factory=ConversationIndex)  # headerless sessions that diverge
+    memos: Memos = field(default_factory=Memos)  # the passes' caches between requests, this gateway's own
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
 
     def info(self, model: ModelConfig) -> ModelInfo:

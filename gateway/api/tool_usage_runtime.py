@@ -42,7 +42,7 @@ log = logging.getLogger("ventana.tool_usage")
 MAX_PENDING = 10_000
 #: Rows read back are those updated since the last read, less this much for clocks that disagree.
 CLOCK_SLACK_S = 5.0
-_NONE: Mapping[str, Any] = {}
+_NONE: Mapping[str, Any] = {}  # not a cache: the empty snapshot, never written
 
 
 def learns(settings: Settings) -> bool:

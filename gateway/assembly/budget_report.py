@@ -28,8 +28,8 @@ from gateway.assembly.context import Context, Message
 from gateway.assembly.message_text import is_system
 from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
-from gateway.history_fold import Chunk, FoldPerKey
-from gateway.object_memo import ObjectMemo
+from gateway.history_fold import Chunk
+from gateway.memos import Memos
 from gateway.tokens import REPLY_PRIMING, TokenCounter
 
 COMPONENTS: tuple[str, ...] = ("system", "tools", "history", "summary", "documents", "query", "reminder", "reserve")
@@ -95,12 +95,9 @@ class BudgetReport:
         }
 
 
-#: What a message is by its content alone ("" when its place decides), per message object:
-#: a resent history is last turn's objects (``gateway.sessions.resent``).
-_KINDS: ObjectMemo[str] = ObjectMemo()
-
-
 def _kind(message: Message) -> str:
+    """What a message is by its content alone ("" when its place decides); the gateway's
+    ``memos.kinds`` keeps it per message object (a resent history is last turn's objects)."""
     content = message.get("content")
     if message.get("role") == "user" and parse_reminder(content) is not None:
         return "reminder"
@@ -113,20 +110,19 @@ def _kind(message: Message) -> str:
     return ""
 
 
-#: Tokens per content kind ("" counted as history) per chunk of history, per encoding: a long
-#: agent turn counts only its new chunk (``gateway.history_fold``).
-_BY_KIND: FoldPerKey[dict[str, int]] = FoldPerKey()
+def _tokens_by_kind(messages: Sequence[Message], counter: TokenCounter, memos: Memos) -> list[dict[str, int]]:
+    """Tokens per content kind ("" counted as history) per chunk of history, per encoding
+    (``memos.tokens_by_kind``): a long agent turn counts only its new chunk (``gateway.history_fold``)."""
+    kind = memos.kinds.get_or
 
-
-def _tokens_by_kind(messages: Sequence[Message], counter: TokenCounter) -> list[dict[str, int]]:
     def part(chunk: Chunk) -> dict[str, int]:
         out: dict[str, int] = {}
         for m in chunk.messages:
-            name = _KINDS.get_or(m, _kind) or "history"
+            name = kind(m, _kind) or "history"
             out[name] = out.get(name, 0) + counter.message(m)
         return out
 
-    return _BY_KIND[counter.encoding_name].parts(messages, part)
+    return memos.tokens_by_kind[counter.encoding_name].parts(messages, part)
 
 
 def generation_reserve(params: Mapping[str, Any], default: int = DEFAULT_GENERATION_RESERVE) -> int:
@@ -156,13 +152,13 @@ def budget_report(
     tokens = dict.fromkeys(COMPONENTS, 0)
     tokens["tools"] = counter.tools(ctx.tools)
     messages = ctx.messages
-    for part in _tokens_by_kind(messages, counter):
+    for part in _tokens_by_kind(messages, counter, ctx.env.memos):
         for name, n in part.items():
             tokens[name] += n
     # Those counted as history by content alone but that are the query by their place.
     last_user, tail = last_client_user(messages), _trailing_tool_results(messages)
     for i in (*((last_user,) if 0 <= last_user < tail else ()), *range(tail, len(messages))):
-        if not _KINDS.get_or(messages[i], _kind):
+        if not ctx.env.memos.kinds.get_or(messages[i], _kind):
             n = counter.message(messages[i])
             tokens["history"] -= n
             tokens["query"] += n

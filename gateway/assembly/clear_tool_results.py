@@ -89,8 +89,6 @@ class _Call:
 
 #: What a result whose call is not in the history was made by.
 _UNKNOWN_CALL = _Call("tool", "")
-#: Per assistant message object: ``tool_call_id -> (name, arguments)`` (a resent history is last turn's objects).
-_CALLS: ObjectMemo[dict[str, _Call]] = ObjectMemo()
 
 
 def _message_calls(message: Message) -> dict[str, _Call]:
@@ -102,12 +100,16 @@ def _message_calls(message: Message) -> dict[str, _Call]:
     return out
 
 
-def calls_by_id(messages: Sequence[Message]) -> dict[str, _Call]:
-    """``tool_call_id -> the call`` for every call in ``messages``, built once per run."""
+def calls_by_id(messages: Sequence[Message], memo: ObjectMemo[dict[str, _Call]]) -> dict[str, _Call]:
+    """``tool_call_id -> the call`` for every call in ``messages``, built once per run.
+
+    ``memo`` (the gateway's ``memos.tool_calls``) holds each assistant message's calls: a
+    resent history is last turn's objects."""
     out: dict[str, _Call] = {}
+    get_or = memo.get_or
     for m in messages:
         if m.get("tool_calls"):
-            out.update(_CALLS.get_or(m, _message_calls))
+            out.update(get_or(m, _message_calls))
     return out
 
 
@@ -117,30 +119,28 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy,
     A result is worth clearing from ``clear_min_tokens``; with ``clear_tool_inputs``, so is a
     short result whose call's arguments save that much (a ``write_file`` answered by one line)."""
     out = []
-    counter, messages = ctx.env.counter, ctx.messages
+    counter, messages, memo = ctx.env.counter, ctx.messages, ctx.env.memos.result_tokens
     least = max(policy.clear_min_tokens, 1)
     keep = set(policy.never_clear)
     for i in range(start, lay.tail_start):
         m = messages[i]
         if m.get("role") != "tool" or stubs.tool(i) in keep:
             continue
-        large = _result_tokens(m, counter) >= least or stubs.total_saving(i) - stubs.saving(i) >= least
+        large = _result_tokens(m, counter, memo) >= least or stubs.total_saving(i) - stubs.saving(i) >= least
         if large and stubs.total_saving(i) > 0:
             out.append(i)
     return out
 
 
-#: Tokens of each tool result's text (-1 for a stub already), with the encoding they were counted in.
-_RESULT_TOKENS: ObjectMemo[tuple[str, int]] = ObjectMemo()
-
-
-def _result_tokens(m: Message, counter: Any) -> int:
-    found = _RESULT_TOKENS.get(m)
+def _result_tokens(m: Message, counter: Any, memo: ObjectMemo[tuple[str, int]]) -> int:
+    """Tokens of a tool result's text (-1 for a stub already); ``memo`` (the gateway's
+    ``memos.result_tokens``) keeps them with the encoding they were counted in."""
+    found = memo.get(m)
     if found is not None and found[0] == counter.encoding_name:
         return found[1]
     text = content_text(m.get("content"))[0]
     tokens = -1 if text.startswith("[result of ") else counter.text(text)
-    return _RESULT_TOKENS.put(m, (counter.encoding_name, tokens))[1]
+    return memo.put(m, (counter.encoding_name, tokens))[1]
 
 
 def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str], stubs: _Stubs) -> list[int]:
@@ -198,14 +198,13 @@ def _after_summary(
     return [i for i in sticky if i >= end]
 
 
-#: The stub made for each tool-result object, with the tool name and encoding it was made with, and
-#: the tokens it saves in that encoding. A resent history is last turn's objects
-#: (``gateway.sessions.resent``), so a stub is made and priced once.
-_STUBS: ObjectMemo[tuple[tuple[str, str, str], Message, int]] = ObjectMemo()
-
-
 class _Stubs:
-    """The stub of each tool result and what it saves, made once per pass run: it is priced, then written."""
+    """The stub of each tool result and what it saves, made once per pass run: it is priced, then written.
+
+    The gateway's ``memos.stubs`` keeps each tool-result object's stub with the tool, arguments and
+    encoding it was made with, and the tokens it saves in that encoding. A resent history is last
+    turn's objects (``gateway.sessions.resent``), so a stub is made and priced once.
+    """
 
     def __init__(self, ctx: Context, inputs: bool = False) -> None:
         self._ctx = ctx
@@ -215,7 +214,7 @@ class _Stubs:
 
     def call(self, i: int) -> _Call:
         if self._calls is None:  # once per run: looking calls up per stub was O(n^2)
-            self._calls = calls_by_id(self._ctx.messages)
+            self._calls = calls_by_id(self._ctx.messages, self._ctx.env.memos.tool_calls)
         return self._calls.get(str(self._ctx.messages[i].get("tool_call_id")), _UNKNOWN_CALL)
 
     def tool(self, i: int) -> str:
@@ -235,14 +234,15 @@ class _Stubs:
             call = self.call(i)
             counter = self._ctx.env.counter
             made_by = (call.name, call.arguments, counter.encoding_name)
-            last = _STUBS.get(m)
+            memo = self._ctx.env.memos.stubs
+            last = memo.get(m)
             if last is not None and last[0] == made_by:
                 found = (last[1], last[2])  # last turn's stub object: its count and hash are remembered too
             else:
                 text = content_text(m.get("content"))[0]
                 stub_message = {**m, "content": stub(call.name, counter.text(text), call.arguments, text)}
                 found = (stub_message, counter.message(m) - counter.message(stub_message))
-                _STUBS.put(m, (made_by, *found))
+                memo.put(m, (made_by, *found))
             self._made[i] = found
         return found
 
@@ -311,7 +311,7 @@ def _clear_inputs(ctx: Context, messages: list[Message], chosen: Sequence[int]) 
         by_round.setdefault(_round_of(ctx.messages, i), set()).add(str(ctx.messages[i].get("tool_call_id")))
     rounds = set()
     for r, ids in by_round.items():
-        made = with_inputs_cleared(ctx.messages[r], frozenset(ids), ctx.env.counter)
+        made = with_inputs_cleared(ctx.messages[r], frozenset(ids), ctx.env.counter, ctx.env.memos.cleared_inputs)
         if made is not ctx.messages[r]:
             messages[r] = made
             rounds.add(r)

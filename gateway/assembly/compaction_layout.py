@@ -179,6 +179,7 @@ def choose_end(ctx: Context, lay: Layout, policy: CompactionPolicy, limit: int, 
 
 
 #: Digests by message object: a resent history is last turn's objects (``sessions.resent``).
+#: Process-wide and pure: a hash of the message's content alone (no encoding, no policy).
 _DIGESTS: ObjectMemo[bytes] = ObjectMemo()
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from gateway.memos import Memos
 from gateway.tokens import TokenCounter
 
 Message = Mapping[str, Any]
@@ -148,6 +149,8 @@ class Env:
     cache_price_ratio: float = 0.5
     # Tool usage profiles as of the request's start (tool_key -> unit vector; read-only snapshot)
     tool_profiles: Mapping[str, Any] = field(default_factory=lambda: _NO_PROFILES)
+    # The gateway's caches between requests (``gateway.memos``); fresh ones when built alone
+    memos: Memos = field(default_factory=Memos)
 
 
 @dataclass(frozen=True, slots=True)

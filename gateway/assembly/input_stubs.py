@@ -48,14 +48,18 @@ def input_saving(arguments: str, counter: TokenCounter) -> int:
     return max(0, tokens - counter.text(input_stub(arguments, tokens)))
 
 
-#: Per original assistant message: (cleared ids, encoding) and the message with those inputs stubbed.
-_CLEARED: ObjectMemo[tuple[tuple[frozenset[str], str], Message]] = ObjectMemo()
+def with_inputs_cleared(
+    message: Message,
+    ids: frozenset[str],
+    counter: TokenCounter,
+    memo: ObjectMemo[tuple[tuple[frozenset[str], str], Message]],
+) -> Message:
+    """``message`` with the arguments of the calls named by ``ids`` stubbed; the same object when none shrinks.
 
-
-def with_inputs_cleared(message: Message, ids: frozenset[str], counter: TokenCounter) -> Message:
-    """``message`` with the arguments of the calls named by ``ids`` stubbed; the same object when none shrinks."""
+    ``memo`` (the gateway's ``memos.cleared_inputs``) keeps, per original assistant message, the
+    (cleared ids, encoding) it was made with and the message made."""
     made_by = (ids, str(counter.encoding_name))
-    found = _CLEARED.get(message)
+    found = memo.get(message)
     if found is not None and found[0] == made_by:
         return found[1]
     calls = []
@@ -68,7 +72,7 @@ def with_inputs_cleared(message: Message, ids: frozenset[str], counter: TokenCou
             changed = True
         calls.append(call)
     out: Message = {**message, "tool_calls": calls} if changed else message
-    return _CLEARED.put(message, (made_by, out))[1]
+    return memo.put(message, (made_by, out))[1]
 
 
 def same_but_arguments(original: Message, sent: Message) -> bool:

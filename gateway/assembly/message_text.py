@@ -63,6 +63,7 @@ def is_system(message: Mapping[str, Any]) -> bool:
 #: same tuple (a Context's messages), so a long history is walked once per tuple, not once
 #: per question; holding the tuples keeps their ids their own while remembered. Only needed
 #: within a request (a few tuples each), so the limit is small: a tuple holds its history.
+#: Process-wide and pure: roles of the tuple's messages alone (no encoding, no policy).
 _SYSTEM_AT: ObjectMemo[tuple[int, ...]] = ObjectMemo(limit=256)
 
 

@@ -70,6 +70,7 @@ class VolatilePolicy(PassPolicy):
         return value
 
 
+# Process-wide and pure: a regex compile of pattern strings.
 @lru_cache(maxsize=32)
 def compiled_patterns(extra: tuple[tuple[str, str], ...]) -> Patterns:
     return compile_named(dict(extra))
@@ -93,6 +94,7 @@ Spans = tuple[tuple[int, int, str], ...]
 #: One memo per pattern set, found by identity: hashing the set itself (13 compiled regexes,
 #: each hashed over its compiled code) cost 1.4 us a lookup, about 60 us of an agent request
 #: that looks up its system prompt and every tool description twice.
+#: Process-wide and pure: spans are a function of the text and the patterns' strings alone.
 _SPAN_MEMOS: ObjectMemo[Callable[[str], Spans]] = ObjectMemo(limit=32)
 
 

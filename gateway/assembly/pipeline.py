@@ -48,7 +48,8 @@ def _compaction_threshold(policy: Policy) -> float | None:
 
 
 #: policy -> its lint policy: a pydantic copy costs ~30 us, and the policy is the gateway's
-#: settings, the same (frozen) object on every request.
+#: settings, the same (frozen) object on every request. Process-wide on purpose: keyed by the
+#: policy object (a gateway's own), reached by ``PassSpec.policy(policy)``, which has no Env.
 _LINT_POLICIES: ObjectMemo[LintPolicy] = ObjectMemo(limit=64)
 
 

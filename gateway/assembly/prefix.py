@@ -31,8 +31,7 @@ from typing import Any
 import orjson
 
 from gateway.assembly.context import Context, Message
-from gateway.history_fold import CHUNK, FoldPerKey
-from gateway.object_memo import ObjectMemo
+from gateway.history_fold import CHUNK
 from gateway.tokens import REPLY_PRIMING, TOOLS_OVERHEAD, TokenCounter, render_tool
 
 #: Components in layout order. A break is labelled with the earlier of the two components
@@ -42,7 +41,6 @@ CACHE_MINIMUM = 1024
 CACHE_STEP = 128
 _DIGEST_CHARS = 16
 _DOCUMENT_MARKERS = ("<documents", "<recalled", "<memory")
-_MEMO_MAX_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,28 +116,6 @@ def message_key(message: Message) -> str:
     return f"{component_of(message)}:{_digest(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))}"
 
 
-#: Agents resend their whole history every turn: a message's block is computed once per
-#: process and found again by its canonical bytes (per encoding, since tokens depend on it).
-#: A cache, not state: clearing it changes no result. Cleared whole when full, like tokens.py.
-_MEMO: dict[str, dict[bytes, PrefixBlock]] = {}
-_memo_bytes = 0
-
-
-def _remember(memo: dict[bytes, PrefixBlock], raw: bytes, block: PrefixBlock) -> None:
-    global _memo_bytes
-    if _memo_bytes + len(raw) > _MEMO_MAX_BYTES:
-        for per_encoding in _MEMO.values():
-            per_encoding.clear()
-        _memo_bytes = 0
-    memo[bytes(memoryview(raw))] = block  # an exact copy: orjson's own result keeps its ~16 KB buffer
-    _memo_bytes += len(raw)
-
-
-#: The same, by object: a resent history is last turn's objects (``gateway.sessions.resent``),
-#: so most blocks are found without even encoding the message. Values carry the encoding.
-_BY_OBJECT: ObjectMemo[tuple[str, bool, PrefixBlock]] = ObjectMemo()
-
-
 @dataclass(frozen=True, slots=True)
 class _Part:
     """The blocks of the tools or of one chunk of history, with what a report needs of them."""
@@ -154,38 +130,44 @@ class _Part:
         return cls(blocks, tuple(b.key() for b in blocks), sum(b.tokens for b in blocks), _components(blocks))
 
 
-#: A chunk of history's part, per encoding: a long agent turn splits only its new chunk (``gateway.history_fold``).
-_PARTS: FoldPerKey[_Part] = FoldPerKey()
-
-
 def _parts(ctx: Context) -> list[_Part]:
-    """The tools' part, then one part per chunk of history, in the order the provider reads them."""
+    """The tools' part, then one part per chunk of history, in the order the provider reads them.
+
+    Agents resend their whole history every turn: a message's block is computed once and found
+    again by its object (a resent history is last turn's objects, ``gateway.sessions.resent``),
+    else by its canonical bytes; per encoding, since tokens depend on it. The memos are the
+    gateway's (``ctx.env.memos``); caches, not state: clearing them changes no result.
+    """
     counter: TokenCounter = ctx.env.counter
     encoding = counter.encoding_name
+    memos = ctx.env.memos
+    by_object, by_bytes = memos.prefix_by_object, memos.prefix_by_bytes
     tools: list[PrefixBlock] = []
     for i, tool in enumerate(ctx.tools or ()):
         first = i == 0
-        found = _BY_OBJECT.get(tool)
+        found = by_object.get(tool)
         if found is None or found[0] != encoding or found[1] != first:
             rendered = render_tool(tool)
             overhead = TOOLS_OVERHEAD if first else 0
             block = PrefixBlock("tools", _digest(rendered.encode()), overhead + counter.text(rendered))
-            found = _BY_OBJECT.put(tool, (encoding, first, block))
+            found = by_object.put(tool, (encoding, first, block))
         tools.append(found[2])
-    memo = _MEMO.setdefault(encoding, {})
+    known = by_bytes.for_encoding(encoding)
 
     def message_block(message: Message) -> PrefixBlock:
-        found = _BY_OBJECT.get(message)
+        found = by_object.get(message)
         if found is None or found[0] != encoding:
             raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
-            block = memo.get(raw)
+            block = known.get(raw)
             if block is None:
                 block = PrefixBlock(component_of(message), _digest(raw), counter.message(message))
-                _remember(memo, raw, block)
-            found = _BY_OBJECT.put(message, (encoding, False, block))
+                by_bytes.put(encoding, raw, block)
+            found = by_object.put(message, (encoding, False, block))
         return found[2]
 
-    chunks = _PARTS[encoding].parts(ctx.messages, lambda chunk: _Part.of(tuple(map(message_block, chunk.messages))))
+    # A chunk of history's part, per encoding: a long agent turn splits only its new chunk (``gateway.history_fold``).
+    fold = memos.prefix_parts[encoding]
+    chunks = fold.parts(ctx.messages, lambda chunk: _Part.of(tuple(map(message_block, chunk.messages))))
     return [_Part.of(tuple(tools)), *chunks]
 
 

@@ -20,6 +20,7 @@ from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
 from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
+from gateway.memos import Memos
 from gateway.providersim.cache_models import cache_model_for, default_kind, prompt_blocks
 from gateway.replay.transcripts import Conversation
 from gateway.tokens import counter_for, encoding_for_model
@@ -114,6 +115,7 @@ def run_whatif(
     counter = counter_for(encoding_for_model(litellm_name))
     result = WhatIfResult(policy_name=policy_name, cache_kind=kind)
     ratio = cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token)
+    memos = Memos()  # this replay's own caches, as a gateway's: turns resend the same messages
     for conversation in conversations:
         cache = cache_model_for(kind, litellm_name)
         baseline = cache_model_for(kind, litellm_name)
@@ -126,6 +128,7 @@ def run_whatif(
                 provider=kind,
                 summarizer=summarizer,
                 cache_price_ratio=ratio,
+                memos=memos,
             )
             ctx = context_from_body(body, env, state)
             assembly = assemble(ctx, policy)

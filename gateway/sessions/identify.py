@@ -32,6 +32,7 @@ MAX_SESSION_ID_LENGTH = 128
 _DIGITS = re.compile(r"\d+")
 
 
+# Process-wide and pure: a function of the text and the built-in patterns.
 @lru_cache(maxsize=4096)
 def _stable(text: str) -> str:
     """``strip_volatile`` memoised: every turn of a conversation resends the same system prompt,

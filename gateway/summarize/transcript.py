@@ -34,6 +34,7 @@ def call_names(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 #: Per assistant message object: a resent history is last turn's objects (``sessions.resent``).
+#: Process-wide and pure: a fact of the message's content alone (no encoding, no policy).
 _CALL_NAMES: ObjectMemo[dict[str, str]] = ObjectMemo()
 
 

@@ -25,6 +25,7 @@ class ModelInfo:
     cache_write_cost_per_token: float = 0.0
 
 
+# Process-wide and pure: litellm's bundled price file, the same for every gateway.
 @lru_cache(maxsize=1)
 def _price_map() -> dict[str, Any]:
     spec = importlib.util.find_spec("litellm")

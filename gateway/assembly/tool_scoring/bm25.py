@@ -113,11 +113,13 @@ def bm25_terms(text: str) -> tuple[str, ...]:
     return tuple(term for line in text.split("\n") for term in _line_terms(line))
 
 
+# Process-wide and pure: a function of strings.
 @lru_cache(maxsize=20_000)
 def _line_terms(text: str) -> tuple[str, ...]:
     return tuple(w for w in _WORD.findall(split_identifier(text).lower()) if w not in _STOPWORDS)
 
 
+# Process-wide and pure: a function of the documents' strings.
 @lru_cache(maxsize=512)
 def _index(documents: tuple[str, ...]) -> _LuceneBM25:
     """The BM25 index of one tool list: clients resend the same tools every turn, so it is built once."""

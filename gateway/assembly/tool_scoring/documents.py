@@ -44,6 +44,7 @@ def tool_name(tool: Mapping[str, Any]) -> str:
 
 
 #: Per tool object: a tool list resent unchanged is last turn's objects (``sessions.resent``).
+#: Process-wide and pure: the text of the tool's content alone (no encoding, no policy).
 _DOCUMENTS: ObjectMemo[str] = ObjectMemo()
 
 
@@ -63,6 +64,7 @@ def _schema_text(schema: Any) -> str:
     return _param_text(schema)
 
 
+# Process-wide and pure: a function of strings.
 @lru_cache(maxsize=20_000)
 def _document(name: str, description: str, params: str) -> str:
     head = split_identifier(name)

@@ -148,6 +148,7 @@ class MiniLM:
         )
 
 
+# Process-wide: read-only model weights, loaded once a process.
 @lru_cache(maxsize=1)
 def load_minilm() -> MiniLM:
     """The process-wide encoder, loaded on first use (about 90 MB read once)."""
