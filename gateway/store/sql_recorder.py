@@ -49,8 +49,8 @@ from gateway.store.writer_process import (
 log = logging.getLogger("ventana.store")
 
 DEFAULT_RETRY_S = 2.0
-#: After the first queued record, wait this long for more before writing: at a low request
-#: rate one transaction then carries several records instead of one commit per request.
+#: How often the writer thread looks at the queue: at a low request rate one transaction then
+#: carries several records instead of one commit per request.
 LINGER_S = 0.02
 DEFAULT_PRUNE_EVERY_S = 3600.0
 #: Share of ``queue_size`` from which new requests wait for the writer (see ``room``), and the
@@ -236,30 +236,25 @@ class SqlRecorder:
             raise
 
     def _next_batch(self) -> tuple[list[RequestRecord], bool]:
-        """Wait up to ``retry_s`` for a record, then up to ``LINGER_S`` for more, up to a batch."""
-        try:
-            first = self._queue.get(timeout=self.retry_s)
-        except queue.Empty:
-            return [], False
-        if first is _STOP:
-            return [], True
-        batch = [first]
-        deadline = time.monotonic() + LINGER_S
-        while len(batch) < self.batch_size:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
+        """Up to a batch of queued records, looking every ``LINGER_S`` for up to ``retry_s``.
+
+        The writer looks rather than waits on the queue: a thread woken by ``record()`` takes the
+        GIL from the request that is just being answered (+0.05-0.15 ms median, +0.3 ms p90 to the work
+        after the put in a two-thread check here); a look every 20 ms mostly finds the loop idle."""
+        deadline = time.monotonic() + self.retry_s
+        while True:
+            batch: list[RequestRecord] = []
+            while len(batch) < self.batch_size:
                 try:
-                    item = self._queue.get(timeout=remaining)
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-            if item is _STOP:
-                return batch, True
-            batch.append(item)
-        return batch, False
+                if item is _STOP:
+                    return batch, True
+                batch.append(item)
+            if batch or time.monotonic() >= deadline:
+                return batch, False
+            time.sleep(LINGER_S)
 
     def _write(self, batch: list[RequestRecord], final: bool = False) -> None:
         """Runs in the writer thread: write the spool (if any) then the batch, or spool the batch.
