@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import statistics
 import tempfile
 import time
@@ -37,7 +36,7 @@ import orjson
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before counting)
-from benchmarks.loadclient import Connection, Target
+from benchmarks.loadclient import Connection, Target, shuffled
 from benchmarks.overhead import _merge, variant_config
 from benchmarks.profiles import _renumbered, _runs, _steps
 from gateway.tokens import counter_for
@@ -75,15 +74,6 @@ def growing_bodies(requests: int, start_tokens: int, end_tokens: int) -> Iterato
     for i in range(requests):
         tokens = grow_to(start_tokens + i * per_request)
         yield tokens, orjson.dumps({"model": MODEL, "messages": messages, "tools": tools, "max_tokens": 32})
-
-
-def shuffled(targets: dict[str, Target], k: int) -> list[tuple[str, Target]]:
-    """The targets in the ``k``-th seeded random order: the slot right after direct measured 1-2 ms
-    slower than the same gateway config in another slot, so no gateway keeps one place in the cycle
-    (a rotation would keep each one right after the same neighbour)."""
-    order = list(targets.items())
-    random.Random(k).shuffle(order)
-    return order
 
 
 async def timed(conn: Connection, payload: bytes, name: str) -> float:

@@ -5,14 +5,16 @@
 Starts the provider simulator with cache accounting off (``--no-cache``: pure overhead), a
 Ventana gateway of this checkout with the default policy (every assembly pass on) and
 LiteLLM proxy from its own venv (``benchmarks/litellm_proxy.py``). For each profile
-(``benchmarks/profiles.py``) it measures the three targets in interleaved rounds
-(direct, Ventana, LiteLLM, direct, Ventana, LiteLLM, ...) so drift of a shared machine
-hits all three alike:
+(``benchmarks/profiles.py``) it measures the three targets interleaved request by request,
+in an order shuffled (seeded) for every request, so drift of a shared machine hits all
+three alike and no target always sits in the slot right after direct (measured 1-2 ms
+slower than another slot on this machine):
 
-- c=1: ``--requests`` back-to-back requests on one keep-alive connection per target and
-  round; added p50 = median over rounds of (target p50 - direct p50) in the same round;
+- c=1: ``--requests`` requests per target and round, one keep-alive connection per target
+  and round; added p50 = median over rounds of (target p50 - direct p50) in the same round;
   p99 from the pooled samples. Streamed: time to the first SSE event and to the end.
-- c=32: 32 connections sending back to back for ``--seconds`` per target and round;
+- c=32: 32 connections sending back to back for ``--seconds`` per target and round, the
+  targets in a shuffled order per round;
   throughput and the Ventana/LiteLLM ratio are medians over rounds.
 
 Absolute numbers are this machine's; the ratios are the result. JSON goes to
@@ -37,7 +39,7 @@ from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
 from benchmarks.litellm_proxy import MASTER_KEY, run_litellm
-from benchmarks.loadclient import Target, Timing, saturate, sequential
+from benchmarks.loadclient import Target, Timing, interleaved, saturate, sequential, shuffled
 from benchmarks.profiles import MODEL, Profile, build_profiles
 from tests.procs import run_gateway, run_simulator
 
@@ -108,9 +110,8 @@ async def latency(targets: dict[str, Target], profile: Profile, rounds: int, n: 
     attrs = ("first", "end") if profile.stream else ("end",)
     samples: dict[str, dict[str, list[float]]] = {t: {a: [] for a in attrs} for t in targets}
     per_round: dict[str, dict[str, list[float]]] = {t: {a: [] for a in attrs} for t in targets}
-    for _ in range(rounds):
-        for name, target in targets.items():
-            timings = await sequential(target, profile.body, n)
+    for r in range(rounds):
+        for name, timings in (await interleaved(targets, profile.body, n, seed=r)).items():
             bad = [t.status for t in timings if t.status != 200]
             if bad:
                 raise RuntimeError(f"{name} answered {bad[0]} on profile {profile.name}")
@@ -134,8 +135,8 @@ async def throughput(
 ) -> dict[str, Any]:
     """c=32: requests per second per target, and Ventana/LiteLLM per round."""
     rates: dict[str, list[float]] = {t: [] for t in targets}
-    for _ in range(rounds):
-        for name, target in targets.items():
+    for r in range(rounds):
+        for name, target in shuffled(targets, r):
             rate, errors = await saturate(target, profile.body, 32, seconds)
             if errors:
                 raise RuntimeError(f"{name}: {errors} failed requests at c=32 on profile {profile.name}")

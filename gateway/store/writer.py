@@ -9,8 +9,8 @@ An agent's turn resends hundreds of messages of which one or two are new. Three 
 that cheap: each message object is hashed once, across batches (the original and the
 assembled bodies share most message objects, and a resent history is last turn's objects,
 see ``gateway.sessions.resent``); ``KnownContent`` remembers the hashes this process has
-seen committed, so only unknown ones are looked up in the database; and known content
-gets no row at all.
+seen committed, and known content gets no row at all; the few unknown keys of a turn are
+inserted without a look-up first (``LOOKUP_FROM``), with statements built once per table.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Table, insert, select
+from sqlalchemy import Connection, Table, bindparam, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.history_fold import CHUNK_LIMIT, chunks
@@ -32,6 +32,11 @@ from gateway.store.record import RequestRecord
 
 #: Hashes per ``IN (...)`` lookup; well under SQLite's and PostgreSQL's parameter limits.
 LOOKUP_CHUNK = 500
+#: Unknown keys per table from which a batch asks the database which it holds before inserting.
+#: What this writer committed is known and skipped, so a turn's few unknown keys are new content,
+#: inserted at once (one statement, not two); many (after a restart, or a session another
+#: gateway process wrote) are looked up, so stored content is not sent again.
+LOOKUP_FROM = 16
 
 
 #: Content hashes a writer remembers as stored; ~64 bytes each, so about 30 MB at most.
@@ -262,22 +267,53 @@ def _insert_missing(
     key: str = "hash",
     skip: Container[str] = (),
 ) -> int:
-    """Insert the rows whose key is not stored yet; concurrent writers of the same key are ignored."""
-    column = table.c[key]
+    """Insert the rows whose key is not stored yet; concurrent writers of the same key are ignored.
+
+    Up to ``LOOKUP_FROM`` unknown keys are inserted straight away, and the database reports which
+    it took (an insert that finds its key stored does nothing). More are looked up first, so the
+    content of rows already stored is not sent again.
+    """
     keys = [k for k in rows if k not in skip]
     if not keys:
         return 0
+    if len(keys) <= LOOKUP_FROM:
+        inserted = conn.execute(_statements(conn, table, key).insert_returning, [rows[k] for k in keys])
+        return len(inserted.all())
+    lookup = _statements(conn, table, key).lookup
     present: set[str] = set()
     for i in range(0, len(keys), LOOKUP_CHUNK):
-        present.update(conn.scalars(select(column).where(column.in_(keys[i : i + LOOKUP_CHUNK]))))
+        present.update(conn.scalars(lookup, {"keys": keys[i : i + LOOKUP_CHUNK]}))
     missing = [rows[k] for k in keys if k not in present]
     if missing:
-        conn.execute(_insert_ignore(conn, table), missing)
+        conn.execute(_statements(conn, table, key).insert, missing)
     return len(missing)
 
 
-def _insert_ignore(conn: Connection, table: Table) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    """One table's statements in one dialect, built once: building and compiling-cache-keying a
+    fresh ``INSERT ... ON CONFLICT`` or ``IN (...)`` per batch was a third of the writer's time."""
+
+    insert: Any
+    insert_returning: Any
+    lookup: Any
+
+
+_STATEMENTS: dict[tuple[str, str, str], _Statements] = {}
+
+
+def _statements(conn: Connection, table: Table, key: str) -> _Statements:
     dialect = conn.dialect.name
+    found = _STATEMENTS.get((dialect, table.name, key))
+    if found is None:
+        column = table.c[key]
+        ignore = _insert_ignore(dialect, table)
+        lookup = select(column).where(column.in_(bindparam("keys", expanding=True)))
+        found = _STATEMENTS[(dialect, table.name, key)] = _Statements(ignore, ignore.returning(column), lookup)
+    return found
+
+
+def _insert_ignore(dialect: str, table: Table) -> Any:
     if dialect == "sqlite":
         return sqlite.insert(table).on_conflict_do_nothing()
     if dialect == "postgresql":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -227,15 +228,18 @@ async def test_a_killed_writer_process_is_replaced_and_nothing_is_lost(db_url: s
 async def test_requests_wait_for_a_writer_that_is_far_behind_then_go_on(db_url: str, tmp_path: Path) -> None:
     """Backpressure: past queue_size / 5 queued records ``room()`` waits until the writer drains."""
     recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"), queue_size=50, batch_size=5)
-    stuck: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    recorder._task = stuck  # type: ignore[assignment]  # a writer that runs but drains nothing (a stalled database)
+    release = threading.Event()
+    stuck = threading.Thread(target=release.wait)  # a writer that runs but drains nothing (a stalled database)
+    stuck.start()
+    recorder._thread = stuck
     for record in agent_session(recorder.backpressure_at):
         recorder.record(record)
     waiting = asyncio.ensure_future(recorder.room())
     await asyncio.sleep(0.2)
     assert not waiting.done(), "a request must wait while the writer is this far behind"
-    stuck.cancel()
-    recorder._task = None
+    release.set()
+    stuck.join()
+    recorder._thread = None
     await recorder.start()  # a working writer drains the queue and lets the request go on
     await asyncio.wait_for(waiting, timeout=15)
     assert recorder.waited == 1

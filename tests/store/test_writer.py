@@ -8,14 +8,15 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, delete, func, select
 
+from gateway.store import writer
 from gateway.store.content import canonical_json
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from gateway.store.models import Blob, MessageNode, Request
 from gateway.store.queries import get_request, list_requests, list_sessions
-from gateway.store.writer import KnownContent, write_records
+from gateway.store.writer import LOOKUP_FROM, KnownContent, write_records
 from tests.store.records import TOOLS, agent_session, make_record
 
 
@@ -80,6 +81,56 @@ def test_writing_the_same_records_again_changes_nothing(engine: Engine) -> None:
     counts = (_count(engine, Blob), _count(engine, MessageNode), _count(engine, Request))
     assert _write(engine, records) == 0
     assert (_count(engine, Blob), _count(engine, MessageNode), _count(engine, Request)) == counts
+
+
+@pytest.mark.parametrize("new_messages", [2, 2 * LOOKUP_FROM], ids=["inserted-at-once", "looked-up-first"])
+def test_a_writer_that_knows_nothing_stores_a_stored_record_once(engine: Engine, new_messages: int) -> None:
+    """Another process, or this one after a restart, writes a record again without knowing its
+    content: a few unknown keys are inserted at once, many are looked up first; neither adds a row."""
+    messages = [{"role": "user", "content": f"message {i}"} for i in range(new_messages)]
+    record = make_record(messages)
+    assert _write(engine, [record]) == 1
+    counts = (_count(engine, Blob), _count(engine, MessageNode), _count(engine, Request))
+    assert counts == (new_messages + 1, new_messages, 1)
+    fresh = KnownContent()
+    with engine.begin() as conn:
+        written = write_records(conn, [replace(record, original={**record.original})], known=fresh)
+    assert written.requests == 0
+    assert (_count(engine, Blob), _count(engine, MessageNode), _count(engine, Request)) == counts
+
+
+def _rows(engine: Engine) -> tuple[list[tuple], ...]:
+    """Every stored row but the blobs' write time, in key order."""
+    with engine.connect() as conn:
+        blobs = conn.execute(select(Blob.hash, Blob.kind, Blob.size, Blob.content).order_by(Blob.hash)).all()
+        nodes = conn.execute(select(MessageNode.__table__).order_by(MessageNode.hash)).all()
+        requests = conn.execute(select(Request.__table__).order_by(Request.request_id)).all()
+    return [tuple(r) for r in blobs], [tuple(r) for r in nodes], [tuple(r) for r in requests]
+
+
+def test_rows_are_the_same_whether_looked_up_first_or_inserted_at_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = list(agent_session(12, per_turn=2))
+
+    def write_one_by_one() -> int:
+        known, added = KnownContent(), 0
+        for record in records:
+            with engine.begin() as conn:
+                written = write_records(conn, [record], known=known)
+            known.update(written.content)
+            added += written.requests
+        return added
+
+    assert write_one_by_one() == 12
+    at_once = _rows(engine)
+    with engine.begin() as conn:
+        for model in (Request, MessageNode, Blob):
+            conn.execute(delete(model))
+    monkeypatch.setattr(writer, "LOOKUP_FROM", 0)  # every key looked up first, as before the direct inserts
+    assert write_one_by_one() == 12
+    assert _rows(engine) == at_once
+    assert all(len(rows) > 12 for rows in at_once[:2]), "the session wrote more content than one record's"
 
 
 def test_storage_grows_with_new_content_not_with_the_square_of_the_session(engine: Engine) -> None:
