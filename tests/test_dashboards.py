@@ -50,7 +50,10 @@ class Served:
 @pytest.fixture(scope="module")
 def gateway(sim: SimHandle) -> Iterator[Served]:
     """The gateway with the bundled policy (every pass on this branch), no upstream retries."""
-    settings = parse_settings({"models": sim_models(sim.base_url), "upstream": {"max_retries": 0}})
+    # target 0.35: on the 8,000-token window the default 0.25 leaves no room below the target for a summary
+    # prepared ahead, which is then extended on the crossing turn (docs/compaction.md); this test needs one used.
+    policy = {"compaction": {"target": 0.35}}
+    settings = parse_settings({"models": sim_models(sim.base_url), "upstream": {"max_retries": 0}, "policy": policy})
     recorder = MemoryRecorder()
     port = free_port()
     config = uvicorn.Config(create_app(settings, recorder=recorder), host="127.0.0.1", port=port, log_level="warning")

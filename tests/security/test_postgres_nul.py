@@ -9,12 +9,14 @@ back every record after it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
 
 from gateway.store.engine import make_engine
 from gateway.store.queries import get_request
+from gateway.store.record import RequestRecord
 from gateway.store.spool import Spool
 from gateway.store.sql_recorder import SqlRecorder
 from tests.store.conftest import blank_url, db_url  # noqa: F401 (fixtures: SQLite and PostgreSQL)
@@ -23,18 +25,16 @@ from tests.store.records import make_record
 NUL = "\x00"
 
 
-def _poisoned(request_id: str) -> object:
+def _poisoned(request_id: str) -> RequestRecord:
     record = make_record([{"role": "user", "content": f"hello{NUL}there"}], request_id=request_id)
-    record.original = {**record.original, "user": f"u{NUL}", "stop": [NUL, "end"], "metadata": {"k": f"v{NUL}"}}
-    record.assembled = record.original
-    record.error = f"quoted {NUL}"
-    return record
+    original = {**record.original, "user": f"u{NUL}", "stop": [NUL, "end"], "metadata": {"k": f"v{NUL}"}}
+    return replace(record, original=original, assembled=original, error=f"quoted {NUL}")
 
 
 async def test_a_record_with_nul_characters_is_stored(db_url: str, tmp_path: Path) -> None:  # noqa: F811
     recorder = SqlRecorder(database_url=db_url, spool_path=str(tmp_path / "spool.jsonl"))
     await recorder.start()
-    recorder.record(_poisoned("req-nul"))  # type: ignore[arg-type]
+    recorder.record(_poisoned("req-nul"))
     await recorder.close()
     assert recorder.dropped == 0
     engine = make_engine(db_url)
@@ -49,9 +49,8 @@ async def test_a_record_with_nul_characters_is_stored(db_url: str, tmp_path: Pat
 async def test_a_spooled_record_the_database_refuses_is_set_aside(db_url: str, tmp_path: Path) -> None:  # noqa: F811
     spool = Spool(tmp_path / "spool.jsonl")
     good = [make_record([{"role": "user", "content": f"turn {i}"}], request_id=f"req-{i}") for i in range(3)]
-    refused = _poisoned("req-bad")
-    refused.finish_reason = "x" * 100  # past String(32): PostgreSQL refuses it whatever is masked
-    spool.append([good[0], refused, *good[1:]])  # type: ignore[list-item]
+    refused = replace(_poisoned("req-bad"), finish_reason="x" * 100)  # past String(32): PostgreSQL refuses it
+    spool.append([good[0], refused, *good[1:]])
     recorder = SqlRecorder(database_url=db_url, spool_path=str(spool.path))
     await recorder.start()
     recorder.record(make_record([{"role": "user", "content": "after"}], request_id="req-after"))

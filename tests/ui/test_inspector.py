@@ -56,6 +56,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
         "policy": {
             "rules": {"rules": [{"text": "Never promise a delivery date.", "priority": 1}]},
             "tools": {"max_tools": 2, "min_tools": 1, "min_offered": 0, "mode": "prune", "min_tool_tokens": 0},
+            # On the 8,000-token window the default target (0.25) leaves no room for a summary prepared ahead
+            # or a clearing batch to land under it (docs/compaction.md); the pages under test show both.
+            "compaction": {"target": 0.35},
         },
     }
     with run_simulator(tmp) as sim:
