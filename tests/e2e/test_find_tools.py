@@ -8,7 +8,6 @@ the real call, for plain and streamed requests alike.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,10 +15,9 @@ import openai
 import pytest
 
 from benchmarks.replay_upstream import ReplayUpstream, serve_replay
-from gateway.store.engine import make_engine
-from gateway.store.queries import StoredRequest, get_request
 from tests.assembly.tool_fixtures import catalogue
 from tests.procs import GatewayHandle, run_gateway, sim_models
+from tests.store.records import recorded
 
 TOOLS = catalogue()
 TIMER_CALL = {
@@ -54,19 +52,6 @@ def gateway(
     with run_gateway(tmp_path_factory.mktemp("gw-find-tools"), config) as handle:
         yield handle
 
-
-def recorded(database: str, request_id: str) -> StoredRequest:
-    """The stored record of a request (written after the answer, so wait for it)."""
-    engine = make_engine(database)
-    try:
-        for _ in range(100):
-            found = get_request(engine, request_id)
-            if found is not None:
-                return found
-            time.sleep(0.1)
-    finally:
-        engine.dispose()
-    raise AssertionError(f"request {request_id} was never recorded")
 
 
 def client(gw: GatewayHandle, session: str) -> openai.OpenAI:

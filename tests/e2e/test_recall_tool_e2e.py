@@ -10,7 +10,6 @@ using the same session name must never be given the first caller's passages.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,8 @@ import openai
 import pytest
 
 from gateway.assembly.memory_blocks import RECALL_TOOL_NAME
-from gateway.store.engine import make_engine
-from gateway.store.queries import StoredRequest, get_request
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
+from tests.store.records import recorded
 
 SYSTEM = {"role": "system", "content": "You are a coding assistant."}
 FILLER = "We went through the sprint board, the retro notes and the on-call rota once more. " * 5
@@ -92,18 +90,6 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
     return [t["function"]["name"] for t in body.get("tools") or ()]
 
 
-def _recorded(database: str, request_id: str) -> StoredRequest:
-    engine = make_engine(database)
-    try:
-        for _ in range(100):
-            found = get_request(engine, request_id)
-            if found is not None:
-                return found
-            time.sleep(0.1)
-    finally:
-        engine.dispose()
-    raise AssertionError(f"request {request_id} was never recorded")
-
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_gateway_answers_recall_itself_and_the_client_gets_the_answer(
@@ -138,7 +124,7 @@ def test_the_gateway_answers_recall_itself_and_the_client_gets_the_answer(
     assert str(answered["content"]).startswith("<recalled") and person in str(answered["content"])
     assert second["messages"][: len(first["messages"])] == first["messages"], "the follow-up extends the request"
     assert usage is not None and usage.prompt_tokens > len(json.dumps(first["messages"])) // 8
-    record = _recorded(database, raw.headers["x-ventana-request-id"])
+    record = recorded(database, raw.headers["x-ventana-request-id"])
     served = [d for d in record.decisions if d["action"] == "recall_served"]
     assert len(served) == 1 and served[0]["pass"] == "recall_memory" and served[0]["detail"]["passages"]
     assert record.assembled["messages"][-1]["role"] == "tool", "the record holds what the model saw last"

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from gateway.store.engine import make_engine
+from gateway.store.queries import StoredRequest, get_request
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import Usage
 from tests.shared_data import shared_path
@@ -80,3 +82,17 @@ def agent_session(turns: int, *, per_turn: int = 1, session_id: str = "s-agent")
             turn=turn + 1,
         )
         messages = [*messages, {"role": "assistant", "content": answer}]
+
+
+def recorded(database: str, request_id: str) -> StoredRequest:
+    """The stored record of a request (written after the answer, so wait for it)."""
+    engine = make_engine(database)
+    try:
+        for _ in range(100):
+            found = get_request(engine, request_id)
+            if found is not None:
+                return found
+            time.sleep(0.1)
+    finally:
+        engine.dispose()
+    raise AssertionError(f"request {request_id} was never recorded")
