@@ -37,7 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
 from gateway.assembly.memory_blocks import ARCHIVED_KEY, CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
 from gateway.assembly.message_text import text_of
-from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
 from gateway.memory.archive import archive, archived_count, passages_of, search
 from gateway.memory.extract_facts import extract_facts
@@ -65,18 +65,10 @@ def user_texts(messages: Sequence[Message]) -> list[str]:
     return [text_of(m.get("content")) for m in messages if m.get("role") == "user" and not is_gateway_block(m)]
 
 
-def last_user(messages: Sequence[Message]) -> Message | None:
-    """The newest user message the client wrote (not a gateway block), found from the end."""
-    for m in reversed(messages):
-        if m.get("role") == "user" and not is_gateway_block(m):
-            return m
-    return None
-
-
 def last_user_text(messages: Sequence[Message]) -> str:
     """The newest user message's text ("" if none): the question recall ranks against."""
-    newest = last_user(messages)
-    return "" if newest is None else text_of(newest.get("content"))
+    newest = last_client_user(messages)
+    return "" if newest < 0 else text_of(messages[newest].get("content"))
 
 
 class _RecallKey(NamedTuple):
@@ -266,8 +258,8 @@ class MemoryRuntime:
             return []  # scanning the history would be wasted: nothing is learned
         if original.session.turn == 0:
             return user_texts(original.messages)
-        newest = last_user(original.messages)
-        return [] if newest is None else [text_of(newest.get("content"))]
+        newest = last_client_user(original.messages)
+        return [] if newest < 0 else [text_of(original.messages[newest].get("content"))]
 
     def _forget_task(self, key: str, task: asyncio.Future[None]) -> None:
         if self._pending.get(key) is task:

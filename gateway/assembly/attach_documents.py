@@ -32,7 +32,7 @@ from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.document_input import Document, apply_overrides, parse_documents
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.text_relevance import relevance_scores, shingles, similarity, windows
-from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.assembly.verify_assembly import last_client_user
 from gateway.tokens import MESSAGE_OVERHEAD, TokenCounter, content_text
 
 PASS = "attach_documents"
@@ -89,7 +89,7 @@ def attach_documents(ctx: Context, policy: DocumentPolicy) -> tuple[Context, lis
         return ctx, []
     policy = apply_overrides(policy, ctx.extensions.get("document_policy"), "document_policy")
     docs = parse_documents(ctx.extensions["documents"])
-    q = _question_index(ctx.messages)
+    q = last_client_user(ctx.messages)
     if not policy.enabled or not docs or q < 0 or _already_attached(ctx.messages, q):
         return ctx, []
     counter = ctx.env.counter
@@ -121,13 +121,6 @@ def wrap(doc: Document, text: str, score: float, part: int = 0, parts: int = 1) 
     if parts > 1:
         attrs += f' part="{part + 1}/{parts}"'
     return f"<document {attrs}>\n{html.escape(text, quote=False)}\n</document>\n"
-
-
-def _question_index(messages: Sequence[Message]) -> int:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user" and not is_gateway_block(messages[i]):
-            return i
-    return -1
 
 
 def _already_attached(messages: Sequence[Message], q: int) -> bool:

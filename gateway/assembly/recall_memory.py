@@ -52,7 +52,7 @@ from gateway.assembly.pass_policy import PassPolicy
 from gateway.assembly.select_passages import select_passages
 from gateway.assembly.tool_modes import is_restricting_choice
 from gateway.assembly.tool_scoring import tool_name
-from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.assembly.verify_assembly import last_client_user
 
 PASS = "recall_memory"
 DEFAULT_RECALL_BUDGET_TOKENS = 800
@@ -84,13 +84,6 @@ class MemoryPolicy(PassPolicy):
 def _memory_state(state: SessionState) -> Mapping[str, Any]:
     found = state.extra.get(STATE_KEY)
     return found if isinstance(found, Mapping) else {}
-
-
-def _question_index(messages: Sequence[Message]) -> int:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].get("role") == "user" and not is_gateway_block(messages[i]):
-            return i
-    return -1
 
 
 def _profile_index(messages: Sequence[Message]) -> int:
@@ -162,7 +155,7 @@ def _offer_tool(ctx: Context) -> tuple[Context, list[Decision]]:
         not archived
         or any(tool_name(t) == RECALL_TOOL_NAME for t in tools)  # the client's own tool of that name wins
         or is_restricting_choice(ctx.params.get("tool_choice"))
-        or _question_index(ctx.messages) < 0
+        or last_client_user(ctx.messages) < 0
     ):
         return ctx, []
     offered = (*tools, RECALL_TOOL)
@@ -182,7 +175,7 @@ def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
     """The ``<memory>`` block after the system prompt and, inline, the ``<recalled>`` block at the end."""
     if not (ctx.annotations.get(CANDIDATES_KEY) or policy.long_term or STATE_KEY in ctx.session.extra):
         return ctx, []  # nothing to place or to freeze (most turns): decided before scanning the history
-    question = _question_index(ctx.messages)
+    question = last_client_user(ctx.messages)
     if question < 0:
         return ctx, []
     profile, decisions, froze = _profile(ctx, policy)
