@@ -142,10 +142,7 @@ class MemoryRuntime:
             return ctx
         session_id = ctx.session.session_id
         owner = owner_of(body, caller)
-        # What this session archived, or this owner stated, on an earlier turn is written first.
-        waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
-        if waits:
-            await asyncio.gather(*waits, return_exceptions=True)
+        await self._written(session_id, owner)
         if self.policy.recall and self.policy.mode == "tool":  # the pass offers the tool once there is an archive
             ctx = ctx.annotate(**{ARCHIVED_KEY: await self._has_archive(session_id, owner)})
         question, by_owner = self._question(ctx, owner)
@@ -168,13 +165,23 @@ class MemoryRuntime:
             self._remember_ranking(session_id, key, values[CANDIDATES_KEY])
         return ctx.annotate(**values) if values else ctx
 
+    async def _written(self, session_id: str, owner: str | None) -> None:
+        """Wait for what this session archived, or this owner stated, on an earlier turn."""
+        waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    def _by_owner(self, owner: str | None) -> bool:
+        """Whether recall ranks the owner's passages (``scope: owner``) rather than the session's."""
+        return self.policy.scope == "owner" and owner is not None
+
     async def _has_archive(self, session_id: str, owner: str | None) -> bool:
         """Tool mode: whether this session (or, under ``scope: owner``, the owner) archived anything.
 
         The session's own archive is known on the loop (or from its checkpoints, which the pass sees)."""
         if session_id in self._archived:
             return True
-        if not (self.policy.scope == "owner" and owner is not None):
+        if not self._by_owner(owner):
             return False
         try:
             return await asyncio.to_thread(archived_count, self.engine, owner=owner) > 0
@@ -186,7 +193,7 @@ class MemoryRuntime:
         """This turn's question when the session has archived passages to rank against it (else ""),
         and whether the ranking spans the owner's sessions."""
         policy, session = self.policy, ctx.session
-        by_owner = policy.scope == "owner" and owner is not None
+        by_owner = self._by_owner(owner)
         archived = session.checkpoints or session.session_id in self._archived or by_owner
         if not (policy.recall and policy.mode == "inline" and archived):
             return "", by_owner
@@ -220,12 +227,9 @@ class MemoryRuntime:
         """The ranked candidates for a ``recall_archive`` call of this session (scoped as inline recall is).
 
         Waits for the session's archive task first; a database error gives no passage, never a failure."""
-        waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
-        if waits:
-            await asyncio.gather(*waits, return_exceptions=True)
-        by_owner = self.policy.scope == "owner" and owner is not None
+        await self._written(session_id, owner)
         try:
-            return await asyncio.to_thread(self._rank, question, session_id, owner if by_owner else None)
+            return await asyncio.to_thread(self._rank, question, session_id, owner if self._by_owner(owner) else None)
         except SQLAlchemyError:
             log.exception("recall search failed for session %s; the model gets no passage", session_id)
             return []
