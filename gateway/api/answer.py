@@ -52,7 +52,7 @@ class InFlight:
     started: float  # perf_counter at arrival
     headers: dict[str, str]  # sent back with the answer or the error
     count: Callable[[], Counts]  # counts and lint findings, made after the answer
-    search: ServedTools | None = None  # the loop answering the gateway's own tools, when it offered one
+    served: ServedTools | None = None  # the loop answering the gateway's own tools, when it offered one
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -62,10 +62,10 @@ async def complete(flight: InFlight, outgoing: dict[str, Any], api_key: str | No
     """Forward a non-streamed request and answer with the provider's JSON (usage normalised)."""
     gw, model = flight.gw, flight.model
     overhead_ms = flight.elapsed_ms()
-    if flight.search is None:
+    if flight.served is None:
         call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
-    else:  # the model's find_tools calls are answered here, never returned
-        call = flight.search.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
+    else:  # the model's calls to the gateway's own tools are answered here, never returned
+        call = flight.served.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
     data = await _reach_upstream(flight, overhead_ms, call)
     ttfb_ms = flight.elapsed_ms() - overhead_ms
     usage_block, usage = normalise_usage(data.get("usage"))
@@ -89,10 +89,10 @@ async def stream(
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
     upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
     overhead_ms = flight.elapsed_ms()
-    if flight.search is None:
+    if flight.served is None:
         opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
-    else:  # held back until it shows whether it is a find_tools call
-        opening = flight.search.open_stream(
+    else:  # held back until it shows whether it calls one of the gateway's own tools
+        opening = flight.served.open_stream(
             lambda b, r: gw.upstream.open_stream(model, b, api_key, raw=r), upstream_body, upstream_raw
         )
     upstream = await _reach_upstream(flight, overhead_ms, opening)
@@ -174,7 +174,7 @@ def finish(
 ) -> None:
     """Build the request's record from its parts, then calibrate, count metrics, let the edges learn, record."""
     gw = flight.gw
-    sent = flight.sent if flight.search is None else flight.search.forwarded(flight.sent)
+    sent = flight.sent if flight.served is None else flight.served.forwarded(flight.sent)
     outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
     record = request_record(sent, counts, answer, outcome)
     if status == 200 and record.usage.prompt_tokens:

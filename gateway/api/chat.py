@@ -253,8 +253,8 @@ async def answer_chat(
         assembled_json=raw_out if gw.recorder.wants_json else None,
     )
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
-    search = own_tools(gw, model, turn, outgoing)  # None unless find_tools or recall_archive is offered
-    flight = InFlight(gw, model, sent, started, headers, count, search)
+    served = own_tools(gw, model, turn, outgoing)  # None unless find_tools or recall_archive is offered
+    flight = InFlight(gw, model, sent, started, headers, count, served)
     _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
     if sent.stream:

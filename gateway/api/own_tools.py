@@ -30,7 +30,7 @@ def own_tools(gw: Gateway, model: ModelConfig, turn: Turn, outgoing: Mapping[str
             gw.edges.memory,
             gw.counter(model),
             turn.scoped,
-            owner_of(dict(turn.body), turn.caller),
+            owner_of(turn.body, turn.caller),
             client_tools,
             outgoing,
         ),

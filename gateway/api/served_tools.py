@@ -146,11 +146,9 @@ class ServedTools:
 
     def forwarded(self, sent: Forwarded) -> Forwarded:
         """``sent`` as it ended: the last body the provider answered, with the handlers' decisions."""
-        if self.sent is None and not self.decisions:
+        if self.sent is None:  # no handler answered: the request went out once, as forwarded
             return sent
         decisions = (*sent.decisions, *(d.to_dict() for d in self.decisions))
-        if self.sent is None:
-            return replace(sent, decisions=decisions)
         return replace(sent, assembled=self.sent, assembled_json=None, decisions=decisions)
 
 

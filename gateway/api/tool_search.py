@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.api.deps import Gateway
-from gateway.api.served_tools import add_usage, call_arguments, offers_own
+from gateway.api.served_tools import call_arguments, offers_own
 from gateway.assembly.context import Decision
 from gateway.assembly.prune_tools import ToolPolicy
 from gateway.assembly.tool_modes import FIND_TOOLS, FIND_TOOLS_NAME
@@ -25,8 +25,6 @@ from gateway.assembly.tool_scoring import get_scorer, tool_document, tool_name
 from gateway.config import ModelConfig
 from gateway.sessions.protocol import SessionStore
 from gateway.tokens import TokenCounter
-
-__all__ = ["ToolSearch", "add_usage", "search_query", "served_search", "tool_search"]
 
 PASS = "find_tools"
 

@@ -57,7 +57,7 @@ class RequestRecord:
 class Forwarded:
     """What is known once the request is forwarded: who sent what, what the provider was sent, and why.
 
-    The find_tools loop returns a new one when it sent the provider a grown body."""
+    The loop answering the gateway's own tools returns a new one when it sent the provider another body."""
 
     request_id: str
     session_id: str

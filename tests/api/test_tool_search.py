@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.api.tool_search import add_usage, search_query, served_search
+from gateway.api.served_tools import add_usage
+from gateway.api.tool_search import search_query, served_search
 from gateway.assembly.tool_modes import FIND_TOOLS
 from tests.assembly.tool_fixtures import catalogue, tool
 
