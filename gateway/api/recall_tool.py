@@ -23,7 +23,7 @@ from gateway.api.served_tools import call_arguments, offers_own
 from gateway.assembly.context import Decision
 from gateway.assembly.memory_blocks import RECALL_TOOL_NAME, recalled_message
 from gateway.assembly.recall_memory import PASS, MemoryPolicy
-from gateway.assembly.select_passages import select_passages
+from gateway.assembly.select_passages import passage_detail, select_passages
 from gateway.assembly.tool_scoring import tool_name
 from gateway.tokens import TokenCounter
 
@@ -83,11 +83,7 @@ class RecallTool:
         chosen = select_passages(found, messages, self.policy, self.counter)
         content = str(recalled_message([c.passage for c in chosen])["content"]) if chosen else NOTHING_FOUND
         result = {"role": "tool", "tool_call_id": call_id, "content": content}
-        passages = [
-            {"score": round(c.passage.score, 4), "turns": c.passage.turns, "start": c.passage.start}
-            | {"end": c.passage.end}
-            for c in chosen
-        ]
+        passages = [passage_detail(c.passage) for c in chosen]
         decision = Decision(
             PASS,
             "recall_served",

@@ -49,7 +49,7 @@ from gateway.assembly.memory_blocks import (
 )
 from gateway.assembly.message_text import is_system
 from gateway.assembly.pass_policy import PassPolicy
-from gateway.assembly.select_passages import select_passages
+from gateway.assembly.select_passages import passage_detail, select_passages
 from gateway.assembly.tool_modes import is_restricting_choice
 from gateway.assembly.tool_scoring import tool_name
 from gateway.assembly.verify_assembly import last_client_user
@@ -132,13 +132,7 @@ def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Dec
             "recalled",
             tokens_after=c.tokens,
             reason=f"archived turn(s) {c.passage.turns} match the question (score {c.passage.score:.2f})",
-            detail={
-                "score": round(c.passage.score, 4),
-                "turns": c.passage.turns,
-                "start": c.passage.start,
-                "end": c.passage.end,
-                "tokens": c.tokens,
-            },
+            detail={**passage_detail(c.passage), "tokens": c.tokens},
         )
         for c in chosen
     ]

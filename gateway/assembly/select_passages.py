@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway.assembly.context import Message
 from gateway.assembly.memory_blocks import Passage, passage_block, recalled_message
@@ -27,6 +27,11 @@ class Chosen:
 
     passage: Passage
     tokens: int
+
+
+def passage_detail(passage: Passage) -> dict[str, Any]:
+    """How a decision names a passage given back: its score and the archived turns it holds."""
+    return {"score": round(passage.score, 4), "turns": passage.turns, "start": passage.start, "end": passage.end}
 
 
 def visible_text(messages: Sequence[Message]) -> str:
