@@ -276,16 +276,16 @@ def _insert_missing(
     keys = [k for k in rows if k not in skip]
     if not keys:
         return 0
+    statements = _statements(conn, table, key)
     if len(keys) <= LOOKUP_FROM:
-        inserted = conn.execute(_statements(conn, table, key).insert_returning, [rows[k] for k in keys])
+        inserted = conn.execute(statements.insert_returning, [rows[k] for k in keys])
         return len(inserted.all())
-    lookup = _statements(conn, table, key).lookup
     present: set[str] = set()
     for i in range(0, len(keys), LOOKUP_CHUNK):
-        present.update(conn.scalars(lookup, {"keys": keys[i : i + LOOKUP_CHUNK]}))
+        present.update(conn.scalars(statements.lookup, {"keys": keys[i : i + LOOKUP_CHUNK]}))
     missing = [rows[k] for k in keys if k not in present]
     if missing:
-        conn.execute(_statements(conn, table, key).insert, missing)
+        conn.execute(statements.insert, missing)
     return len(missing)
 
 
