@@ -143,6 +143,8 @@ class Settings(_Strict):
     upstream: UpstreamConfig = UpstreamConfig()
     diagnostics: DiagnosticsConfig = DiagnosticsConfig()
     session_state: Literal["memory", "database"] = "memory"
+    #: Where the key that seals compaction items is kept when VENTANA_SECRET_KEY is unset (gateway/sealing.py).
+    secret_key_file: str = "ventana-secret.key"
     redis_url: str | None = None
 
     @field_validator("models")

@@ -24,10 +24,13 @@ from starlette.responses import Response
 from gateway.api.chat import answer_chat, caller_hash, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
+from gateway.api.responses_compact import Compactor, compact_resource
 from gateway.errors import NotFound, RequestError
 from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools
 from gateway.formats.responses_answer import listed_item, response_from_chat, response_object
+from gateway.formats.responses_compaction import compaction_settings
 from gateway.formats.responses_stream import ResponseEvents
+from gateway.sealing import Sealer, load_key
 from gateway.store.responses import (
     MemoryResponseStore,
     ResponseStore,
@@ -53,9 +56,10 @@ def _ventana_headers(answer: Response) -> dict[str, str]:
 class ResponsesRoute:
     """The four Responses endpoints over one gateway and one response store."""
 
-    def __init__(self, gw: Gateway, store: ResponseStore) -> None:
+    def __init__(self, gw: Gateway, store: ResponseStore, compactor: Compactor) -> None:
         self.gw = gw
         self.store = store
+        self.compactor = compactor
 
     async def create(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -66,11 +70,16 @@ class ResponsesRoute:
             body = check_request(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
             raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+        threshold = compaction_settings(body)
+        body = self.compactor.expand(body, caller)  # compaction items back into the messages they replaced
         chain = await self._chain(body, caller)
         response_id = "resp_" + os.urandom(16).hex()
         earlier = conversation(chain)
         own = input_items(body, response_id, earlier)
-        chat = chat_body(body, (*earlier, *own))
+        forwarded, compaction = (*earlier, *own), None
+        if threshold is not None:
+            forwarded, compaction = self._compacted(body, forwarded, threshold, caller)
+        chat = chat_body(body, forwarded)
         named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
         answer = await answer_chat(self.gw, orjson.dumps(chat), caller, client_key, named, started=started)
         base = response_object(body, response_id, int(time.time()))
@@ -93,12 +102,43 @@ class ResponsesRoute:
             )
 
         if isinstance(answer, EventStreamResponse):
-            return EventStreamResponse(self._events(answer.events, base, keep), headers=headers)
+            return EventStreamResponse(self._events(answer.events, base, keep, compaction), headers=headers)
         response = response_from_chat(orjson.loads(bytes(answer.body)), base, int(time.time()))
+        if compaction is not None:
+            response["output"] = [compaction, *response["output"]]
         stored = keep(response)
         if stored is not None:
             await self.store.put(stored)
         return _json(response, headers)
+
+    def _compacted(
+        self, body: Mapping[str, Any], items: tuple[dict[str, Any], ...], threshold: int, caller: str
+    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+        """``context_management`` compaction: past the client's ``compact_threshold`` (else the policy's share of
+        the window), the items to forward instead and the compaction item the output starts with."""
+        model = self.compactor.model(body.get("model"))
+        limit = threshold or int(self.gw.info(model).context_window * self.gw.settings.policy.compaction.threshold)
+        if self.compactor.tokens(model, items) <= limit:
+            return items, None
+        _, item, _ = self.compactor.compact(model, items, caller, task_inside=True)
+        expanded = self.compactor.expand({"input": [item]}, caller)["input"]
+        return tuple(expanded), item
+
+    async def compact(self, request: Request) -> Response:
+        """``POST /v1/responses/compact``: the conversation (input and/or previous_response_id) compacted."""
+        raw = await read_body(request, self.gw.settings.limits.max_body_bytes)
+        caller, _ = caller_hash(request)
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+        if not isinstance(body, dict):
+            raise RequestError("the request body must be a JSON object", code="invalid_json")
+        self.compactor.model(body.get("model"))
+        body = dict(self.compactor.expand({**body, "input": body.get("input") or []}, caller))
+        chain = await self._chain(body, caller)
+        items = (*conversation(chain), *input_items(body, "resp_" + os.urandom(16).hex(), conversation(chain)))
+        return _json(compact_resource(self.compactor, body, items, caller))
 
     async def _chain(self, body: Mapping[str, Any], caller: str) -> list[StoredResponse]:
         """The stored responses ``previous_response_id`` continues, oldest first (none without one)."""
@@ -115,6 +155,7 @@ class ResponsesRoute:
         chunks: AsyncIterator[bytes],
         base: dict[str, Any],
         keep: Callable[[dict[str, Any]], StoredResponse | None],
+        compaction: dict[str, Any] | None = None,
     ) -> AsyncIterator[bytes]:
         """Relay the chat stream as Responses events, chunk by chunk; store the response before it completes."""
         events = ResponseEvents(base)
@@ -137,6 +178,8 @@ class ResponsesRoute:
                     for event in events.chunk(chunk):
                         yield _sse(event)
             closing, response = events.complete(int(time.time()))
+            if compaction is not None:  # the finished response starts with the compaction item, as non-streamed
+                response["output"] = [compaction, *response["output"]]
             stored = keep(response)
             if stored is not None:
                 await self.store.put(stored)  # before the client sees completed and can chain on it
@@ -203,7 +246,8 @@ def _sse(event: Mapping[str, Any]) -> bytes:
 def add_responses_routes(app: Starlette, gw: Gateway, admit: Callable[[Request], object]) -> ResponsesRoute:
     """Serve ``/v1/responses`` on ``app``; ``admit`` checks the caller's key and rate limit, raising if refused."""
     store = SqlResponseStore(gw.settings.database_url) if gw.settings.session_state == "database" else None
-    route = ResponsesRoute(gw, store or MemoryResponseStore())
+    sealer = Sealer(load_key(gw.settings.secret_key_file))
+    route = ResponsesRoute(gw, store or MemoryResponseStore(), Compactor(gw, sealer))
 
     def admitted(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -215,6 +259,7 @@ def add_responses_routes(app: Starlette, gw: Gateway, admit: Callable[[Request],
 
     for prefix in ("/v1", ""):
         app.add_route(f"{prefix}/responses", admitted(route.create), methods=["POST"])
+        app.add_route(f"{prefix}/responses/compact", admitted(route.compact), methods=["POST"])
         app.add_route(f"{prefix}/responses/{{response_id}}", admitted(route.get), methods=["GET"])
         app.add_route(f"{prefix}/responses/{{response_id}}", admitted(route.delete), methods=["DELETE"])
         app.add_route(f"{prefix}/responses/{{response_id}}/input_items", admitted(route.input_items), methods=["GET"])

@@ -1,0 +1,107 @@
+"""OpenAI's Responses compaction, for every model: ``POST /v1/responses/compact`` and ``context_management``.
+
+The OpenAI Agents SDK's compaction session and Codex's remote compaction ask the server to compact when the
+context fills up; a gateway without it answers them 404 and the session breaks. Here the gateway compacts on
+its own terms (``formats/responses_compaction.py`` decides what is kept; the summary is the project's
+extractive summariser, deterministic and free of model calls) and seals the result for the caller
+(``gateway/sealing.py``), so it works the same in front of OpenAI, Anthropic, a local model or the simulator.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gateway.api.chat import configured_model
+from gateway.api.deps import Gateway
+from gateway.config import ModelConfig
+from gateway.errors import RequestError
+from gateway.formats.responses import chat_messages
+from gateway.formats.responses_answer import listed_item
+from gateway.formats.responses_compaction import (
+    SEALED_KIND,
+    Split,
+    compaction_item,
+    expand_compactions,
+    split_items,
+)
+from gateway.sealing import Sealer
+from gateway.summarize.extractive import ExtractiveSummarizer
+from gateway.tokens import TokenCounter
+
+#: Share of the window the newest turns may keep verbatim; the rest of the kept room is the summary's.
+KEEP_SHARE = 0.15
+
+
+class Compactor:
+    """Compact a Responses conversation for one caller and open the compaction items it made."""
+
+    def __init__(self, gw: Gateway, sealer: Sealer) -> None:
+        self.gw = gw
+        self.sealer = sealer
+
+    def model(self, name: Any) -> ModelConfig:
+        if not isinstance(name, str) or not name:
+            raise RequestError("'model' is required and must be a non-empty string", param="model")
+        return configured_model(self.gw, {"model": name})
+
+    def expand(self, request: Mapping[str, Any], caller: str) -> Mapping[str, Any]:
+        """The request with every compaction item in ``input`` replaced by what it stands for."""
+        given = request.get("input")
+        if not isinstance(given, list):
+            return request
+        expanded = expand_compactions(given, lambda token, param: self.sealer.open(SEALED_KIND, caller, token,
+                                                                                     param=param))
+        return request if expanded is None else {**request, "input": expanded}
+
+    def tokens(self, model: ModelConfig, items: Sequence[Mapping[str, Any]]) -> int:
+        return self.gw.counter(model).messages(chat_messages(items))
+
+    def compact(
+        self, model: ModelConfig, items: Sequence[Mapping[str, Any]], caller: str, *, task_inside: bool
+    ) -> tuple[Split, dict[str, Any], int]:
+        """Split, summarise and seal ``items``: the split, the compaction item, and the summary's tokens.
+
+        ``task_inside`` seals the task message with the rest (``context_management``: the client may drop
+        everything before the item); otherwise the task stays visible before the item (``/compact``)."""
+        counter = self.gw.counter(model)
+        window = self.gw.info(model).context_window
+        policy = self.gw.settings.policy.compaction
+        split = split_items(items, int(window * KEEP_SHARE), lambda item: _item_tokens(counter, item))
+        summary = ExtractiveSummarizer(counter)(tuple(chat_messages(split.middle)), None, policy.summary_max_tokens)
+        kept = [*split.task, *split.tail] if task_inside else list(split.tail)
+        token = self.sealer.seal(
+            SEALED_KIND, caller, {"summary": summary, "items": kept, "task": len(split.task) if task_inside else 0}
+        )
+        return split, compaction_item("cmp_" + os.urandom(12).hex(), token), counter.text(summary)
+
+
+def _item_tokens(counter: TokenCounter, item: Mapping[str, Any]) -> int:
+    try:
+        return counter.messages(chat_messages([item]))
+    except RequestError:
+        return 0
+
+
+def compact_resource(
+    compactor: Compactor, request: Mapping[str, Any], items: Sequence[Mapping[str, Any]], caller: str
+) -> dict[str, Any]:
+    """The ``response.compaction`` object ``POST /v1/responses/compact`` answers with."""
+    model = compactor.model(request.get("model"))
+    split, item, summary_tokens = compactor.compact(model, items, caller, task_inside=False)
+    input_tokens = compactor.tokens(model, items)
+    return {
+        "id": "resp_" + os.urandom(16).hex(),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": [*(listed_item(task) for task in split.task), item],
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": summary_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + summary_tokens,
+        },
+    }
