@@ -39,6 +39,11 @@ class ModelConfig(_Strict):
     context_window: int | None = Field(default=None, gt=0)
     tokenizer: str | None = None  # tiktoken encoding; derived from the model name when absent
     cache_model: Literal["openai", "anthropic", "vllm", "none"] | None = None
+    #: Answered by Ventana's local provider simulator (``api_base`` is the simulator's): set by
+    #: ``ventana serve`` for a model whose key is unset, or by hand to demo a model with no account.
+    #: The simulator answers ``anthropic/`` models on its Messages route and every other provider
+    #: over chat, so no provider key or provider-specific wire format is needed.
+    simulated: bool = False
 
     @property
     def provider(self) -> str:
@@ -52,6 +57,8 @@ class ModelConfig(_Strict):
     @property
     def speaks_openai(self) -> bool:
         """Whether the body can go to the provider as it is, over our own pooled client."""
+        if self.simulated:  # the simulator speaks chat for every provider it has no native route for
+            return self.provider != "anthropic"
         return self.provider in {"openai", "hosted_vllm", "openai_compatible"} or (
             self.api_base is not None and self.provider not in {"anthropic", "gemini", "bedrock", "vertex_ai"}
         )
