@@ -32,8 +32,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def _key_unset(model: ModelConfig) -> bool:
+    return bool(model.api_key_env) and not os.environ.get(model.api_key_env or "")
+
+
 def models_without_keys(settings: Settings) -> list[ModelConfig]:
-    return [m for m in settings.models if m.api_base is None and m.api_key_env and not os.environ.get(m.api_key_env)]
+    """The models the simulator answers: those whose key is unset and that have no ``api_base``,
+    and those configured ``simulated: true``."""
+    return [m for m in settings.models if m.simulated or (m.api_base is None and _key_unset(m))]
 
 
 def start_simulator_thread(host: str = "127.0.0.1", port: int | None = None) -> str:
@@ -101,18 +107,21 @@ def announce_simulator(models: list[ModelConfig], base_url: str) -> None:
 
 def _simulated_lines(models: list[ModelConfig], base_url: str) -> list[str]:
     names = ", ".join(m.name for m in models)
-    envs = ", ".join(sorted({m.api_key_env or "" for m in models} - {""})) or "no key named"
-    return [
-        f"  NO PROVIDER KEY SET ({envs}).",
-        f"  Models {names} are answered by Ventana's LOCAL PROVIDER SIMULATOR at {base_url}.",
-        f"  Answers are simulated. Set {envs} to talk to the real provider.",
-    ]
+    envs = ", ".join(sorted({m.api_key_env or "" for m in models if _key_unset(m)}))
+    lines = [f"  NO PROVIDER KEY SET ({envs})."] if envs else []
+    lines.append(f"  Models {names} are answered by Ventana's LOCAL PROVIDER SIMULATOR at {base_url}.")
+    if envs:
+        lines.append(f"  Answers are simulated. Set {envs} to talk to the real provider.")
+    else:
+        lines.append("  Answers are simulated (simulated: true in the config).")
+    return lines
 
 
 def _destination(model: ModelConfig) -> str:
     if model.simulated:
         door = "its Messages route" if model.provider == "anthropic" else "chat"
-        return f"SIMULATED ({model.api_key_env or 'no key'} not set), answered over {door}"
+        why = f"{model.api_key_env} not set" if _key_unset(model) else "simulated: true"
+        return f"SIMULATED ({why}), answered over {door}"
     where = model.api_base or f"{model.provider}'s API"
     return f"real: {where}" + (f", key from {model.api_key_env}" if model.api_key_env else "")
 
