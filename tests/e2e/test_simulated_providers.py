@@ -81,12 +81,22 @@ def test_messages_door(gateway: GatewayHandle, model: str, stream: bool) -> None
 
 
 def test_with_one_key_set_the_banner_says_which_model_is_real(tmp_path_factory: pytest.TempPathFactory) -> None:
-    config = {"database_url": "sqlite:///ventana.db", "models": MODELS}
-    env = {"ANTHROPIC_API_KEY": "sk-ant-not-a-real-key"}
+    """A key for some providers and not others: the banner names each model's destination.
+
+    ``simulated: true`` sends a model to the simulator even with its key set (the key here is
+    fake: an answer proves the request never left the machine)."""
+    forced = {"name": "gpt-4o-mini", "litellm_model": "openai/gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}
+    config = {"database_url": "sqlite:///ventana.db", "models": [*MODELS, {**forced, "simulated": True}]}
+    env = {"ANTHROPIC_API_KEY": "sk-ant-not-a-real-key", "OPENAI_API_KEY": "sk-not-a-real-key"}
     with run_gateway(tmp_path_factory.mktemp("one-key"), config, env=env) as gw:
+        client = OpenAI(base_url=gw.base_url, api_key="anything", max_retries=0)
+        reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}])
         lines = gw.log().splitlines()
+    assert (reply.choices[0].message.content or "").startswith("Simulated answer")
     claude = next(line for line in lines if "claude-sonnet-4-5 (anthropic)" in line)
     gemini = next(line for line in lines if "gemini-2.5-flash (gemini)" in line)
+    gpt = next(line for line in lines if "gpt-4o-mini (openai)" in line)
     assert "real: anthropic's API, key from ANTHROPIC_API_KEY" in claude and "SIMULATED" not in claude
     assert "SIMULATED (GEMINI_API_KEY not set)" in gemini
-    assert "sk-ant-not-a-real-key" not in gw.log()
+    assert "SIMULATED (simulated: true)" in gpt
+    assert "not-a-real-key" not in "\n".join(lines)
