@@ -119,9 +119,9 @@ def _simulated_lines(models: list[ModelConfig], base_url: str) -> list[str]:
 
 def _destination(model: ModelConfig) -> str:
     if model.simulated:
-        door = "its Messages route" if model.provider == "anthropic" else "chat"
+        door = "Messages" if model.provider == "anthropic" else "chat"
         why = f"{model.api_key_env} not set" if _key_unset(model) else "simulated: true"
-        return f"SIMULATED ({why}), answered over {door}"
+        return f"SIMULATED ({why}), on the simulator's {door} route"
     where = model.api_base or f"{model.provider}'s API"
     return f"real: {where}" + (f", key from {model.api_key_env}" if model.api_key_env else "")
 

@@ -200,6 +200,14 @@ def test_runnable_blocks_run(doc: Path, gateway: GatewayHandle, tmp_path: Path) 
         pytest.skip("the other blocks ran; not run: " + ", ".join(not_run))
 
 
+def test_the_readmes_banner_is_the_one_serve_prints(gateway: GatewayHandle) -> None:
+    """The README shows ``ventana serve``'s banner for the bundled config with no key: it must be that banner."""
+    shown = next(b for b in blocks(REPO_ROOT / "README.md") if b.body.lstrip().startswith("Ventana gateway on"))
+    printed = gateway.log().splitlines()
+    for line in shown.body.replace(DOC_PORT_URL, gateway.url).splitlines():
+        assert line in printed, f"README.md:{shown.line}: {line!r} is not in the banner:\n{gateway.log()}"
+
+
 def test_the_bundled_configs_worked_examples_load(tmp_path: Path) -> None:
     """The commented ``models:`` examples of config/ventana.yaml are valid once uncommented."""
     from gateway.config import load_settings
@@ -222,3 +230,33 @@ def test_the_bundled_configs_worked_examples_load(tmp_path: Path) -> None:
     assert {"openai", "anthropic", "gemini"} <= providers
     assert any(m.api_base and "openrouter" in m.api_base for m in settings.models)
     assert any(m.api_base and m.api_base.startswith("http://127.0.0.1") and not m.api_key_env for m in settings.models)
+
+
+def _app_paths() -> set[str]:
+    """Every path the gateway app serves, routers included (FastAPI wraps an included router lazily)."""
+    from gateway.api.app import create_app
+    from gateway.config import load_settings
+
+    paths: set[str] = set()
+    pending = list(create_app(load_settings()).routes)
+    while pending:
+        route = pending.pop()
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            pending.extend(inner.routes)
+        elif isinstance(getattr(route, "path", None), str):
+            paths.add(route.path)
+    return paths
+
+
+def test_the_readme_lists_every_route() -> None:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Routes") :]
+    section = section[: section.index("\n## ")]
+    missing = []
+    for path in sorted(_app_paths()):
+        shown = re.sub(r"\{[^}]+\}", "{id}", path).rstrip("/") or "/"
+        # The routes OpenAI clients also call without /v1 are listed once, "(also without /v1)".
+        if f"`{shown}" not in section and f" {shown}`" not in section and f"/v1{shown}" not in section:
+            missing.append(path)
+    assert missing == [], "README.md's Routes table must list these"
