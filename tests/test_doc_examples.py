@@ -23,7 +23,8 @@ is, so the simulator answers. The docs say ``http://127.0.0.1:8000`` (the port `
 listens on); that text is rewritten to the test gateway's address, and ``VENTANA_URL`` (read
 by ``examples/tool_agent.py``) points at it too. Claude Code and Codex CLI blocks need their
 binaries, which ``tests/run.sh`` installs from npm: without them those blocks are reported as
-not run (the rest still run), which is the only skip here.
+not run (the rest still run), which is the only skip here. A shell block whose commands (comments
+aside) already ran for another document in the same test process is not run twice.
 """
 
 from __future__ import annotations
@@ -181,6 +182,14 @@ def _run(block: Block, body: str, home: Path, work: Path, env: dict[str, str]) -
 
 
 RUNNABLE_DOCS = [doc for doc in DOCS if any(b.runnable for b in blocks(doc))]
+#: Commands already run in this process, by their text without comments: the README and a doc
+#: showing the same ``claude -p`` or ``codex exec`` line would run the same program twice.
+_RAN: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _command_key(block: Block) -> tuple[str, tuple[str, ...]]:
+    lines = (re.sub(r"\s+#.*$", "", line).strip() for line in block.body.splitlines())
+    return block.language, tuple(line for line in lines if line and not line.startswith("#"))
 
 
 @pytest.mark.parametrize("doc", RUNNABLE_DOCS, ids=[str(d.relative_to(REPO_ROOT)) for d in RUNNABLE_DOCS])
@@ -195,7 +204,11 @@ def test_runnable_blocks_run(doc: Path, gateway: GatewayHandle, tmp_path: Path) 
         if missing:
             not_run.append(f"{block.where} ({missing} is not installed)")
             continue
+        key = _command_key(block)
+        if block.language in ("bash", "sh") and key in _RAN:
+            continue  # the same commands ran (and passed) for _RAN[key]
         _run(block, block.body.replace(DOC_PORT_URL, gateway.url), home, work, env)
+        _RAN[key] = block.where
     if not_run:
         pytest.skip("the other blocks ran; not run: " + ", ".join(not_run))
 
