@@ -39,6 +39,11 @@ class ModelConfig(_Strict):
     context_window: int | None = Field(default=None, gt=0)
     tokenizer: str | None = None  # tiktoken encoding; derived from the model name when absent
     cache_model: Literal["openai", "anthropic", "vllm", "none"] | None = None
+    #: A local inference server behind an OpenAI-compatible ``api_base``. ``llama.cpp`` makes the
+    #: gateway pin each session to one of its ``engine_slots`` (``id_slot``) with ``cache_prompt`` on,
+    #: so a session's stable prefix stays in that slot's KV cache; vLLM and Ollama reuse prefixes unasked.
+    engine: Literal["llama.cpp", "vllm", "ollama"] | None = None
+    engine_slots: int = Field(default=1, gt=0)  # llama.cpp's --parallel
 
     @property
     def provider(self) -> str:
