@@ -163,7 +163,8 @@ def _conversation() -> list[dict[str, Any]]:
     ]
     for statement, _, _ in FACTS.values():
         messages += [{"role": "user", "content": statement}, {"role": "assistant", "content": "Noted."}]
-    for filler in FILLER:
+    for day in range(48):  # ~2.8K tokens in all: past 55 % of the window, still inside it
+        filler = f"Day {day + 1}: {FILLER[day % len(FILLER)]}"
         messages += [{"role": "user", "content": filler}, {"role": "assistant", "content": "That sounds nice."}]
     return messages
 
