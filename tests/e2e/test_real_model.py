@@ -187,7 +187,7 @@ def test_compacted_conversation_keeps_planted_facts(gateway: tuple[GatewayHandle
         actions = {(d["pass"], d["action"]) for d in stored.decisions}
         assert any(a in {"compacted", "checkpoint_reused"} for _, a in actions), actions
         assert stored.summary.tokens_assembled < stored.summary.tokens_original
-        assert expected in answer, f"{name}: the model answered {answer!r}"
+        assert expected.lower() in answer.lower(), f"{name}: the model answered {answer!r}"
         if name == "server":  # the second question shares the compacted prefix: llama.cpp reused it
             assert (stored.summary.reused_tokens or 0) > stored.summary.tokens_assembled // 2
             page = httpx.get(f"{gw.url}/ui/requests/{stored.summary.request_id}", timeout=30).text
