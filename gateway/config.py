@@ -44,6 +44,11 @@ class ModelConfig(_Strict):
     #: The simulator answers ``anthropic/`` models on its Messages route and every other provider
     #: over chat, so no provider key or provider-specific wire format is needed.
     simulated: bool = False
+    #: A local inference server behind an OpenAI-compatible ``api_base``. ``llama.cpp`` makes the
+    #: gateway pin each session to one of its ``engine_slots`` (``id_slot``) with ``cache_prompt`` on,
+    #: so a session's stable prefix stays in that slot's KV cache; vLLM and Ollama reuse prefixes unasked.
+    engine: Literal["llama.cpp", "vllm", "ollama"] | None = None
+    engine_slots: int = Field(default=1, gt=0)  # llama.cpp's --parallel
 
     @property
     def provider(self) -> str:

@@ -148,6 +148,8 @@ def build_context(
         caller=caller,
         summarizer=summarizer,
         cache_price_ratio=cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token),
+        engine=model.engine,
+        engine_slots=model.engine_slots,
         memos=gw.memos,
     )
     return context_from_body(body, env, state)
