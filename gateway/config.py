@@ -39,6 +39,11 @@ class ModelConfig(_Strict):
     context_window: int | None = Field(default=None, gt=0)
     tokenizer: str | None = None  # tiktoken encoding; derived from the model name when absent
     cache_model: Literal["openai", "anthropic", "vllm", "none"] | None = None
+    #: Which OpenAI API the upstream serves a ``/v1/responses`` request with: ``responses`` (its own
+    #: ``POST /responses``: the client's body goes natively, docs/responses.md), ``chat`` (only Chat
+    #: Completions: the request is translated), or ``auto``: ``responses`` for ``openai/`` models
+    #: at OpenAI itself (no ``api_base``, or ``api.openai.com``), ``chat`` for other servers.
+    wire_api: Literal["auto", "chat", "responses"] = "auto"
 
     @property
     def provider(self) -> str:
@@ -48,6 +53,14 @@ class ModelConfig(_Strict):
     def upstream_model(self) -> str:
         """The model id the provider expects (litellm's provider prefix removed)."""
         return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
+
+    @property
+    def speaks_responses(self) -> bool:
+        """Whether a Responses request goes to this upstream's own ``POST /responses`` as the client sent it."""
+        if self.wire_api != "auto":
+            return self.wire_api == "responses" and self.speaks_openai
+        base = (self.api_base or "https://api.openai.com").rstrip("/")
+        return self.provider == "openai" and base.split("://")[-1].split("/")[0] == "api.openai.com"
 
     @property
     def speaks_openai(self) -> bool:

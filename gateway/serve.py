@@ -50,7 +50,13 @@ def start_simulator_thread(host: str = "127.0.0.1", port: int | None = None) -> 
 
 def with_simulator(settings: Settings, base_url: str, models: list[ModelConfig]) -> Settings:
     names = {m.name for m in models}
-    routed = tuple(m.model_copy(update={"api_base": base_url}) if m.name in names else m for m in settings.models)
+    # A model that would reach OpenAI's own Responses API keeps that door: the simulator serves it too.
+    routed = tuple(
+        m.model_copy(update={"api_base": base_url, "wire_api": "responses" if m.speaks_responses else m.wire_api})
+        if m.name in names
+        else m
+        for m in settings.models
+    )
     return settings.model_copy(update={"models": routed})
 
 
