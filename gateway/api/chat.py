@@ -177,6 +177,10 @@ class NativeDoor(Protocol):
     """A front door that forwards in its client's own format: given the assembled chat view, it
     applies the passes' edits to the client's body, forwards it and answers in that format."""
 
+    def policy(self, policy: Policy, provider: str) -> Policy:
+        """The policy to assemble with: the gateway's, less what this door cannot forward natively."""
+        ...
+
     async def forward(self, flight: InFlight, assembly: Assembly, api_key: str | None) -> Response: ...
 
 
@@ -222,7 +226,8 @@ async def answer_chat(
     for edge in gw.edges.ordered:  # api/edges.py: checkpoints adopted, memory looked up, usage profiles
         ctx = await edge.before(ctx, turn)
     state = ctx.session
-    tools_policy = gw.settings.policy.tools
+    policy = gw.settings.policy if native is None else native.policy(gw.settings.policy, model.provider)
+    tools_policy = policy.tools
     slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
     # A summariser's I/O, a slow scorer, or a body so large its assembly takes milliseconds (~3.5 ms
     # at 105K tokens seen for the first time): assemble in a thread, so the loop keeps serving others.
@@ -231,9 +236,9 @@ async def answer_chat(
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
     if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
-        assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, gw.settings.policy, passes)
+        assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
     else:
-        assembly, prefix = assemble_and_track(ctx, gw.settings.policy, passes)
+        assembly, prefix = assemble_and_track(ctx, policy, passes)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     edge_decisions = [
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)

@@ -26,7 +26,7 @@ from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.responses_native import NativeResponses
 from gateway.errors import NotFound, RequestError
-from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools
+from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools, untranslated_fields
 from gateway.formats.responses_answer import listed_item, response_from_chat, response_object
 from gateway.formats.responses_edits import sendable_item, view_of
 from gateway.formats.responses_stream import ResponseEvents
@@ -88,6 +88,9 @@ class ResponsesRoute:
         unserved = unserved_tools(body)
         if unserved:
             headers["x-ventana-unserved-tools"] = ",".join(unserved)
+        untranslated = untranslated_fields(body)
+        if untranslated:  # what could not cross to the chat upstream (docs/responses.md)
+            headers["x-ventana-untranslated"] = ",".join(untranslated)
 
         def keep(response: dict[str, Any]) -> StoredResponse | None:
             if body.get("store") is False:

@@ -24,8 +24,10 @@ from gateway import metrics
 from gateway.api.answer import CLIENT_CLOSED, InFlight, _count_and_finish, _reach_upstream
 from gateway.api.event_stream import EventStreamResponse
 from gateway.assembly.pipeline import Assembly
+from gateway.assembly.policy import Policy
 from gateway.errors import UpstreamError, VentanaError
 from gateway.formats.responses_edits import ResponsesView, apply_edits
+from gateway.object_memo import ObjectMemo
 from gateway.store.record import Answer
 from gateway.upstream.openai_compat import event_type
 from gateway.upstream.usage import normalise_usage
@@ -33,6 +35,29 @@ from gateway.upstream.usage import normalise_usage
 log = logging.getLogger("ventana")
 _JSON = "application/json"
 _FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+
+
+#: policy -> the policy of a native request: the gateway's settings, the same object every request.
+_NATIVE_POLICIES: ObjectMemo[dict[str, Policy]] = ObjectMemo(limit=64)
+
+
+def native_policy(policy: Policy, provider: str) -> Policy:
+    """The policy a request forwarded natively is assembled with.
+
+    The loop that answers the gateway's own ``find_tools`` speaks chat only, so where tool selection
+    would prune and serve it (mode ``prune``, the ``auto`` default off Anthropic), a native request
+    keeps the client's tools untouched (the provider's prefix cache keeps them cheap); a configured
+    ``allowed_tools`` mode (OpenAI's own restriction) still applies."""
+    tools = policy.tools
+    if not (tools.enabled and tools.find_tools and tools.mode_for(provider) == "prune"):
+        return policy
+    per_provider = _NATIVE_POLICIES.get_or(policy, lambda _p: {})
+    found = per_provider.get(provider)
+    if found is None:
+        found = per_provider[provider] = policy.model_copy(
+            update={"tools": tools.model_copy(update={"enabled": False})}
+        )
+    return found
 
 
 @dataclass(slots=True)
@@ -47,6 +72,9 @@ class NativeResponses:
     keep: Callable[[dict[str, Any], str], Awaitable[None]]
     used: bool = False
     sent: dict[str, Any] | None = None  # the body the provider received, for the route and the tests
+
+    def policy(self, policy: Policy, provider: str) -> Policy:
+        return native_policy(policy, provider)
 
     def body_for(self, assembly: Assembly, upstream_model: str) -> dict[str, Any]:
         original, assembled = assembly.original, assembly.assembled

@@ -246,6 +246,40 @@ def _chat_tools(tool: Any, i: int) -> list[dict[str, Any]]:
     return [{"type": "function", "function": fn}]
 
 
+#: Request fields the chat translation reads (or Ventana itself serves: ``store``, ``metadata``,
+#: ``previous_response_id``); every other field cannot cross to a chat upstream.
+TRANSLATED = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "text",
+        "reasoning",
+        "max_output_tokens",
+        "top_logprobs",
+        "stream",
+        "store",
+        "metadata",
+        "previous_response_id",
+        *SAME_PARAMS,
+    }
+)
+_TRANSLATED_PARTS = {"reasoning": ("effort",), "text": ("format", "verbosity")}
+
+
+def untranslated_fields(request: Mapping[str, Any]) -> list[str]:
+    """The request's fields a chat upstream never sees (``include``, ``truncation``, ``reasoning.summary``,
+    fields Ventana does not know): the translated route names them in ``x-ventana-untranslated``."""
+    out = [name for name in request if name not in TRANSLATED and request[name] is not None]
+    for name, kept in _TRANSLATED_PARTS.items():
+        value = request.get(name)
+        if isinstance(value, Mapping):
+            out += [f"{name}.{k}" for k in value if k not in kept and value[k] is not None]
+    return out
+
+
 def unserved_tools(request: Mapping[str, Any]) -> list[str]:
     """The types of the request's hosted tools (web_search, file_search, ...): a provider behind chat
     cannot run them, so they are left out and the answer's ``x-ventana-unserved-tools`` header names them."""

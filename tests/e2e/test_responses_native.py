@@ -39,6 +39,14 @@ def native_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> 
         yield handle
 
 
+@pytest.fixture(scope="module")
+def native_default_gateway(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayHandle]:
+    """The bundled policy: tool selection would prune and serve find_tools, which a native request cannot."""
+    config = {"models": sim_models(sim.base_url, wire_api="responses")}
+    with run_gateway(tmp_path_factory.mktemp("gw-native-default"), config) as handle:
+        yield handle
+
+
 def _input_items(given: Any) -> list[Any]:
     return given if isinstance(given, list) else [{"role": "user", "content": given}]
 
@@ -140,3 +148,31 @@ def test_previous_response_id_is_answered_from_the_gateway_and_sent_as_the_whole
     texts = orjson.dumps(received["input"]).decode()
     assert "My name is Ana." in texts and "My name?" in texts
     assert client.responses.retrieve(second.id).id == second.id
+
+
+def test_with_the_bundled_policy_codex_goes_natively_with_its_tools_untouched(
+    native_default_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    sent = orjson.loads(CODEX_FIRST.read_bytes())
+    sim.reset()
+    with httpx.stream("POST", native_default_gateway.base_url + "/responses", json=sent, timeout=60) as answer:
+        assert answer.status_code == 200, answer.read()
+        assert "x-ventana-untranslated" not in answer.headers
+        answer.read()
+    received = sim.received()[-1]
+    assert "messages" not in received
+    assert_only_documented_edits(sent, received)
+    assert received["tools"] == sent["tools"] and received["tool_choice"] == sent["tool_choice"]
+
+
+def test_a_chat_upstream_names_the_fields_that_could_not_cross(default_gateway: GatewayHandle) -> None:
+    body = {
+        "model": "gpt-4o-mini",
+        "input": "hi",
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": {"effort": "low", "summary": "auto"},
+        "truncation": "auto",
+    }
+    answer = httpx.post(default_gateway.base_url + "/responses", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-ventana-untranslated"] == "include,truncation,reasoning.summary"
