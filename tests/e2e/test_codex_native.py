@@ -17,104 +17,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator
+from tests.codex_task import ANSWERS, TURNS, codex_home, gateway_config, records, run_codex, transcript
+from tests.procs import SimHandle, run_gateway, run_simulator
 
 BINARIES = [b for b in (shutil.which("codex"), *os.environ.get("VENTANA_CODEX_BINS", "").split(":")) if b]
 pytestmark = pytest.mark.skipif(not BINARIES, reason="codex is not installed (npm install -g @openai/codex)")
-
-TURNS = (
-    "Create note.txt with the numbers 1 to 1500, one per line, then read it back.",
-    "Append the line ventana-end to note.txt and show its last line.",
-    "How many lines does note.txt have now?",
-)
-ANSWERS = ("note.txt holds the numbers 1 to 1500.", "The last line is ventana-end.", "note.txt has 1501 lines.")
-COMMANDS = (
-    (("call_write", "seq 1 1500 > note.txt"), ("call_read", "cat note.txt")),
-    (("call_append", "echo ventana-end >> note.txt"), ("call_tail", "tail -n 1 note.txt")),
-    (("call_count", "wc -l note.txt"),),
-)
-
-
-def _transcript(path: Path) -> Path:
-    """The scripted run the simulator replays: per turn, its commands, then the answer."""
-    messages: list[dict[str, Any]] = []
-    for task, commands, answer in zip(TURNS, COMMANDS, ANSWERS, strict=True):
-        messages.append({"role": "user", "content": task})
-        for call_id, cmd in commands:
-            call = {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": "exec_command", "arguments": json.dumps({"cmd": cmd})},
-            }
-            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": ""})
-        messages.append({"role": "assistant", "content": answer})
-    tools = [{"type": "function", "function": {"name": "exec_command", "description": "Runs a command"}}]
-    path.write_text(json.dumps({"id": "codex-note", "tools": tools, "messages": messages}) + "\n")
-    return path
-
-
-def _gateway_config(sim: SimHandle, store: Path, **model: Any) -> dict[str, Any]:
-    return {
-        "models": [
-            {
-                "name": "small-window",
-                "litellm_model": "openai/gpt-4o-mini",
-                "api_base": sim.base_url,
-                "context_window": 12000,
-                **model,
-            }
-        ],
-        "policy": {
-            # OpenAI's own tool restriction: the gateway's find_tools loop answers chat only (docs/responses.md)
-            "tools": {"modes": {"openai": "allowed_tools"}},
-            "compaction": {"keep_recent_turns": 1, "keep_recent_rounds": 2},
-        },
-        "database_url": f"sqlite:///{store}",
-    }
 
 
 @pytest.fixture(scope="module")
 def replay_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     tmp = tmp_path_factory.mktemp("codex-sim")
-    with run_simulator(tmp, replay=_transcript(tmp / "transcript.jsonl")) as handle:
+    with run_simulator(tmp, replay=transcript(tmp / "transcript.jsonl")) as handle:
         yield handle
-
-
-def _home(home: Path, gw: GatewayHandle) -> dict[str, str]:
-    home.mkdir()
-    (home / "config.toml").write_text(
-        'model = "small-window"\nmodel_provider = "ventana"\n\n[model_providers.ventana]\nname = "Ventana"\n'
-        f'base_url = "{gw.base_url}"\nwire_api = "responses"\nenv_key = "VENTANA_API_KEY"\n'
-    )
-    return {**os.environ, "CODEX_HOME": str(home), "VENTANA_API_KEY": "sk-codex-native"}
-
-
-def _codex(binary: str, work: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [binary, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", *args],
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-
-
-def _records(store: Path) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(session, decisions) of every recorded request, oldest first (the writer has flushed on stop)."""
-    with sqlite3.connect(store) as db:
-        rows = db.execute("select session_id, decisions from requests order by created_at").fetchall()
-    return [(session, json.loads(decisions)) for session, decisions in rows]
 
 
 @pytest.mark.parametrize("binary", BINARIES)
@@ -125,11 +44,11 @@ def test_codex_finishes_a_multi_step_file_task_natively_compacted_at_a_small_win
     store = tmp_path / "store.db"
     work = tmp_path / "work"
     work.mkdir()
-    with run_gateway(tmp_path, _gateway_config(replay_sim, store, wire_api="responses")) as gw:
-        env = _home(tmp_path / "codex-home", gw)
+    with run_gateway(tmp_path, gateway_config(replay_sim, store, wire_api="responses")) as gw:
+        env = codex_home(tmp_path / "codex-home", gw)
         for turn, (task, answer) in enumerate(zip(TURNS, ANSWERS, strict=True)):
             args = (task,) if turn == 0 else ("resume", "--last", task)
-            done = _codex(binary, work, env, *args)
+            done = run_codex(binary, work, env, *args)
             assert done.returncode == 0, done.stdout + done.stderr
             assert answer in done.stdout, done.stdout + done.stderr
     lines = (work / "note.txt").read_text().splitlines()
@@ -141,9 +60,9 @@ def test_codex_finishes_a_multi_step_file_task_natively_compacted_at_a_small_win
     summaries = [b for b in bodies if "<summary" in json.dumps(b["input"])]
     assert summaries, "the small window compacted the history"
     assert "cat note.txt" not in json.dumps(bodies[-1]["input"]), "the compacted round is gone from the last turn"
-    records = _records(store)
-    assert len({session for session, _ in records}) == 1, "one Codex session, resumed twice, is one gateway session"
-    actions = {(d["pass"], d["action"]) for _, decisions in records for d in decisions}
+    rows = records(store)
+    assert len({session for session, _ in rows}) == 1, "one Codex session, resumed twice, is one gateway session"
+    actions = {(d["pass"], d["action"]) for _, decisions in rows for d in decisions}
     assert ("compact_history", "compacted") in actions
     assert ("compact_history", "checkpoint_reused") in actions, "later turns keep the same summary (cache)"
 
@@ -154,16 +73,16 @@ def test_three_codex_conversations_in_one_folder_are_three_sessions(sim: SimHand
     store = tmp_path / "store.db"
     work = tmp_path / "work"
     work.mkdir()
-    config = _gateway_config(sim, store)  # translated to chat: identity does not depend on the door
+    config = gateway_config(sim, store)  # translated to chat: identity does not depend on the door
     config["models"][0]["context_window"] = 128000
     with run_gateway(tmp_path, config) as gw:
-        env = _home(tmp_path / "codex-home", gw)
+        env = codex_home(tmp_path / "codex-home", gw)
         for _ in range(3):
-            done = _codex(BINARIES[0], work, env, "Say hello to Ventana")
+            done = run_codex(BINARIES[0], work, env, "Say hello to Ventana")
             assert done.returncode == 0, done.stdout + done.stderr
-        again = _codex(BINARIES[0], work, env, "resume", "--last", "Now say goodbye")
+        again = run_codex(BINARIES[0], work, env, "resume", "--last", "Now say goodbye")
         assert again.returncode == 0, again.stdout + again.stderr
-    sessions = [session for session, _ in _records(store)]
+    sessions = [session for session, _ in records(store)]
     assert len(sessions) == 4
     assert len(set(sessions[:3])) == 3, "three conversations, three sessions"
     assert sessions[3] == sessions[2], "the resumed conversation is the last one's session"
