@@ -110,13 +110,17 @@ class NativeResponses:
             status: int = CLIENT_CLOSED
             error: str | None = "client disconnected before the stream ended"
             final: Mapping[str, Any] | None = None
+            seen = _Seen()
             try:
                 async for payload in upstream.chunks():
                     kind = event_type(payload)
-                    if kind in _FINAL_EVENTS:
-                        final = (orjson.loads(payload) or {}).get("response")
-                        if isinstance(final, dict) and kind != "response.failed":
+                    if kind in _SNAPSHOT_EVENTS or kind in _FINAL_EVENTS:
+                        event = seen.note(payload) or {}
+                        final = event.get("response") if kind in _FINAL_EVENTS else final
+                        if kind in _FINAL_EVENTS and isinstance(final, dict) and kind != "response.failed":
                             await self.keep(final, session)  # before the client sees it and can chain on it
+                    else:
+                        seen.count(payload)
                     yield b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"
                 status, error = 200, None
                 if final is None or (final.get("status") == "failed"):
@@ -124,11 +128,13 @@ class NativeResponses:
             except UpstreamError as exc:
                 status, error = exc.status_code, exc.message
                 metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
-                yield _error_event(exc.message, "upstream_error")
+                for block in seen.failed(exc.message, "rate_limit_exceeded" if exc.status_code == 429 else None):
+                    yield block
             except Exception as exc:
                 status, error = 500, f"internal gateway error while streaming: {type(exc).__name__}"
                 log.exception("Responses relay failed for %s", flight.sent.request_id)
-                yield _error_event(VentanaError(error).message, "internal_error")
+                for block in seen.failed(VentanaError(error).message, None):
+                    yield block
             finally:
                 loop = asyncio.get_running_loop()
                 answer = answer_of(final or {})
@@ -138,9 +144,52 @@ class NativeResponses:
         return EventStreamResponse(events(), headers=flight.headers)
 
 
-def _error_event(message: str, code: str) -> bytes:
-    event = {"type": "error", "code": code, "message": message, "param": None}
-    return b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
+_SNAPSHOT_EVENTS = ("response.created", "response.in_progress")
+
+
+class _Seen:
+    """What a relayed stream showed so far: the newest Response snapshot and sequence number, so that
+    a stream the provider drops ends, as the API's own do, with ``error`` then ``response.failed``."""
+
+    def __init__(self) -> None:
+        self.response: dict[str, Any] = {}
+        self.sequence = -1
+
+    def note(self, payload: bytes) -> dict[str, Any] | None:
+        event = orjson.loads(payload)
+        if not isinstance(event, dict):
+            return None
+        if isinstance(event.get("response"), dict):
+            self.response = event["response"]
+        self._sequence(event)
+        return event
+
+    def count(self, payload: bytes) -> None:
+        """Follow the sequence number without parsing the whole event (text deltas are most of a stream)."""
+        at = payload.rfind(b'"sequence_number":')
+        if at >= 0:
+            digits = payload[at + 18 :].lstrip()[:12]
+            number = digits[: len(digits) - len(digits.lstrip(b"0123456789"))]
+            if number:
+                self.sequence = max(self.sequence, int(number))
+
+    def _sequence(self, event: Mapping[str, Any]) -> None:
+        number = event.get("sequence_number")
+        if isinstance(number, int):
+            self.sequence = max(self.sequence, number)
+
+    def failed(self, message: str, code: str | None) -> list[bytes]:
+        code = code or "server_error"  # the Response error codes are a closed list
+        self.sequence += 1
+        error = {"type": "error", "code": code, "message": message, "param": None, "sequence_number": self.sequence}
+        self.sequence += 1
+        response = {**self.response, "status": "failed", "error": {"code": code, "message": message}}
+        failed = {"type": "response.failed", "response": response, "sequence_number": self.sequence}
+        return [_sse(error), _sse(failed)]
+
+
+def _sse(event: Mapping[str, Any]) -> bytes:
+    return b"event: " + str(event["type"]).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
 def chat_usage(usage: Any) -> dict[str, Any] | None:

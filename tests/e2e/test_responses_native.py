@@ -176,3 +176,21 @@ def test_a_chat_upstream_names_the_fields_that_could_not_cross(default_gateway: 
     answer = httpx.post(default_gateway.base_url + "/responses", json=body, timeout=60)
     assert answer.status_code == 200, answer.text
     assert answer.headers["x-ventana-untranslated"] == "include,truncation,reasoning.summary"
+
+
+def test_a_stream_the_provider_drops_ends_with_error_then_response_failed(
+    native_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    sim.faults({"kind": "drop_stream", "times": 1})
+    body = {"model": "gpt-4o-mini", "input": "a long answer, please", "stream": True}
+    with httpx.stream("POST", native_gateway.base_url + "/responses", json=body, timeout=60) as answer:
+        assert answer.status_code == 200
+        events = [orjson.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
+    kinds = [e["type"] for e in events]
+    assert kinds[-2:] == ["error", "response.failed"], kinds
+    assert "response.output_text.delta" in kinds, "text sent before the drop was relayed"
+    assert events[-1]["response"]["status"] == "failed"
+    assert events[-1]["response"]["error"]["code"] == "server_error"
+    assert events[-1]["response"]["id"] == events[0]["response"]["id"]
+    numbers = [e["sequence_number"] for e in events]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
