@@ -43,8 +43,18 @@ from gateway.formats.responses import chat_messages_at
 #: Item ids the Responses route minted for items that came without one (``input_items``):
 #: the provider never saw them, so they are not sent.
 _MINTED_ID = re.compile(r"^(?:msg|item)_[0-9a-f]{32}_\d+$")
-#: Chat parameters a pass may set, and their name in a Responses body.
-_PARAMS = {"prompt_cache_key": "prompt_cache_key", "prompt_cache_retention": "prompt_cache_retention"}
+#: Chat parameters a pass may set, and their name in a Responses body (``tool_choice`` is rewritten
+#: in its Responses form). A chat-only parameter a pass sets (``stream_options``) has no Responses form
+#: and is not sent.
+_PARAMS = {
+    "prompt_cache_key": "prompt_cache_key",
+    "prompt_cache_retention": "prompt_cache_retention",
+    "max_completion_tokens": "max_output_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "parallel_tool_calls": "parallel_tool_calls",
+    "service_tier": "service_tier",
+}
 INSTRUCTIONS = -1  # the position of the view's leading system message made from ``instructions``
 
 

@@ -174,3 +174,10 @@ def test_a_chain_sends_the_whole_conversation_without_minted_ids_or_previous_res
     assert out["input"][0] == {"type": "message", "role": "user", "content": "hi"}
     assert out["input"][1] == earlier[1], "a provider's own item id is kept"
     assert out["store"] is True
+
+
+def test_a_parameter_a_pass_sets_goes_under_its_responses_name() -> None:
+    chat, _ = _apply(_body())
+    _, out = _apply(_body(), chat=chat, params={"max_completion_tokens": 512, "stream_options": {"x": 1}})
+    assert out["max_output_tokens"] == 512
+    assert "max_completion_tokens" not in out and "stream_options" not in out
