@@ -49,6 +49,11 @@ class ModelConfig(_Strict):
     #: so a session's stable prefix stays in that slot's KV cache; vLLM and Ollama reuse prefixes unasked.
     engine: Literal["llama.cpp", "vllm", "ollama"] | None = None
     engine_slots: int = Field(default=1, gt=0)  # llama.cpp's --parallel
+    #: Which OpenAI API the upstream serves a ``/v1/responses`` request with: ``responses`` (its own
+    #: ``POST /responses``: the client's body goes natively, docs/responses.md), ``chat`` (only Chat
+    #: Completions: the request is translated), or ``auto``: ``responses`` for ``openai/`` models
+    #: at OpenAI itself (no ``api_base``, or ``api.openai.com``), ``chat`` for other servers.
+    wire_api: Literal["auto", "chat", "responses"] = "auto"
 
     @property
     def provider(self) -> str:
@@ -58,6 +63,14 @@ class ModelConfig(_Strict):
     def upstream_model(self) -> str:
         """The model id the provider expects (litellm's provider prefix removed)."""
         return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
+
+    @property
+    def speaks_responses(self) -> bool:
+        """Whether a Responses request goes to this upstream's own ``POST /responses`` as the client sent it."""
+        if self.wire_api != "auto":
+            return self.wire_api == "responses" and self.speaks_openai
+        base = (self.api_base or "https://api.openai.com").rstrip("/")
+        return self.provider == "openai" and base.split("://")[-1].split("/")[0] == "api.openai.com"
 
     @property
     def speaks_openai(self) -> bool:

@@ -70,7 +70,10 @@ def with_simulator(settings: Settings, base_url: str, models: list[ModelConfig])
     def routed(m: ModelConfig) -> ModelConfig:
         if m.name not in names:
             return m
-        return m.model_copy(update={"api_base": root if m.provider == "anthropic" else base_url, "simulated": True})
+        # A model that would reach OpenAI's own Responses API keeps that door: the simulator serves it too.
+        wire = "responses" if m.speaks_responses else m.wire_api
+        api_base = root if m.provider == "anthropic" else base_url
+        return m.model_copy(update={"api_base": api_base, "simulated": True, "wire_api": wire})
 
     return settings.model_copy(update={"models": tuple(routed(m) for m in settings.models)})
 

@@ -53,6 +53,20 @@ class UpstreamRouter:
             raise scrub_key(exc, api_key) from exc.__cause__
         return _ScrubbedStream(stream, api_key) if api_key else stream
 
+    async def responses_complete(self, model: ModelConfig, raw: bytes, api_key: str | None) -> dict[str, Any]:
+        """The upstream's own ``POST /responses`` (a model that ``speaks_responses``), body as given."""
+        try:
+            return await self._openai.responses_complete(model, raw, api_key)
+        except UpstreamError as exc:
+            raise scrub_key(exc, api_key) from exc.__cause__
+
+    async def responses_stream(self, model: ModelConfig, raw: bytes, api_key: str | None) -> UpstreamStream:
+        try:
+            stream = await self._openai.responses_stream(model, raw, api_key)
+        except UpstreamError as exc:
+            raise scrub_key(exc, api_key) from exc.__cause__
+        return _ScrubbedStream(stream, api_key) if api_key else stream
+
     async def close(self) -> None:
         await self._openai.close()
         await self._litellm.close()
