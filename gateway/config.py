@@ -39,6 +39,21 @@ class ModelConfig(_Strict):
     context_window: int | None = Field(default=None, gt=0)
     tokenizer: str | None = None  # tiktoken encoding; derived from the model name when absent
     cache_model: Literal["openai", "anthropic", "vllm", "none"] | None = None
+    #: Answered by Ventana's local provider simulator (``api_base`` is the simulator's): set by
+    #: ``ventana serve`` for a model whose key is unset, or by hand to demo a model with no account.
+    #: The simulator answers ``anthropic/`` models on its Messages route and every other provider
+    #: over chat, so no provider key or provider-specific wire format is needed.
+    simulated: bool = False
+    #: A local inference server behind an OpenAI-compatible ``api_base``. ``llama.cpp`` makes the
+    #: gateway pin each session to one of its ``engine_slots`` (``id_slot``) with ``cache_prompt`` on,
+    #: so a session's stable prefix stays in that slot's KV cache; vLLM and Ollama reuse prefixes unasked.
+    engine: Literal["llama.cpp", "vllm", "ollama"] | None = None
+    engine_slots: int = Field(default=1, gt=0)  # llama.cpp's --parallel
+    #: Which OpenAI API the upstream serves a ``/v1/responses`` request with: ``responses`` (its own
+    #: ``POST /responses``: the client's body goes natively, docs/responses.md), ``chat`` (only Chat
+    #: Completions: the request is translated), or ``auto``: ``responses`` for ``openai/`` models
+    #: at OpenAI itself (no ``api_base``, or ``api.openai.com``), ``chat`` for other servers.
+    wire_api: Literal["auto", "chat", "responses"] = "auto"
 
     @property
     def provider(self) -> str:
@@ -50,8 +65,18 @@ class ModelConfig(_Strict):
         return self.litellm_model.split("/", 1)[1] if "/" in self.litellm_model else self.litellm_model
 
     @property
+    def speaks_responses(self) -> bool:
+        """Whether a Responses request goes to this upstream's own ``POST /responses`` as the client sent it."""
+        if self.wire_api != "auto":
+            return self.wire_api == "responses" and self.speaks_openai
+        base = (self.api_base or "https://api.openai.com").rstrip("/")
+        return self.provider == "openai" and base.split("://")[-1].split("/")[0] == "api.openai.com"
+
+    @property
     def speaks_openai(self) -> bool:
         """Whether the body can go to the provider as it is, over our own pooled client."""
+        if self.simulated:  # the simulator speaks chat for every provider it has no native route for
+            return self.provider != "anthropic"
         return self.provider in {"openai", "hosted_vllm", "openai_compatible"} or (
             self.api_base is not None and self.provider not in {"anthropic", "gemini", "bedrock", "vertex_ai"}
         )

@@ -86,6 +86,12 @@ REJECTED = Counter(
 CACHE_WRITE_TOKENS = Counter(
     "ventana_cache_write_tokens_total", "Prompt tokens the provider reported writing to its cache", ["model"]
 )
+ENGINE_PROMPT_TOKENS = Counter(
+    "ventana_engine_prompt_tokens_total",
+    "Prompt tokens a local inference engine reported (llama.cpp timings): evaluated (computed) or reused "
+    "(taken from its KV cache)",
+    ["model", "kind"],
+)
 PREDICTED_CACHED_TOKENS = Counter(
     "ventana_predicted_cached_tokens_total",
     "Prompt tokens the gateway predicted the provider would read from cache (prefix shared with the session's "
@@ -255,6 +261,9 @@ def observe_cache(record: RequestRecord) -> None:
     """The provider's cache figures next to the gateway's prediction, and what broke the prefix."""
     model = record.model
     _child(CACHE_WRITE_TOKENS, model).inc(_count(record.usage.cache_write_tokens))
+    if record.usage.evaluated_tokens is not None:
+        _child(ENGINE_PROMPT_TOKENS, model, "evaluated").inc(_count(record.usage.evaluated_tokens))
+        _child(ENGINE_PROMPT_TOKENS, model, "reused").inc(_count(record.usage.reused_tokens or 0))
     _child(PREDICTED_CACHED_TOKENS, model).inc(_count(record.predicted_cached_tokens))
     if record.prefix_break is not None:
         component = record.prefix_break if record.prefix_break in COMPONENTS else "history"

@@ -24,6 +24,13 @@ from cryptography.fernet import Fernet, InvalidToken
 from gateway.errors import RequestError
 
 ENV_KEY = "VENTANA_SECRET_KEY"
+#: Every token the gateway seals starts with this, so a provider's own sealed item (OpenAI's compaction
+#: items) is told apart and passed through to that provider untouched.
+PREFIX = "ventana.v1."
+
+
+def sealed_here(token: Any) -> bool:
+    return isinstance(token, str) and token.startswith(PREFIX)
 
 
 def load_key(key_file: str | os.PathLike[str]) -> bytes:
@@ -50,14 +57,14 @@ class Sealer:
 
     def seal(self, kind: str, caller: str, payload: dict[str, Any]) -> str:
         body = {"kind": kind, "caller": caller, "at": int(time.time()), "payload": payload}
-        return self._fernet.encrypt(orjson.dumps(body)).decode()
+        return PREFIX + self._fernet.encrypt(orjson.dumps(body)).decode()
 
     def open(self, kind: str, caller: str, token: Any, *, param: str) -> dict[str, Any]:
         """The payload ``token`` seals, or a RequestError: not ours, tampered, another kind or another caller's."""
         if not isinstance(token, str) or not token:
             raise RequestError(f"'{param}' must be a non-empty string", param=param, code="invalid_encrypted_content")
         try:
-            body = orjson.loads(self._fernet.decrypt(token.encode()))
+            body = orjson.loads(self._fernet.decrypt(token.removeprefix(PREFIX).encode()))
         except (InvalidToken, ValueError, orjson.JSONDecodeError) as exc:
             raise RequestError(
                 f"'{param}' was not made by this gateway or has been altered", param=param,

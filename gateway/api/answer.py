@@ -68,7 +68,7 @@ async def complete(flight: InFlight, outgoing: dict[str, Any], api_key: str | No
         call = flight.served.complete(lambda b, r: gw.upstream.complete(model, b, api_key, raw=r), outgoing, raw_out)
     data = await _reach_upstream(flight, overhead_ms, call)
     ttfb_ms = flight.elapsed_ms() - overhead_ms
-    usage_block, usage = normalise_usage(data.get("usage"))
+    usage_block, usage = normalise_usage(data.get("usage"), data.get("timings"))
     if usage_block is not None:
         data["usage"] = usage_block
     answer = Answer.of_completion(data, usage)

@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.requests import Request
@@ -36,7 +36,7 @@ from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
 from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel
-from gateway.sessions.identify import identify_session, scope_session
+from gateway.sessions.identify import client_session, identify_session, scope_session
 from gateway.store.record import Counts, Forwarded
 
 #: Bodies from this size on are assembled in a worker thread (a 105K-token agent request is ~420 KB)
@@ -148,6 +148,8 @@ def build_context(
         caller=caller,
         summarizer=summarizer,
         cache_price_ratio=cache_ratio(info.input_cost_per_token, info.cache_read_cost_per_token),
+        engine=model.engine,
+        engine_slots=model.engine_slots,
         memos=gw.memos,
     )
     return context_from_body(body, env, state)
@@ -173,12 +175,23 @@ def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
     return assembly.assembled.body()
 
 
+class NativeDoor(Protocol):
+    """A front door that forwards in its client's own format: given the assembled chat view, it
+    applies the passes' edits to the client's body, forwards it and answers in that format."""
+
+    def policy(self, policy: Policy, provider: str) -> Policy:
+        """The policy to assemble with: the gateway's, less what this door cannot forward natively."""
+        ...
+
+    async def forward(self, flight: InFlight, assembly: Assembly, api_key: str | None) -> Response: ...
+
+
 async def chat_completions(request: Request, gw: Gateway) -> Response:
     started = time.perf_counter()
     await gw.recorder.room()  # a store far behind slows clients down rather than filling memory
     raw = await read_body(request, gw.settings.limits.max_body_bytes)
     caller, client_key = caller_hash(request)
-    return await answer_chat(gw, raw, caller, client_key, request.headers.get("x-session-id"), started=started)
+    return await answer_chat(gw, raw, caller, client_key, client_session(request.headers), started=started)
 
 
 async def answer_chat(
@@ -189,11 +202,15 @@ async def answer_chat(
     named: str | None,
     *,
     started: float | None = None,
+    native: NativeDoor | None = None,
 ) -> Response:
     """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
 
     ``raw`` is the Chat Completions JSON; ``named`` the client's session name, if any. Returns a JSON
     response or an event stream of chat chunks; raises a ``VentanaError`` the front door renders.
+    With ``native`` (an upstream that speaks the client's format) the chat body is the view the passes
+    work on and ``native`` forwards the client's own body with their edits, unless the gateway offers a
+    tool of its own this request (its loop answers chat): then the chat body goes, as when translating.
     """
     started = time.perf_counter() if started is None else started
     request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
@@ -211,7 +228,8 @@ async def answer_chat(
     for edge in gw.edges.ordered:  # api/edges.py: checkpoints adopted, memory looked up, usage profiles
         ctx = await edge.before(ctx, turn)
     state = ctx.session
-    tools_policy = gw.settings.policy.tools
+    policy = gw.settings.policy if native is None else native.policy(gw.settings.policy, model.provider)
+    tools_policy = policy.tools
     slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
     # A summariser's I/O, a slow scorer, or a body so large its assembly takes milliseconds (~3.5 ms
     # at 105K tokens seen for the first time): assemble in a thread, so the loop keeps serving others.
@@ -220,9 +238,9 @@ async def answer_chat(
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
     if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
-        assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, gw.settings.policy, passes)
+        assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
     else:
-        assembly, prefix = assemble_and_track(ctx, gw.settings.policy, passes)
+        assembly, prefix = assemble_and_track(ctx, policy, passes)
     await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
     edge_decisions = [
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
@@ -257,6 +275,8 @@ async def answer_chat(
     flight = InFlight(gw, model, sent, started, headers, count, served)
     _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
+    if native is not None and served is None:
+        return await native.forward(flight, assembly, api_key)
     if sent.stream:
         return await stream(flight, outgoing, body, api_key, raw_out)
     return await complete(flight, outgoing, api_key, raw_out)

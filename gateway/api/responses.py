@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -25,12 +25,15 @@ from gateway.api.chat import answer_chat, caller_hash, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.responses_compact import Compactor, compact_resource
+from gateway.api.responses_native import NativeResponses
 from gateway.errors import NotFound, RequestError
-from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools
+from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools, untranslated_fields
 from gateway.formats.responses_answer import listed_item, response_from_chat, response_object
 from gateway.formats.responses_compaction import compaction_settings
+from gateway.formats.responses_edits import sendable_item, view_of
 from gateway.formats.responses_stream import ResponseEvents
 from gateway.sealing import Sealer, load_key
+from gateway.sessions.identify import client_session
 from gateway.store.responses import (
     MemoryResponseStore,
     ResponseStore,
@@ -76,17 +79,27 @@ class ResponsesRoute:
         response_id = "resp_" + os.urandom(16).hex()
         earlier = conversation(chain)
         own = input_items(body, response_id, earlier)
+        native = self._native(body, chain, earlier, own, caller)
         forwarded, compaction = (*earlier, *own), None
-        if threshold is not None:
+        if threshold is not None and native is None:  # a native upstream gets context_management as sent
             forwarded, compaction = self._compacted(body, forwarded, threshold, caller)
         chat = chat_body(body, forwarded)
         named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
-        answer = await answer_chat(self.gw, orjson.dumps(chat), caller, client_key, named, started=started)
+        # Codex names its session in headers and prompt_cache_key: its conversations all open alike
+        named = named or client_session(request.headers, body.get("prompt_cache_key"))
+        answer = await answer_chat(
+            self.gw, orjson.dumps(chat), caller, client_key, named, started=started, native=native
+        )
+        if native is not None and native.used:
+            return answer  # the provider's own Response or events, stored by ``native.keep``
         base = response_object(body, response_id, int(time.time()))
         headers = _ventana_headers(answer)
         unserved = unserved_tools(body)
         if unserved:
             headers["x-ventana-unserved-tools"] = ",".join(unserved)
+        untranslated = untranslated_fields(body)
+        if untranslated:  # what could not cross to the chat upstream (docs/responses.md)
+            headers["x-ventana-untranslated"] = ",".join(untranslated)
 
         def keep(response: dict[str, Any]) -> StoredResponse | None:
             if body.get("store") is False:
@@ -139,6 +152,44 @@ class ResponsesRoute:
         chain = await self._chain(body, caller)
         items = (*conversation(chain), *input_items(body, "resp_" + os.urandom(16).hex(), conversation(chain)))
         return _json(compact_resource(self.compactor, body, items, caller))
+    def _native(
+        self,
+        body: Mapping[str, Any],
+        chain: list[StoredResponse],
+        earlier: Sequence[Mapping[str, Any]],
+        own: Sequence[dict[str, Any]],
+        caller: str,
+    ) -> NativeResponses | None:
+        """The native forwarding of this request when its model's upstream speaks Responses, else None."""
+        model = self.gw.settings.model(body["model"])
+        if model is None or not model.speaks_responses:
+            return None
+        given = body["input"]
+        client = given if isinstance(given, list) else [{"type": "message", "role": "user", "content": given}]
+        # the client's own items as sent; an item_reference as the item it names (the provider never saw it)
+        items = [
+            sendable_item(own[i]) if isinstance(item, Mapping) and item.get("type") == "item_reference" else item
+            for i, item in enumerate(client)
+        ]
+        view = view_of(body, [*(sendable_item(item) for item in earlier), *items], chained=bool(chain))
+        previous_id = chain[-1].response_id if chain else None
+
+        async def keep(response: dict[str, Any], session_id: str) -> None:
+            if body.get("store") is False or not isinstance(response.get("id"), str):
+                return
+            await self.store.put(
+                StoredResponse(
+                    response_id=response["id"],
+                    caller=caller,
+                    previous_id=previous_id,
+                    session_id=session_id,
+                    created_at=time.time(),
+                    items=tuple(own),
+                    response=response,
+                )
+            )
+
+        return NativeResponses(view, keep)
 
     async def _chain(self, body: Mapping[str, Any], caller: str) -> list[StoredResponse]:
         """The stored responses ``previous_response_id`` continues, oldest first (none without one)."""

@@ -43,7 +43,7 @@ class StreamRelay:
             self._absorb(choice)
         usage = chunk.get("usage")
         if usage:
-            block, self.usage = normalise_usage(usage)
+            block, self.usage = normalise_usage(usage, chunk.get("timings"))
             if not self.forward_usage:
                 if not chunk.get("choices"):
                     return None

@@ -147,6 +147,9 @@ class Env:
     caller: str = ""  # short hash of the caller's key, never the key
     # Cached input price over input price (litellm model info): what a token in the cached prefix costs
     cache_price_ratio: float = 0.5
+    # The local inference engine behind the model (``ModelConfig.engine``) and its slot count
+    engine: str | None = None
+    engine_slots: int = 1
     # Tool usage profiles as of the request's start (tool_key -> unit vector; read-only snapshot)
     tool_profiles: Mapping[str, Any] = field(default_factory=lambda: _NO_PROFILES)
     # The gateway's caches between requests (``gateway.memos``); fresh ones when built alone

@@ -9,6 +9,11 @@ asks for longer retention. A value the client sent is never replaced, and other 
 (which have no such fields) are left alone, and so is a prompt too short to be cached
 (under 1,024 tokens), which then goes out exactly as sent. It records no decision: it would be the same
 on every request, and the key is in the recorded body.
+
+A llama.cpp server (``engine: llama.cpp``) keeps one KV cache per slot and gives a request whichever slot
+is free, so two sessions that alternate evict each other's prefix. For it the gateway sets ``cache_prompt``
+and pins the session to ``id_slot`` = a hash of caller and session modulo ``engine_slots``, again only where
+the client set neither; OpenAI's fields are not sent to it.
 """
 
 from __future__ import annotations
@@ -29,10 +34,19 @@ def cache_key(caller: str, session_id: str) -> str:
     return KEY_PREFIX + hashlib.sha256(f"{caller}\x00{session_id}".encode()).hexdigest()[:32]
 
 
+def engine_slot(caller: str, session_id: str, slots: int) -> int:
+    """The llama.cpp slot a session is pinned to: stable across turns, replicas and restarts."""
+    return int(hashlib.sha256(f"{caller}\x00{session_id}".encode()).hexdigest()[:8], 16) % slots
+
+
 def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Set ``prompt_cache_key`` (and the configured retention) for an OpenAI upstream when the client set none."""
     state = ctx.session
-    if ctx.env.provider != "openai" or not state.session_id or ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
+    if ctx.env.engine == "llama.cpp":
+        return _hint_llama_cpp(ctx, policy)
+    if ctx.env.engine is not None or ctx.env.provider != "openai" or not state.session_id:
+        return ctx, []
+    if ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
         return ctx, []
     params = dict(ctx.params)
     set_: dict[str, object] = {}
@@ -41,6 +55,22 @@ def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[De
     retention = policy.prompt_cache_retention
     if retention and params.get("prompt_cache_retention") is None and "prompt_cache_options" not in params:
         set_["prompt_cache_retention"] = retention
+    if not set_:
+        return ctx, []
+    return ctx.replace(params={**params, **set_}), []
+
+
+def _hint_llama_cpp(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
+    """``cache_prompt`` and a per-session ``id_slot`` for llama.cpp, unless the client chose them."""
+    session_id = ctx.session.session_id
+    if not policy.prompt_cache_key or not session_id:
+        return ctx, []
+    params = dict(ctx.params)
+    set_: dict[str, object] = {}
+    if "cache_prompt" not in params:
+        set_["cache_prompt"] = True
+    if "id_slot" not in params:
+        set_["id_slot"] = engine_slot(ctx.env.caller, session_id, ctx.env.engine_slots)
     if not set_:
         return ctx, []
     return ctx.replace(params={**params, **set_}), []

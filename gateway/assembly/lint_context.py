@@ -3,7 +3,10 @@
 The gate (skill card "Gate de validación"), one check each:
 
 - ``volatile_in_prefix``: the prefix (system/developer messages, tool descriptions)
-  holds no per-turn value (timestamp, request id, counter, config patterns);
+  holds no value that is per-turn on sight (a timestamp, a request id, a "current time"
+  label, config patterns; ``volatile_patterns.PER_TURN_PATTERNS``);
+- ``volatile_in_tools``: the same in a tool description, a warning by default: the gateway
+  never edits tool definitions, so only the client can move it;
 - ``dynamic_tail_last``: the dynamic state is one ``<reminder>`` block at the very end
   (no unrendered reminder lines, no reminder in the middle, no placeholder whose value
   is missing);
@@ -29,7 +32,7 @@ from pydantic import Field
 
 from gateway.assembly.context import Context, Decision
 from gateway.assembly.message_text import is_system, system_messages, text_of
-from gateway.assembly.move_volatile import PLACEHOLDER_RX, compiled_patterns, pattern_spans
+from gateway.assembly.move_volatile import PLACEHOLDER_RX, pattern_spans, per_turn_patterns
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, find_rules
@@ -39,6 +42,7 @@ from gateway.history_fold import index_fold
 Severity = Literal["error", "warning", "off"]
 CHECKS: tuple[str, ...] = (
     "volatile_in_prefix",
+    "volatile_in_tools",
     "dynamic_tail_last",
     "critical_rules_at_edges",
     "compaction_threshold",
@@ -46,7 +50,11 @@ CHECKS: tuple[str, ...] = (
 )
 _ERROR: Severity = "error"
 _WARNING: Severity = "warning"
-DEFAULT_SEVERITIES: Mapping[str, Severity] = {**dict.fromkeys(CHECKS, _ERROR), "compaction_threshold": _WARNING}
+DEFAULT_SEVERITIES: Mapping[str, Severity] = {
+    **dict.fromkeys(CHECKS, _ERROR),
+    "compaction_threshold": _WARNING,
+    "volatile_in_tools": _WARNING,  # the client's to fix: the gateway never edits a tool definition
+}
 
 
 class LintPolicy(PassPolicy):
@@ -66,13 +74,18 @@ Finding = tuple[str, str, str]  # (check, message, default severity override or 
 
 
 def _prefix_values(ctx: Context, policy: LintPolicy) -> list[Finding]:
-    patterns = compiled_patterns(tuple(sorted(policy.volatile_patterns.items())))
-    texts = [text_of(m.get("content")) for m in system_messages(ctx.messages) if not is_gateway_block(m)]
-    texts += [str((t.get("function") or {}).get("description") or "") for t in ctx.tools or ()]
+    patterns = per_turn_patterns(tuple(sorted(policy.volatile_patterns.items())))
+    texts = [
+        ("volatile_in_prefix", text_of(m.get("content")))
+        for m in system_messages(ctx.messages)
+        if not is_gateway_block(m)
+    ]
+    texts += [("volatile_in_tools", str((t.get("function") or {}).get("description") or "")) for t in ctx.tools or ()]
     found: list[Finding] = []
-    for text in texts:
+    for check, text in texts:
+        where = "the prefix" if check == "volatile_in_prefix" else "a tool description (the client's to move)"
         for start, end, name in pattern_spans(text, patterns):
-            found.append(("volatile_in_prefix", f"per-turn value ({name}) in the prefix: {text[start:end]!r}", ""))
+            found.append((check, f"per-turn value ({name}) in {where}: {text[start:end]!r}", ""))
     return found
 
 

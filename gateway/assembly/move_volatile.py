@@ -2,19 +2,28 @@
 
 A provider caches a prompt by exact prefix: one timestamp, request id or counter in the
 system prompt changes the first bytes of every turn and nothing is ever cached. This
-pass finds such values in system/developer messages and tool descriptions, replaces
-each by a placeholder that does not depend on the value (``[current_line: see
-reminder]``) and pushes ``(label, value)`` to ``ctx.reminder``, which
-``render_reminder`` writes as the last message.
+pass finds such values in system/developer messages, replaces each by a placeholder
+that does not depend on the value (``[current_line: see reminder]``) and pushes
+``(label, value)`` to ``ctx.reminder``, which ``render_reminder`` writes as the last
+message. Only the value moves: the text around it, the rest of its line included, stays.
+
+What it never touches: tool definitions (a tool's description is static text the client
+wrote once, such as CronCreate's "at 2:30pm"; rewriting it would change the tool the
+model is offered), and user or assistant messages.
 
 Values are found two ways:
 
-- patterns: ``volatile_patterns.BUILTIN_PATTERNS`` plus the config's ``patterns``;
+- patterns that are per-turn on sight (``volatile_patterns.PER_TURN_PATTERNS``: a
+  timestamp with a time of day, a request id, an explicit "Current time:" label, a
+  millisecond epoch) plus the config's ``patterns``. These move from the first turn on.
+  A bare date, a clock time, a UUID or "Step 1" is as often static text, so on its own
+  it is left where it is;
 - learning: a span of the system prompt that differs from the same session's previous
   turn (``state.previous_system``), after the patterns were applied to both, is volatile
-  even when no pattern knows it. It is remembered in ``state.volatile_spans`` as the
-  stable text around it (an anchor), so it is moved on every later turn too, including
-  turns where its value happens not to change.
+  even when no pattern knows it; where it overlaps a match of any built-in pattern (the
+  minute of a clock time changed), the whole match is the span. It is remembered in
+  ``state.volatile_spans`` as the stable text around it (an anchor), so it is moved on
+  every later turn too, including turns where its value happens not to change.
 
 Contract: pure; the placeholders depend only on the labels, so the prefix is byte-stable
 across turns; idempotent (placeholders are never matched again).
@@ -31,11 +40,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from gateway.assembly.context import Context, Decision, SessionState, Tool
+from gateway.assembly.context import Context, Decision, SessionState
 from gateway.assembly.message_text import map_text, system_indices, system_messages, text_of, with_content
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.verify_assembly import is_gateway_block
-from gateway.assembly.volatile_patterns import compile_named, find_volatile
+from gateway.assembly.volatile_patterns import PER_TURN_PATTERNS, compile_named, find_volatile
 from gateway.object_memo import ObjectMemo
 
 PLACEHOLDER = "[{label}: see reminder]"
@@ -55,7 +64,6 @@ class VolatilePolicy(PassPolicy):
     learn: bool = True
     max_learned: int = 16
     max_learned_chars: int = 200
-    tool_descriptions: bool = True
 
     @field_validator("patterns")
     @classmethod
@@ -73,7 +81,20 @@ class VolatilePolicy(PassPolicy):
 # Process-wide and pure: a regex compile of pattern strings.
 @lru_cache(maxsize=32)
 def compiled_patterns(extra: tuple[tuple[str, str], ...]) -> Patterns:
+    """Every built-in pattern, then the config's ``extra`` (what the lint check and learning look for)."""
     return compile_named(dict(extra))
+
+
+@lru_cache(maxsize=32)
+def per_turn_patterns(extra: tuple[tuple[str, str], ...]) -> Patterns:
+    """The patterns moved on sight: the built-in ones that are per-turn whatever the turn, and the config's."""
+    return tuple(
+        (name, rx) for name, rx in compiled_patterns(extra) if name in PER_TURN_PATTERNS or (name, rx.pattern) in extra
+    )
+
+
+#: Every built-in pattern: a learned span is widened to the match it overlaps.
+_ALL_BUILTIN = compile_named({})
 
 
 @dataclass(slots=True)
@@ -173,10 +194,24 @@ def _changed_spans(current: str, previous: str, policy: VolatilePolicy) -> list[
         value = current[start:end]
         start += len(value) - len(value.lstrip())
         end -= len(value) - len(value.rstrip())
-        if end <= start or end - start > policy.max_learned_chars or PLACEHOLDER_RX.search(current[start:end]):
+        if end <= start:
             continue
+        start, end = _widened(current, start, end)
+        if end - start > policy.max_learned_chars or PLACEHOLDER_RX.search(current[start:end]):
+            continue
+        if spans and start < spans[-1][1]:  # two changes inside one clock time or date: one span
+            start = min(start, spans.pop()[0])
         spans.append((start, end))
     return spans
+
+
+def _widened(text: str, start: int, end: int) -> tuple[int, int]:
+    """``start:end`` grown to every built-in pattern match it overlaps: when the minute of
+    "10:01" changes, the value is the clock time, not the digits that differed."""
+    for m_start, m_end, _name in pattern_spans(text, _ALL_BUILTIN):
+        if m_start < end and start < m_end:
+            start, end = min(start, m_start), max(end, m_end)
+    return start, end
 
 
 def _learn_one(current: str, previous: str, policy: VolatilePolicy) -> list[str]:
@@ -213,33 +248,18 @@ def _learn(system: tuple[str, ...], state: SessionState, patterns: Patterns, pol
     return learned[:room]
 
 
-def _rewrite_tools(tools: tuple[Tool, ...] | None, patterns: Patterns, moves: _Moves) -> tuple[Tool, ...] | None:
-    if not tools:
-        return tools
-    out: list[Tool] = []
-    for tool in tools:
-        fn = tool.get("function")
-        desc = fn.get("description") if isinstance(fn, Mapping) else None
-        if isinstance(fn, Mapping) and isinstance(desc, str) and desc:
-            new_desc = _substitute(desc, patterns, (), moves)
-            if new_desc != desc:
-                tool = {**tool, "function": {**fn, "description": new_desc}}
-        out.append(tool)
-    return tuple(out) if any(a is not b for a, b in zip(out, tools, strict=True)) else tools
-
-
-def _system_tokens(ctx: Context, messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool] | None) -> int:
-    return ctx.env.counter.messages(system_messages(messages)) + ctx.env.counter.tools(tools)
+def _system_tokens(ctx: Context, messages: Sequence[Mapping[str, Any]]) -> int:
+    return ctx.env.counter.messages(system_messages(messages))
 
 
 def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[Decision]]:
     """Move per-turn values out of the prefix into the trailing reminder.
 
-    Rewrites system/developer messages (and tool descriptions when enabled) only; the
-    session keeps the client's original system texts and the learned anchors.
+    Rewrites system/developer messages only, never tool definitions; the session keeps the
+    client's original system texts and the learned anchors.
     """
     state = ctx.session
-    patterns = compiled_patterns(tuple(sorted(policy.patterns.items())))
+    patterns = per_turn_patterns(tuple(sorted(policy.patterns.items())))
     system = tuple(text_of(m.get("content")) for m in system_messages(ctx.messages) if not is_gateway_block(m))
     learned = _learn(system, state, patterns, policy) if policy.learn and state.previous_system else []
     anchors = (*state.volatile_spans, *learned)
@@ -254,7 +274,6 @@ def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[D
         if not is_gateway_block(m):
             rewritten[i] = with_content(m, map_text(m.get("content"), substitute))
     messages = tuple(rewritten)
-    tools = _rewrite_tools(ctx.tools, patterns, moves) if policy.tool_descriptions else ctx.tools
     session = replace(state, previous_system=system, volatile_spans=anchors)
     if not moves.lines and session == state:
         return ctx, []
@@ -276,8 +295,8 @@ def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[D
         Decision(
             "move_volatile",
             "moved",
-            tokens_before=_system_tokens(ctx, ctx.messages, ctx.tools),
-            tokens_after=_system_tokens(ctx, messages, tools),
+            tokens_before=_system_tokens(ctx, ctx.messages),
+            tokens_after=_system_tokens(ctx, messages),
             reason=f"moved {len(moves.lines)} per-turn value(s) from the prefix to the reminder",
             detail={
                 "spans": [{"name": label, "text": value} for label, value in moves.lines],
@@ -285,5 +304,5 @@ def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[D
             },
         )
     )
-    new = ctx.replace(messages=messages, tools=tools, session=session, reminder=(*ctx.reminder, *moves.lines))
+    new = ctx.replace(messages=messages, session=session, reminder=(*ctx.reminder, *moves.lines))
     return new, decisions

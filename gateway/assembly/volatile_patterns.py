@@ -12,6 +12,16 @@ from collections.abc import Mapping
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?"
 
+#: A time zone after a time: UTC, GMT, Z or an abbreviation ending in T (CET, PDT, CEST).
+_TZ = r"(?:UTC|GMT|Z|[A-Z]{1,3}T)"
+#: One word of a date/time value: digits (with their separators, "2026-11-29T10:00:00+02:00",
+#: "10:30", "3/4/26"; a dot only between digits, so a full stop ends the value), a month or
+#: weekday name, am/pm, a time zone.
+_DIGIT_WORD = r"\d[\w:/+-]*(?:\.\d[\w:/+-]*)*"
+_NAME_WORD = rf"(?:{_MONTHS}|{_DAYS}|[AaPp]\.?[Mm]\.?|{_TZ}|at)(?![\w])"
+_VALUE = rf"(?:{_NAME_WORD}[ ,]+)*{_DIGIT_WORD}(?:[ ,]+(?:{_DIGIT_WORD}|{_NAME_WORD}))*"
+_LABEL = r"\b(?i:current (?:time|date|datetime)|now is|today is|timestamp|as of)\b\s*(?:is\b\s*)?[:=]?\s*"
+
 #: (name, pattern) pairs, most specific first; names appear in decisions.
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("uuid", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
@@ -29,17 +39,21 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("hex_id", r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{16,64}\b"),
     (
         "request_id",
-        r"(?i)\b(?:request|req|trace|span|correlation|session|run|message|msg)[ _-]?id\s*[:=#]?\s*[\"']?[\w.:-]{6,}",
+        r"(?i)\b(?:request|req|trace|span|correlation|session|run|message|msg)[ _-]?id\s*[:=#]?\s*[\"']?"
+        r"(?=[\w.:-]{6,})[\w:-]+(?:\.[\w:-]+)*",  # a full stop after the id ends it
     ),
     ("counter", r"(?i)\b(?:turn|request|call|step|attempt|iteration|message|round)\s*(?:#|no\.?|number)?\s*\d+\b"),
-    # "Current time: ..." to the end of its line, but only when it carries a value (a digit):
-    # a rule such as "Never put a timestamp in answers" is not a per-turn value. It starts at
-    # the keyword so the stable text before it on the same line ("You are ...") stays in the prefix.
-    (
-        "current_line",
-        r"(?i)\b(?:current (?:time|date|datetime)|now is|today is|timestamp|as of)\b[^\n]*\d[^\n]*",
-    ),
+    # "Current time: <value>": the label and the date/time value after it, and nothing more of the
+    # line, so a rule written after the value ("... 10:00Z. NEVER push to main") stays in the prefix.
+    # Only when the value carries a digit: "Never put a timestamp in answers" is not a per-turn value.
+    ("current_line", rf"{_LABEL}{_VALUE}"),
 )
+
+#: The built-in patterns whose matches are per-turn whatever the session has seen: a timestamp with a
+#: time of day, a request/trace id, an explicit "current time/date" label, a millisecond epoch. The
+#: others (a bare date, a clock time such as "at 2:30pm", a UUID, a counter such as "Step 1") are as
+#: often static text; ``move_volatile`` moves what they match only once it changed between turns.
+PER_TURN_PATTERNS = frozenset({"iso_datetime", "request_id", "current_line", "unix_time_ms"})
 
 _COMPILED = tuple((name, re.compile(pattern)) for name, pattern in BUILTIN_PATTERNS)
 

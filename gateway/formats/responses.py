@@ -136,12 +136,24 @@ def chat_body(request: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) ->
 
 def chat_messages(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Chat messages for Responses items: consecutive function calls join one assistant message."""
+    return chat_messages_at(items)[0]
+
+
+def chat_messages_at(items: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[list[int]]]:
+    """``chat_messages`` and, for each message, the positions in ``items`` it was made from.
+
+    A ``reasoning`` item belongs to the message after it (the answer it reasoned toward); one
+    at the very end belongs to the last message. ``responses_edits`` applies what the passes
+    decided about a message to these items."""
     messages: list[dict[str, Any]] = []
+    positions: list[list[int]] = []
+    pending: list[int] = []  # reasoning items waiting for the message they precede
     open_assistant = False  # the last message is an assistant turn later function calls may join
     for i, item in enumerate(items):
         kind = item.get("type") or ("message" if "role" in item else None)
         if kind == "message":
             messages.append(_chat_message(item, i))
+            positions.append([*pending, i])
             open_assistant = messages[-1]["role"] == "assistant"
         elif kind == "function_call":
             call = {
@@ -151,23 +163,30 @@ def chat_messages(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             }
             if open_assistant:
                 messages[-1].setdefault("tool_calls", []).append(call)
+                positions[-1].extend((*pending, i))
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                positions.append([*pending, i])
                 open_assistant = True
         elif kind == "function_call_output":
             output = item.get("output")
             content = output if isinstance(output, str) else _joined_text(output, i)
             messages.append({"role": "tool", "tool_call_id": _string(item, "call_id", i), "content": content})
+            positions.append([*pending, i])
             open_assistant = False
         elif kind == "reasoning":
-            continue  # chat has no field for it; the stored conversation keeps it
+            pending.append(i)  # chat has no field for it; the stored conversation keeps it
+            continue
         else:
             raise _fail(
                 f"input[{i}] has type {kind!r}; this route serves message, function_call, "
                 "function_call_output and reasoning items",
                 f"input[{i}].type",
             )
-    return messages
+        pending = []
+    if pending and positions:
+        positions[-1].extend(pending)
+    return messages, positions
 
 
 def _string(item: Mapping[str, Any], key: str, i: int) -> str:
@@ -225,6 +244,40 @@ def _chat_tools(tool: Any, i: int) -> list[dict[str, Any]]:
         raise _fail(f"tools[{i}].name must be a non-empty string", f"tools[{i}].name")
     fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
     return [{"type": "function", "function": fn}]
+
+
+#: Request fields the chat translation reads (or Ventana itself serves: ``store``, ``metadata``,
+#: ``previous_response_id``); every other field cannot cross to a chat upstream.
+TRANSLATED = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "text",
+        "reasoning",
+        "max_output_tokens",
+        "top_logprobs",
+        "stream",
+        "store",
+        "metadata",
+        "previous_response_id",
+        *SAME_PARAMS,
+    }
+)
+_TRANSLATED_PARTS = {"reasoning": ("effort",), "text": ("format", "verbosity")}
+
+
+def untranslated_fields(request: Mapping[str, Any]) -> list[str]:
+    """The request's fields a chat upstream never sees (``include``, ``truncation``, ``reasoning.summary``,
+    fields Ventana does not know): the translated route names them in ``x-ventana-untranslated``."""
+    out = [name for name in request if name not in TRANSLATED and request[name] is not None]
+    for name, kept in _TRANSLATED_PARTS.items():
+        value = request.get(name)
+        if isinstance(value, Mapping):
+            out += [f"{name}.{k}" for k in value if k not in kept and value[k] is not None]
+    return out
 
 
 def unserved_tools(request: Mapping[str, Any]) -> list[str]:

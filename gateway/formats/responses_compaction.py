@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import RequestError
+from gateway.sealing import sealed_here
 
 COMPACTION = "compaction"
 SEALED_KIND = "responses.compaction"
@@ -78,14 +79,19 @@ def compaction_item(item_id: str, token: str) -> dict[str, Any]:
 def expand_compactions(
     items: Sequence[Any], open_sealed: Callable[[Any, str], Mapping[str, Any]]
 ) -> list[Any] | None:
-    """``items`` with each compaction item replaced by the messages it stands for; None when there is none.
+    """``items`` with each of the gateway's compaction items replaced by the messages it stands for; None
+    when there is none. A provider's own compaction item is left where it is, for that provider.
 
     ``open_sealed(token, param)`` returns the sealed payload or raises a RequestError naming ``param``."""
-    if not any(isinstance(item, Mapping) and item.get("type") == COMPACTION for item in items):
+
+    def ours(item: Any) -> bool:
+        return isinstance(item, Mapping) and item.get("type") == COMPACTION and sealed_here(item.get("encrypted_content"))
+
+    if not any(ours(item) for item in items):
         return None
     out: list[Any] = []
     for i, item in enumerate(items):
-        if not (isinstance(item, Mapping) and item.get("type") == COMPACTION):
+        if not ours(item):
             out.append(item)
             continue
         payload = open_sealed(item.get("encrypted_content"), f"input[{i}].encrypted_content")

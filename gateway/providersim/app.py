@@ -123,7 +123,8 @@ class Simulator:
             usage["cache_creation_input_tokens"] = write
         return usage
 
-    async def chat(self, request: Request) -> Response:
+    async def chat(self, request: Request, *, record: bool = True) -> Response:
+        """Answer a chat body; ``record=False`` when another door recorded the body it received."""
         raw = await request.body()
         self.requests += 1
         try:
@@ -132,7 +133,8 @@ class Simulator:
             return _error(400, "body is not valid JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "'messages' is required")
-        self._record(raw)
+        if record:
+            self._record(raw)
         fault = self.faults.take()
         if fault is not None and fault.before_answer:
             return await fault.respond(request.headers.get("authorization", ""))

@@ -5,6 +5,8 @@ talk Responses to the simulator directly. The request becomes a chat body (the s
 translation the gateway uses), the simulator's own chat handler answers it (faults,
 recording, cache accounting and latency included), and the answer or its chunk stream is
 translated back. The simulator keeps no responses: ``previous_response_id`` is refused.
+``--record`` keeps the Responses body as received (not its chat translation), so a test sees
+exactly what a gateway forwarding Responses natively sent.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def _with_body(request: Request, raw: bytes) -> Request:
 
 
 async def responses(sim: Simulator, request: Request) -> Response:
+    raw = await request.body()
     try:
-        body = check_request(orjson.loads(await request.body()))
+        body = check_request(orjson.loads(raw))
         if body.get("previous_response_id"):
             raise RequestError("the simulator keeps no responses; send the whole input", param="previous_response_id")
         response_id = "resp_sim" + os.urandom(12).hex()
@@ -59,7 +62,8 @@ async def responses(sim: Simulator, request: Request) -> Response:
         return _error(RequestError("body is not valid JSON", code="invalid_json"))
     except RequestError as exc:
         return _error(exc)
-    answer = await sim.chat(_with_body(request, orjson.dumps(chat)))
+    sim._record(raw)  # the Responses body as received: what a gateway forwarding natively sent
+    answer = await sim.chat(_with_body(request, orjson.dumps(chat)), record=False)
     base = response_object(body, response_id, int(time.time()))
     if isinstance(answer, StreamingResponse):
         return StreamingResponse(_events(answer.body_iterator, base), media_type="text/event-stream")

@@ -1,7 +1,9 @@
 """Name the conversation a stateless OpenAI request belongs to.
 
 Clients resend the whole history every turn and rarely say which conversation it is.
-In order: the ``X-Session-Id`` header; else a hash of the caller's key hash, the model,
+In order: the ``X-Session-Id`` header; else the session a known client names itself
+(``CLIENT_SESSION_HEADERS``, then a body field its door knows, such as Codex's
+``prompt_cache_key``); else a hash of the caller's key hash, the model,
 and the system prompt and first user message with their per-turn values removed (so a
 clock in the system prompt does not make every turn a new session). Digit runs are
 also folded, so a per-turn number no pattern knows (``worker wp37x``) keeps the session
@@ -29,6 +31,17 @@ from gateway.assembly.volatile_patterns import strip_volatile
 from gateway.tokens import content_text
 
 MAX_SESSION_ID_LENGTH = 128
+#: Headers in which clients name their conversation, in order of preference, when ``X-Session-Id``
+#: is absent. Codex CLI sends ``session-id`` and ``thread-id`` (0.171; older releases ``session_id``
+#: and ``conversation_id``), one value per Codex session, the same on every turn.
+CLIENT_SESSION_HEADERS: tuple[str, ...] = (
+    "x-session-id",
+    "session-id",
+    "session_id",
+    "thread-id",
+    "conversation_id",
+    "conversation-id",
+)
 _DIGITS = re.compile(r"\d+")
 
 
@@ -38,6 +51,21 @@ def _stable(text: str) -> str:
     """``strip_volatile`` memoised: every turn of a conversation resends the same system prompt,
     and running the patterns over it costs ~0.4 ms, the largest item of a small request."""
     return _DIGITS.sub("0", strip_volatile(text))
+
+
+def client_session(headers: Mapping[str, str], *fallbacks: Any) -> str | None:
+    """The session name the client gave: the first of ``CLIENT_SESSION_HEADERS`` it sent, else the
+    first non-empty string of ``fallbacks`` (a door's body field, e.g. ``prompt_cache_key``); None if none.
+
+    Scoped by caller like ``X-Session-Id`` (``scope_session``), so a name never reaches another caller."""
+    for name in CLIENT_SESSION_HEADERS:
+        value = headers.get(name)
+        if value and value.strip():
+            return value.strip()[:MAX_SESSION_ID_LENGTH]
+    for value in fallbacks:
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:MAX_SESSION_ID_LENGTH]
+    return None
 
 
 def scope_session(caller: str, session_id: str) -> str:

@@ -266,6 +266,11 @@ def _usage_table(stored: StoredRequest) -> Table:
         ("prompt tokens billed", str(s.prompt_tokens)),
         ("cached tokens", str(s.cached_tokens)),
         ("cache write tokens", str(s.cache_write_tokens)),
+        *(
+            [("engine: prompt tokens evaluated / reused", f"{s.evaluated_tokens} / {s.reused_tokens}")]
+            if s.evaluated_tokens is not None
+            else []
+        ),
         ("completion tokens", str(s.completion_tokens)),
         ("gateway overhead ms", f"{s.overhead_ms:.2f}"),
         ("upstream ttfb ms", "-" if s.ttfb_ms is None else f"{s.ttfb_ms:.2f}"),

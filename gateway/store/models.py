@@ -90,6 +90,9 @@ class Request(Base):
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    #: What a local engine (llama.cpp ``timings``) evaluated and reused of the prompt; NULL when not reported.
+    evaluated_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reused_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     tokens_original: Mapped[int] = mapped_column(Integer, default=0)
     tokens_assembled: Mapped[int] = mapped_column(Integer, default=0)
     overhead_ms: Mapped[float] = mapped_column(Float, default=0.0)

@@ -48,6 +48,8 @@ class RequestSummary:
     completion_tokens: int
     cached_tokens: int
     cache_write_tokens: int
+    evaluated_tokens: int | None
+    reused_tokens: int | None
     overhead_ms: float
     ttfb_ms: float | None
     total_ms: float

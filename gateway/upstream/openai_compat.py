@@ -151,6 +151,35 @@ class _SSEStream:
         self._give_back()
 
 
+#: The events that end a Responses stream (it has no ``[DONE]``).
+RESPONSE_END_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
+
+
+def event_type(payload: bytes) -> str:
+    """The ``type`` of one Responses event payload ("" when it is not a JSON object with one)."""
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return ""
+    return str(data.get("type") or "") if isinstance(data, dict) else ""
+
+
+class _ResponseEventStream(_SSEStream):
+    """A Responses event stream: it ends with its last event (``response.completed``, ...), not ``[DONE]``."""
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        ended = False
+        try:
+            async for payload in super().chunks():
+                yield payload
+                if event_type(payload) in RESPONSE_END_EVENTS:
+                    ended = True
+                    return
+        except UpstreamUnavailable:
+            if not ended:
+                raise
+
+
 def _nothing() -> None:
     return None
 
@@ -191,19 +220,24 @@ class OpenAICompatUpstream:
         return self._session
 
     def _prepare(
-        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None, path: str
     ) -> tuple[str, bytes, dict[str, str]]:
         base = (model.api_base or DEFAULT_API_BASE).rstrip("/")
         headers = {"content-type": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         payload = raw if raw is not None else orjson.dumps({**body, "model": model.upstream_model})
-        return f"{base}/chat/completions", payload, headers
+        return f"{base}{path}", payload, headers
 
     async def _send(
-        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None
+        self,
+        model: ModelConfig,
+        body: dict[str, Any],
+        api_key: str | None,
+        raw: bytes | None,
+        path: str = "/chat/completions",
     ) -> aiohttp.ClientResponse:
-        url, payload, headers = self._prepare(model, body, api_key, raw)
+        url, payload, headers = self._prepare(model, body, api_key, raw, path)
         attempt = 0
         while True:
             try:
@@ -259,6 +293,30 @@ class OpenAICompatUpstream:
         release = await self._slot()
         try:
             return _SSEStream(await self._send(model, body, api_key, raw), release)
+        except BaseException:
+            release()
+            raise
+
+    async def responses_complete(self, model: ModelConfig, raw: bytes, api_key: str | None) -> dict[str, Any]:
+        """``POST /responses`` with the body ``raw`` as it is (docs/responses.md, native forwarding)."""
+        release = await self._slot()
+        try:
+            content = await _read(await self._send(model, {}, api_key, raw, "/responses"))
+        finally:
+            release()
+        try:
+            data = orjson.loads(content)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamUnavailable("upstream returned malformed JSON") from exc
+        if not isinstance(data, dict) or data.get("object") != "response":
+            raise UpstreamUnavailable("upstream returned a body that is not a Response")
+        return data
+
+    async def responses_stream(self, model: ModelConfig, raw: bytes, api_key: str | None) -> _SSEStream:
+        """``POST /responses`` streamed: each event's ``data:`` payload; it ends with the response's last event."""
+        release = await self._slot()
+        try:
+            return _ResponseEventStream(await self._send(model, {}, api_key, raw, "/responses"), release)
         except BaseException:
             release()
             raise

@@ -12,6 +12,14 @@ from gateway.upstream.litellm_upstream import LiteLLMUpstream
 from gateway.upstream.openai_compat import OpenAICompatUpstream
 from gateway.upstream.types import UpstreamStream
 
+#: The key a simulated model is sent with when none is set: the simulator checks none, but litellm
+#: refuses to call an Anthropic-format upstream without one ("Missing Anthropic API Key").
+SIMULATOR_KEY = "ventana-simulator"
+
+
+def _key(model: ModelConfig, api_key: str | None) -> str | None:
+    return api_key or (SIMULATOR_KEY if model.simulated and not model.speaks_openai else None)
+
 
 class UpstreamRouter:
     def __init__(self, config: UpstreamConfig) -> None:
@@ -32,7 +40,7 @@ class UpstreamRouter:
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> dict[str, Any]:
         try:
-            return await self._pick(model).complete(model, body, api_key, raw=raw)
+            return await self._pick(model).complete(model, body, _key(model, api_key), raw=raw)
         except UpstreamError as exc:
             raise scrub_key(exc, api_key) from exc.__cause__
 
@@ -40,7 +48,21 @@ class UpstreamRouter:
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> UpstreamStream:
         try:
-            stream = await self._pick(model).open_stream(model, body, api_key, raw=raw)
+            stream = await self._pick(model).open_stream(model, body, _key(model, api_key), raw=raw)
+        except UpstreamError as exc:
+            raise scrub_key(exc, api_key) from exc.__cause__
+        return _ScrubbedStream(stream, api_key) if api_key else stream
+
+    async def responses_complete(self, model: ModelConfig, raw: bytes, api_key: str | None) -> dict[str, Any]:
+        """The upstream's own ``POST /responses`` (a model that ``speaks_responses``), body as given."""
+        try:
+            return await self._openai.responses_complete(model, raw, api_key)
+        except UpstreamError as exc:
+            raise scrub_key(exc, api_key) from exc.__cause__
+
+    async def responses_stream(self, model: ModelConfig, raw: bytes, api_key: str | None) -> UpstreamStream:
+        try:
+            stream = await self._openai.responses_stream(model, raw, api_key)
         except UpstreamError as exc:
             raise scrub_key(exc, api_key) from exc.__cause__
         return _ScrubbedStream(stream, api_key) if api_key else stream

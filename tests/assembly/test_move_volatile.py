@@ -48,10 +48,51 @@ def test_prefix_is_byte_stable_across_turns_with_clock_counter_and_unknown_value
         )
         prefix, state, reminder = _turn(system, state)
         prefixes.append(prefix)
-        assert f"turn {turn}" in dict(reminder).values()
-    # turn 1 cannot know the pool name is volatile; from turn 2 on the prefix never changes
+        assert f"10:{turn:02d}:00 UTC" in " ".join(dict(reminder).values())
+        if turn > 1:  # a counter is per-turn once it changed; "turn 1" alone could be static text
+            assert f"turn {turn}" in dict(reminder).values()
+    # turn 1 cannot know the counter and pool name are volatile; from turn 2 on the prefix never changes
+    assert "This is turn 1." in prefixes[0]
     assert len(set(prefixes[1:])) == 1, prefixes
     assert "[learned: see reminder]" in prefixes[-1]
+
+
+def test_only_the_value_moves_and_the_rest_of_its_line_stays() -> None:
+    system = "Current time: 2026-11-29T16:00:00Z NEVER push to main without review\nToday is 29 Nov 2026. Be kind."
+    prefix, _, reminder = _turn(system, SessionState("s"))
+    assert prefix == (
+        "[current_line: see reminder] NEVER push to main without review\n[current_line #2: see reminder]. Be kind."
+    )
+    assert reminder == [
+        ("current_line", "Current time: 2026-11-29T16:00:00Z"),
+        ("current_line #2", "Today is 29 Nov 2026"),
+    ]
+
+
+def test_a_static_clock_time_is_never_moved_and_a_changing_one_is_moved_whole() -> None:
+    state = SessionState("s")
+    for turn in range(1, 4):
+        system = f"Standup is at 2:30pm.\nShift clock 10:{turn * 7:02d} local.\nBe kind."
+        prefix, state, reminder = _turn(system, state)
+        assert "Standup is at 2:30pm." in prefix, "a clock time that never changes is static text"
+        if turn == 1:
+            assert reminder == [] and prefix == system
+        else:
+            assert reminder == [("learned", f"10:{turn * 7:02d}")], "the whole clock time, not the digits that changed"
+            assert prefix == "Standup is at 2:30pm.\nShift clock [learned: see reminder] local.\nBe kind."
+
+
+def test_tool_definitions_are_never_edited() -> None:
+    tool = {
+        "type": "function",
+        "function": {"name": "CronCreate", "description": "Run a job, e.g. at 2:30pm or at 2026-11-29T10:00:00Z."},
+    }
+    case = {"request": {"messages": [{"role": "system", "content": "Request id: r-123456"}], "tools": [tool]}}
+    ctx = context_of(case)
+    for _turn_number in range(3):
+        out, _ = move_volatile(ctx, VolatilePolicy())
+        assert out.tools is ctx.tools
+        ctx = ctx.replace(session=out.session)
 
 
 def test_rejects_a_pattern_name_that_is_not_an_identifier() -> None:

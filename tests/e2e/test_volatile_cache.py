@@ -136,7 +136,8 @@ def test_stream_with_trailing_tool_results_gets_the_reminder_last(
     assert body["messages"][:-1][1:] == messages[1:]
     lines = dict(parse_reminder(body["messages"][-1]["content"]) or [])
     assert lines["critical_rule"] == "Always answer in UTC."
-    assert "2026-11-29" not in orjson.dumps([body["messages"][0], body["tools"]]).decode()
+    assert "2026-11-29" not in orjson.dumps(body["messages"][0]).decode()
+    assert body["tools"] == [tool], "a tool definition is the client's static text: never edited"
 
 
 def test_a_request_with_nothing_to_move_is_forwarded_as_sent(

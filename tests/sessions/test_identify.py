@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from gateway.sessions.identify import identify_session
+from gateway.sessions.identify import client_session, identify_session
 
 
 def _messages(system: str, first_user: str = "Plan the migration.") -> list[dict[str, str]]:
@@ -35,3 +35,13 @@ def test_a_different_system_prompt_or_first_goal_is_another_session() -> None:
 
 def test_the_header_wins() -> None:
     assert identify_session(" abc ", "c", "m", _messages("x")) == "abc"
+
+
+def test_a_client_that_names_its_session_keeps_it_headers_first_then_its_body_field() -> None:
+    codex = {"session-id": "01a23bb2-55f9", "thread-id": "01a23bb2-55f9", "x-client-request-id": "r-1"}
+    assert client_session(codex, "cache-key") == "01a23bb2-55f9"
+    assert client_session({"session_id": "old-codex", "conversation_id": "c"}) == "old-codex"
+    assert client_session({"x-session-id": "mine", "session-id": "codex"}) == "mine"
+    assert client_session({}, None, "", "01a23bb2-prompt-cache-key") == "01a23bb2-prompt-cache-key"
+    assert client_session({"session-id": "  "}) is None
+    assert len(client_session({"session-id": "x" * 500}) or "") == 128
