@@ -85,7 +85,9 @@ def expand_compactions(
     ``open_sealed(token, param)`` returns the sealed payload or raises a RequestError naming ``param``."""
 
     def ours(item: Any) -> bool:
-        return isinstance(item, Mapping) and item.get("type") == COMPACTION and sealed_here(item.get("encrypted_content"))
+        if not isinstance(item, Mapping) or item.get("type") != COMPACTION:
+            return False
+        return sealed_here(item.get("encrypted_content"))
 
     if not any(ours(item) for item in items):
         return None
