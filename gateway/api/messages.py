@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import metrics
-from gateway.api.auth import bearer, caller_of
+from gateway.api.admission import Principal, admitted
 from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_model, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
@@ -36,12 +36,7 @@ OFF_LOOP_BYTES = ASSEMBLE_OFF_LOOP_BYTES
 #: Chat error types in a stream, as the HTTP status Anthropic's ``error`` event type is chosen by.
 _STREAM_STATUS: Mapping[str, int] = {"rate_limit_error": 429, "timeout_error": 504, "invalid_request_error": 400}
 
-Admit = Callable[[Request], object]
-
-
-def client_key(headers: Mapping[str, str]) -> str | None:
-    """The caller's key: ``Authorization: Bearer`` or, as Anthropic's SDKs send it, ``x-api-key``."""
-    return bearer(headers) or headers.get("x-api-key") or None
+Admit = Callable[[Request], Principal]
 
 
 def anthropic_error(exc: VentanaError) -> Response:
@@ -88,9 +83,8 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
             chat = await asyncio.to_thread(_chat_bytes, parsed, provider, beta)
         else:
             chat = _chat_bytes(parsed, provider, beta)
-        key = client_key(request.headers)
         named = request.headers.get("x-session-id")
-        answer = await answer_chat(gw, chat, caller_of(key), key, named, started=started)
+        answer = await answer_chat(gw, chat, admitted(request), named, started=started)
     except VentanaError as exc:
         return anthropic_error(exc)
     headers = {k: v for k, v in answer.headers.items() if k.startswith("x-ventana-")}

@@ -21,7 +21,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.api.chat import answer_chat, caller_hash, read_body
+from gateway.api.admission import admitted
+from gateway.api.chat import answer_chat, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.errors import NotFound, RequestError
@@ -61,7 +62,8 @@ class ResponsesRoute:
         started = time.perf_counter()
         await self.gw.recorder.room()
         raw = await read_body(request, self.gw.settings.limits.max_body_bytes)
-        caller, client_key = caller_hash(request)
+        principal = admitted(request)
+        caller = principal.caller
         try:
             body = check_request(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
@@ -72,7 +74,7 @@ class ResponsesRoute:
         own = input_items(body, response_id, earlier)
         chat = chat_body(body, (*earlier, *own))
         named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
-        answer = await answer_chat(self.gw, orjson.dumps(chat), caller, client_key, named, started=started)
+        answer = await answer_chat(self.gw, orjson.dumps(chat), principal, named, started=started)
         base = response_object(body, response_id, int(time.time()))
         headers = _ventana_headers(answer)
         unserved = unserved_tools(body)
@@ -153,7 +155,7 @@ class ResponsesRoute:
 
     async def delete(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        if not await self.store.delete(response_id, caller_hash(request)[0]):
+        if not await self.store.delete(response_id, admitted(request).caller):
             raise NotFound(f"no response with id {response_id!r}", param="response_id")
         return _json({"id": response_id, "object": "response", "deleted": True})
 
@@ -182,7 +184,7 @@ class ResponsesRoute:
 
     async def _own(self, request: Request) -> StoredResponse:
         response_id = request.path_params["response_id"]
-        stored = await self.store.get(response_id, caller_hash(request)[0])
+        stored = await self.store.get(response_id, admitted(request).caller)
         if stored is None:
             raise NotFound(f"no response with id {response_id!r}", param="response_id")
         return stored
