@@ -135,6 +135,7 @@ def create_app(
                 await edge.drain()
                 edge.close()
             await gw.recorder.close()
+            await responses_route.store.close()  # its engine's pool, which nothing else released
             await gw.sessions.close()
             await gw.upstream.close()
             gw.memos.clear()
@@ -199,7 +200,7 @@ def create_app(
     app.add_route("/v1/chat/completions", _chat, methods=["POST"])
     app.add_route("/chat/completions", _chat, methods=["POST"])
 
-    add_responses_routes(app, gw, _admit)
+    responses_route = add_responses_routes(app, gw, _admit)
 
     async def _messages(request: Request) -> Response:
         return await create_message(request, gw, _admit)
