@@ -204,9 +204,12 @@ def finish(
     sent = flight.sent if flight.served is None else flight.served.forwarded(flight.sent)
     outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
     record = request_record(sent, counts, answer, outcome)
-    if status == 200 and record.usage.prompt_tokens:
-        gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
-    metrics.observe(record)
+    try:  # bookkeeping: a failure here is logged, and the record below is still written
+        if status == 200 and record.usage.prompt_tokens:
+            gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
+        metrics.observe(record)
+    except Exception:
+        log.exception("calibration or metrics failed for request %s", record.request_id)
     for edge in gw.edges.ordered:  # e.g. the model's tool calls teach the tools' usage profiles
         try:
             edge.finish(record)
