@@ -79,6 +79,9 @@ STORE_BACKPRESSURE = Counter(
     "ventana_store_backpressure_total", "Requests that waited for the store writer to catch up before being served"
 )
 RECORDS_LOST = Counter("ventana_records_lost_total", "Records the recorder raised on instead of accepting")
+RESPONSES_NOT_STORED = Counter(
+    "ventana_responses_not_stored_total", "Responses API answers delivered but not stored (the store failed)"
+)
 REJECTED = Counter(
     "ventana_rejected_requests_total", "Requests refused before forwarding (auth, rate limit, bad input)", ["code"]
 )

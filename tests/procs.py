@@ -177,7 +177,7 @@ def run_gateway(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, env=_env(env), stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
         try:
-            wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
+            wait_http(f"http://127.0.0.1:{port}/healthz", timeout=120.0, proc=proc)  # --workers N on a busy machine
             yield GatewayHandle(f"http://127.0.0.1:{port}", proc, log_path)
         finally:
             stop(proc)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ from starlette.responses import Response
 from gateway import metrics
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
+from gateway.api.owned_stream import OwnedStream
 from gateway.api.raw_forward import with_usage_requested
 from gateway.api.served_tools import ServedTools
 from gateway.api.stream_relay import StreamRelay
@@ -98,41 +99,67 @@ async def stream(
     upstream = await _reach_upstream(flight, overhead_ms, opening)
     ttfb_ms = flight.elapsed_ms() - overhead_ms
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
+    settle = _once(flight, overhead_ms, ttfb_ms)
+    #: How the stream has ended so far: the client having gone until the provider's stream is done.
+    ending: list[Any] = [CLIENT_CLOSED, "client disconnected before the stream ended"]
 
-    async def events() -> AsyncIterator[bytes]:
+    async def events() -> AsyncGenerator[bytes, None]:
         # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
-        status: int = CLIENT_CLOSED
-        error: str | None = "client disconnected before the stream ended"
         try:
             async for payload in upstream.chunks():
                 out = relay.feed(payload)
                 if out is not None:
                     yield out
-            status, error = 200, None
+            ending[:] = 200, None
             yield b"data: [DONE]\n\n"
         except UpstreamError as exc:
-            status, error = exc.status_code, exc.message
+            ending[:] = exc.status_code, exc.message
             metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
             yield b"data: " + orjson.dumps(exc.body()) + b"\n\n"
         except Exception as exc:
-            status, error = 500, f"internal gateway error while streaming: {type(exc).__name__}"
+            ending[:] = 500, f"internal gateway error while streaming: {type(exc).__name__}"
             log.exception("stream relay failed for %s", flight.sent.request_id)
-            yield b"data: " + orjson.dumps(VentanaError(error).body()) + b"\n\n"
+            yield b"data: " + orjson.dumps(VentanaError(ending[1]).body()) + b"\n\n"
         finally:
             # Hand the answer over before awaiting anything: if this generator is being cancelled
             # (the client hung up), an await could be interrupted and the rest never run. The
             # counting and recording run on the next loop turn, after the stream's end is written.
-            loop = asyncio.get_running_loop()
-            loop.call_soon(_count_and_finish, flight, relay.answer(), status, error, overhead_ms, ttfb_ms)
+            abandon()
             await upstream.aclose()
 
-    return EventStreamResponse(events(), headers=flight.headers)
+    def abandon() -> None:
+        """Finish the request as it stands; also reached when the generator never started."""
+        settle(relay.answer(), ending[0], ending[1])
+
+    return EventStreamResponse(OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers)
+
+
+def _once(flight: InFlight, overhead_ms: float, ttfb_ms: float) -> Callable[[Answer, int, str | None], None]:
+    """Finish ``flight`` with the first outcome given; later ones are ignored (a request is recorded once)."""
+    done = False
+
+    def settle(answer: Answer, status: int, error: str | None) -> None:
+        nonlocal done
+        if done:
+            return
+        done = True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a stream finalised by the garbage collector): finish here
+            _count_and_finish(flight, answer, status, error, overhead_ms, ttfb_ms)
+            return
+        loop.call_soon(_count_and_finish, flight, answer, status, error, overhead_ms, ttfb_ms)
+
+    return settle
 
 
 async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[T]) -> T:
     """Await the provider; on failure record the request and raise the error its client gets."""
     try:
         return await call
+    except asyncio.CancelledError:  # the server is stopping mid-request: what was forwarded is still recorded
+        finish(flight, _counted(flight), status=CLIENT_CLOSED, error="cancelled while waiting for the provider")
+        raise
     except UpstreamError as exc:
         finish(flight, _counted(flight), status=exc.status_code, error=exc.message, overhead_ms=overhead_ms)
         metrics.UPSTREAM_ERRORS.labels(flight.model.name, type(exc).__name__).inc()
@@ -177,9 +204,12 @@ def finish(
     sent = flight.sent if flight.served is None else flight.served.forwarded(flight.sent)
     outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
     record = request_record(sent, counts, answer, outcome)
-    if status == 200 and record.usage.prompt_tokens:
-        gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
-    metrics.observe(record)
+    try:  # bookkeeping: a failure here is logged, and the record below is still written
+        if status == 200 and record.usage.prompt_tokens:
+            gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
+        metrics.observe(record)
+    except Exception:
+        log.exception("calibration or metrics failed for request %s", record.request_id)
     for edge in gw.edges.ordered:  # e.g. the model's tool calls teach the tools' usage profiles
         try:
             edge.finish(record)

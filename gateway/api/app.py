@@ -24,7 +24,8 @@ from starlette.responses import JSONResponse, Response
 
 from gateway import metrics
 from gateway.api.admin import admin_router
-from gateway.api.auth import Access, Principal, require_admin, require_client
+from gateway.api.admission import Admission, Principal, admit, require_client
+from gateway.api.auth import Access, require_admin
 from gateway.api.browser_guard import BrowserGuard
 from gateway.api.caller_concurrency import CallerConcurrency
 from gateway.api.chat import chat_completions
@@ -134,6 +135,7 @@ def create_app(
                 await edge.drain()
                 edge.close()
             await gw.recorder.close()
+            await responses_route.store.close()  # its engine's pool, which nothing else released
             await gw.sessions.close()
             await gw.upstream.close()
             gw.memos.clear()
@@ -143,6 +145,7 @@ def create_app(
     app = FastAPI(title="Ventana", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gateway = gw
     app.state.access = Access(settings.auth)
+    app.state.admission = Admission(settings.auth)
     limiter = RateLimiter.from_config(settings.limits)
 
     app.state.loop_lag_probe = probe
@@ -181,17 +184,15 @@ def create_app(
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(VentanaError(f"internal gateway error: {type(exc).__name__}"))
 
-    access = app.state.access
-
     def _admit(request: Request) -> Principal:
-        principal: Principal = access.client(request.headers)
+        """Every door's admission: the request's one ``Principal`` (admission.py), then its rate limit."""
+        principal = admit(request)
         if limiter is not None:
             limiter.admit(principal.caller)
         return principal
 
     async def _chat(request: Request) -> Response:
-        _admit(request)
-        return await chat_completions(request, gw)
+        return await chat_completions(request, gw, _admit(request))
 
     # Plain Starlette routes, not FastAPI's: the chat route reads its own body and needs no
     # dependency solving, which costs ~0.1 ms a request on the hot path. Admission (key and
@@ -199,7 +200,7 @@ def create_app(
     app.add_route("/v1/chat/completions", _chat, methods=["POST"])
     app.add_route("/chat/completions", _chat, methods=["POST"])
 
-    add_responses_routes(app, gw, _admit)
+    responses_route = add_responses_routes(app, gw, _admit)
 
     async def _messages(request: Request) -> Response:
         return await create_message(request, gw, _admit)
@@ -258,6 +259,8 @@ def create_app(
     app.include_router(ui_router(gw))
     app.include_router(login_router())
     if settings.limits.max_concurrent_per_caller:
-        app.add_middleware(CallerConcurrency, access=access, limit=settings.limits.max_concurrent_per_caller)
+        app.add_middleware(
+            CallerConcurrency, admission=app.state.admission, limit=settings.limits.max_concurrent_per_caller
+        )
     app.add_middleware(BrowserGuard, allowed_origins=settings.auth.allowed_origins)
     return app

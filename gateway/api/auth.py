@@ -1,4 +1,4 @@
-"""Who is calling: gateway keys, admin keys, and the pass-through provider key.
+"""Who may administer the gateway: admin keys, loopback, allowed hosts. Client keys: ``admission.py``.
 
 The config never holds a key, only its sha256 hex digest (``ventana keys hash``), so a
 leaked config file or database grants nothing. A request presents its key as
@@ -8,7 +8,8 @@ gateway key moves to ``X-Ventana-Key``.
 
 Two FastAPI dependencies are the whole surface other modules use:
 
-- ``require_client``: any valid gateway or admin key (or anyone when auth is off);
+- ``admission.require_client``: any valid gateway or admin key (or anyone when auth is off),
+  as the request's ``Principal`` (``admission.py`` is the one place a caller is named);
 - ``require_admin``: an admin key. Every administrative route (the UI, admin APIs) uses
   it, for example ``APIRouter(prefix="/ui", dependencies=[Depends(require_admin)])``.
   With ``auth.admin_keys`` empty and auth off, admin surfaces answer loopback clients
@@ -23,27 +24,19 @@ something about the sha256 of a guess, never about a stored key.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
+from gateway.api.admission import Admission, Principal, bearer
+from gateway.api.admission import hash_key as hash_key
 from gateway.config import AuthConfig
 from gateway.errors import AuthError, PermissionDenied
 
-#: With ``auth.passthrough`` and ``auth.enabled``, the gateway key travels in this header.
-GATEWAY_KEY_HEADER = "x-ventana-key"
 KEY_PREFIX = "vk-"
-ANONYMOUS = "anonymous"
-
-
-def hash_key(key: str) -> str:
-    """The sha256 hex digest stored in ``auth.keys``; changing it invalidates every configured key."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def new_key() -> str:
@@ -51,54 +44,14 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-def caller_of(key: str | None) -> str:
-    """The short, non-reversible name of a caller used for grouping and rate limiting."""
-    return hash_key(key)[:12] if key else ANONYMOUS
-
-
-def bearer(headers: Mapping[str, str]) -> str | None:
-    value = headers.get("authorization", "")
-    if value[:7].lower() != "bearer ":
-        return None
-    return value[7:].strip() or None
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """An admitted caller: ``caller`` is a short hash of its key, never the key."""
-
-    caller: str
-    admin: bool = False
-
-
 class Access:
-    """Decide whether a request may use the gateway, and whether it may administer it."""
+    """Decide whether a request may administer the gateway (``admission.Admission`` admits clients)."""
 
     def __init__(self, config: AuthConfig) -> None:
         self.config = config
         self._admin = frozenset(config.admin_keys)
         self.admin_digests = self._admin
-        self._clients = frozenset(config.keys) | self._admin
-
-    def gateway_key(self, headers: Mapping[str, str]) -> str | None:
-        if self.config.passthrough:
-            return headers.get(GATEWAY_KEY_HEADER) or None
-        return bearer(headers) or headers.get("x-api-key") or None  # x-api-key: Anthropic's SDKs
-
-    def client(self, headers: Mapping[str, str]) -> Principal:
-        """Admit a chat/models request, or raise AuthError (401)."""
-        key = self.gateway_key(headers)
-        if not self.config.enabled:
-            return Principal(caller=caller_of(key or bearer(headers)))
-        if key is None:
-            where = (
-                f"an {GATEWAY_KEY_HEADER} header" if self.config.passthrough else "an 'Authorization: Bearer' header"
-            )
-            raise AuthError(f"missing gateway key: send it in {where}")
-        digest = hash_key(key)
-        if digest not in self._clients:
-            raise AuthError("invalid gateway key")
-        return Principal(caller=digest[:12], admin=digest in self._admin)
+        self._admission = Admission(config)  # client keys: admission.py names the caller, not this class
 
     def admin(self, headers: Mapping[str, str], client_host: str | None) -> Principal:
         """Admit an administrative request, or raise AuthError (401) / PermissionDenied (403)."""
@@ -108,13 +61,13 @@ class Access:
             raise PermissionDenied(
                 "admin surfaces need an admin key: set auth.admin_keys (or, with auth off, call from loopback)"
             )
-        key = self.gateway_key(headers) or bearer(headers)
+        key = self._admission.gateway_key(headers) or bearer(headers)
         if key is None:
             raise AuthError("missing admin key: send it as 'Authorization: Bearer <key>'")
         digest = hash_key(key)
         if digest in self._admin:
             return Principal(caller=digest[:12], admin=True)
-        if digest in self._clients:
+        if self._admission.known(digest):
             raise PermissionDenied("this key may call the gateway but not administer it")
         raise AuthError("invalid admin key")
 
@@ -147,11 +100,6 @@ def _is_loopback(host: str | None) -> bool:
 def _access(request: Request) -> Access:
     access: Access = request.app.state.access
     return access
-
-
-async def require_client(request: Request) -> Principal:
-    """FastAPI dependency: a valid gateway key (when auth is on)."""
-    return _access(request).client(request.headers)
 
 
 #: Headers a reverse proxy adds: a request carrying one came from elsewhere, whatever its socket says.

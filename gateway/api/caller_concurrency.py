@@ -4,8 +4,10 @@ The rate limit counts requests as they arrive; a caller holding hundreds of slow
 open passes it and takes every pooled upstream connection from everyone else. This pure
 ASGI middleware counts a caller's POSTs from arrival until the last byte of the answer
 (streams included) and answers a 429 ``concurrency_limit_exceeded`` past the cap. The
-caller is the same short key digest as everywhere else (``auth.caller_of``); per process,
-like the rate limit.
+caller is the request's ``Principal`` (``admission.py``), named here once and kept in the scope
+for the route; per process, like the rate limit. A request admission refuses passes through to
+the route, which answers the 401 in its door's shape. The 429 is in the door's shape too
+(Anthropic's on ``/v1/messages``, OpenAI's elsewhere).
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from collections import Counter
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.api.auth import Access, caller_of
-from gateway.errors import RateLimited
+from gateway.api.admission import Admission, admit_scope
+from gateway.errors import RateLimited, VentanaError
+from gateway.formats.anthropic_messages import error_body
 
 
 class CallerConcurrency:
-    def __init__(self, app: ASGIApp, *, access: Access, limit: int) -> None:
+    def __init__(self, app: ASGIApp, *, admission: Admission, limit: int) -> None:
         self.app = app
-        self.access = access
+        self.admission = admission
         self.limit = limit
         self.in_flight: Counter[str] = Counter()
 
@@ -30,10 +33,13 @@ class CallerConcurrency:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        caller = caller_of(self.access.gateway_key(headers))
+        try:
+            caller = admit_scope(self.admission, scope).caller
+        except VentanaError:  # refused: the route answers it, in its door's shape
+            await self.app(scope, receive, send)
+            return
         if self.in_flight[caller] >= self.limit:
-            await _refuse(send, self.limit)
+            await _refuse(send, self.limit, anthropic="/messages" in str(scope.get("path", "")))
             return
         self.in_flight[caller] += 1
         try:
@@ -44,12 +50,12 @@ class CallerConcurrency:
                 del self.in_flight[caller]
 
 
-async def _refuse(send: Send, limit: int) -> None:
+async def _refuse(send: Send, limit: int, *, anthropic: bool) -> None:
     error = RateLimited(
         f"this key already has {limit} requests in flight (limits.max_concurrent_per_caller); retry when one ends",
         code="concurrency_limit_exceeded",
     )
-    body = orjson.dumps(error.body())
+    body = orjson.dumps(error_body(error.status_code, error.message) if anthropic else error.body())
     headers = [
         (b"content-type", b"application/json"),
         (b"retry-after", b"1"),

@@ -7,7 +7,6 @@ queue after the answer is built (non-streamed) or after the last chunk (streamed
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import time
 from dataclasses import replace
@@ -18,6 +17,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.api.admission import Principal
 from gateway.api.answer import InFlight, complete, finish, stream
 from gateway.api.deps import Gateway
 from gateway.api.edges import Turn
@@ -117,19 +117,6 @@ def check_and_name(
     return model, identify_session(named, caller, model.name, body["messages"])
 
 
-def caller_hash(request: Request) -> tuple[str, str | None]:
-    """Return a short hash of the caller's key (for grouping and scoping) and the bearer (never stored).
-
-    In pass-through mode the bearer is the client's *provider* key, which tenants may share: the
-    caller is then the gateway key (``X-Ventana-Key``) when one is sent, as auth admits it."""
-    auth = request.headers.get("authorization", "")
-    key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
-    access = request.app.state.access
-    who = (access.gateway_key(request.headers) if access.config.passthrough else None) or key
-    digest = hashlib.sha256(who.encode()).hexdigest()[:12] if who else "anonymous"
-    return digest, key
-
-
 def build_context(
     body: dict[str, Any],
     gw: Gateway,
@@ -186,19 +173,17 @@ class NativeDoor(Protocol):
     async def forward(self, flight: InFlight, assembly: Assembly, api_key: str | None) -> Response: ...
 
 
-async def chat_completions(request: Request, gw: Gateway) -> Response:
+async def chat_completions(request: Request, gw: Gateway, principal: Principal) -> Response:
     started = time.perf_counter()
     await gw.recorder.room()  # a store far behind slows clients down rather than filling memory
     raw = await read_body(request, gw.settings.limits.max_body_bytes)
-    caller, client_key = caller_hash(request)
-    return await answer_chat(gw, raw, caller, client_key, client_session(request.headers), started=started)
+    return await answer_chat(gw, raw, principal, client_session(request.headers), started=started)
 
 
 async def answer_chat(
     gw: Gateway,
     raw: bytes,
-    caller: str,
-    client_key: str | None,
+    principal: Principal,
     named: str | None,
     *,
     started: float | None = None,
@@ -206,13 +191,16 @@ async def answer_chat(
 ) -> Response:
     """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
 
-    ``raw`` is the Chat Completions JSON; ``named`` the client's session name, if any. Returns a JSON
+    ``raw`` is the Chat Completions JSON; ``principal`` the caller admission named (the only source
+    of a caller: sessions, memory, served tools and the record are scoped by it); ``named`` the
+    client's session name, if any. Returns a JSON
     response or an event stream of chat chunks; raises a ``VentanaError`` the front door renders.
     With ``native`` (an upstream that speaks the client's format) the chat body is the view the passes
     work on and ``native`` forwards the client's own body with their edits, unless the gateway offers a
     tool of its own this request (its loop answers chat): then the chat body goes, as when translating.
     """
     started = time.perf_counter() if started is None else started
+    caller = principal.caller
     request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
     headers = {"x-ventana-request-id": request_id}
     body, reused, model, session_id = await read_and_name(gw, raw, caller, named)
@@ -274,7 +262,7 @@ async def answer_chat(
     served = own_tools(gw, model, turn, outgoing)  # None unless find_tools or recall_archive is offered
     flight = InFlight(gw, model, sent, started, headers, count, served)
     _reject_if_strict_lint(flight, assembly)
-    api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
+    api_key = gw.upstream.provider_key(model, principal.provider_key)  # set only in pass-through mode
     if native is not None and served is None:
         return await native.forward(flight, assembly, api_key)
     if sent.stream:

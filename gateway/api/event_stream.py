@@ -5,8 +5,9 @@ task group under ASGI servers that announce spec 2.3 (uvicorn does), so a stream
 request paid for a task group, its cancel scope and a second task on every request:
 ~0.1-0.2 ms of a target of 1 ms. Here the stream runs in the request's own task and one
 plain asyncio task waits for ``http.disconnect``; when it comes, it cancels the request's
-task, so the relay's ``finally`` records the request (499) and closes the upstream stream
-at once, as before.
+task. Whatever ends the response, its ``finally`` abandons and closes the stream
+(``owned_stream.OwnedStream``), which records the request once (499 if the client went
+first) and frees the upstream connection, even when iteration never started.
 """
 
 from __future__ import annotations
@@ -49,8 +50,15 @@ class EventStreamResponse(Response):
             if not hung_up:
                 raise
             task.uncancel()
-            aclose = getattr(self.events, "aclose", None)
-            if aclose is not None:
-                await aclose()  # if the cancel landed in send(), the relay's finally has not run yet
         finally:
             listener.cancel()
+            # However the response ended (answered, hung up before the first chunk or during
+            # ``http.response.start``, a send that raised), the stream's request is finished once
+            # (``abandon`` never awaits, so it runs even while this task is being cancelled) and
+            # its upstream connection released.
+            abandon = getattr(self.events, "abandon", None)
+            if abandon is not None:
+                abandon()
+            aclose = getattr(self.events, "aclose", None)
+            if aclose is not None:
+                await aclose()

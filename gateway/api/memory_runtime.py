@@ -109,7 +109,7 @@ class MemoryRuntime:
         self.extract: Callable[[Sequence[str]], list[Fact]] = _fact_extractor(settings)
         self._url = settings.database_url
         self._engine: Engine | None = None
-        self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
+        self._pending: dict[str, asyncio.Future[bool]] = {}  # by session id and by owner
         # session -> end of the furthest range archived (bounded: a forgotten session only re-offers
         # rows the unique key then skips)
         self._archived: OrderedDict[str, int] = OrderedDict()
@@ -252,9 +252,18 @@ class MemoryRuntime:
         task = asyncio.get_running_loop().create_task(
             asyncio.to_thread(self._write, original, ranges, learn, owner or ANONYMOUS)
         )
+        if ranges:
+            task.add_done_callback(partial(self._retry_if_failed, session_id))
         for key in (session_id, *([f"owner:{owner}"] if owner else [])):
             self._pending[key] = task
             task.add_done_callback(partial(self._forget_task, key))
+
+    def _retry_if_failed(self, session_id: str, task: asyncio.Future[bool]) -> None:
+        """On the loop, like every other change of ``_archived``: a failed write is tried again on the
+        session's next compacted turn. (The worker thread used to pop it itself while the loop could be
+        moving or evicting entries of the same OrderedDict, issue 35.)"""
+        if not task.cancelled() and task.exception() is None and not task.result():
+            self._archived.pop(session_id, None)
 
     def _new_statements(self, original: Context, owner: str | None) -> list[str]:
         """The user messages to read for facts: all on a session's first turn, else the newest."""
@@ -265,11 +274,12 @@ class MemoryRuntime:
         newest = last_client_user(original.messages)
         return [] if newest < 0 else [text_of(original.messages[newest].get("content"))]
 
-    def _forget_task(self, key: str, task: asyncio.Future[None]) -> None:
+    def _forget_task(self, key: str, task: asyncio.Future[bool]) -> None:
         if self._pending.get(key) is task:
             del self._pending[key]
 
-    def _write(self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str) -> None:
+    def _write(self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str) -> bool:
+        """Archive and learn (in a worker thread); False if the database failed."""
         session_id = original.session.session_id
         count = original.env.counter.text
         try:
@@ -280,8 +290,9 @@ class MemoryRuntime:
             if facts and owner != ANONYMOUS:
                 remember(self.engine, owner, session_id, facts)
         except SQLAlchemyError:
-            self._archived.pop(session_id, None)  # try again on the next compacted turn
             log.exception("memory write failed for session %s", session_id)
+            return False
+        return True
 
     async def drain(self) -> None:
         """Wait for every archive/learn task in flight (shutdown, tests, benchmarks)."""

@@ -13,8 +13,9 @@ The chat seam carries no headers: ``anthropic-beta`` reaches Claude-format upstr
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -22,26 +23,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import metrics
-from gateway.api.auth import bearer, caller_of
+from gateway.api.admission import Principal, admitted
 from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_model, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
+from gateway.api.owned_stream import OwnedStream
 from gateway.errors import RequestError, UpstreamError, VentanaError
 from gateway.formats.anthropic_messages import CLAUDE_PROVIDERS, chat_body, error_body, message_from_chat
 from gateway.formats.anthropic_stream import MessagesStream, chat_payloads
 
 _JSON = "application/json"
+log = logging.getLogger("ventana")
 #: Bodies from this size on are translated and counted in a worker thread, as chat assembles them.
 OFF_LOOP_BYTES = ASSEMBLE_OFF_LOOP_BYTES
 #: Chat error types in a stream, as the HTTP status Anthropic's ``error`` event type is chosen by.
 _STREAM_STATUS: Mapping[str, int] = {"rate_limit_error": 429, "timeout_error": 504, "invalid_request_error": 400}
 
-Admit = Callable[[Request], object]
-
-
-def client_key(headers: Mapping[str, str]) -> str | None:
-    """The caller's key: ``Authorization: Bearer`` or, as Anthropic's SDKs send it, ``x-api-key``."""
-    return bearer(headers) or headers.get("x-api-key") or None
+Admit = Callable[[Request], Principal]
 
 
 def anthropic_error(exc: VentanaError) -> Response:
@@ -88,20 +86,22 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
             chat = await asyncio.to_thread(_chat_bytes, parsed, provider, beta)
         else:
             chat = _chat_bytes(parsed, provider, beta)
-        key = client_key(request.headers)
         named = request.headers.get("x-session-id")
-        answer = await answer_chat(gw, chat, caller_of(key), key, named, started=started)
+        answer = await answer_chat(gw, chat, admitted(request), named, started=started)
     except VentanaError as exc:
         return anthropic_error(exc)
+    except Exception as exc:  # Anthropic's SDKs read only Anthropic's error shape, a 500 included
+        log.exception("unexpected error on POST /v1/messages")
+        return anthropic_error(VentanaError(f"internal gateway error: {type(exc).__name__}"))
     headers = {k: v for k, v in answer.headers.items() if k.startswith("x-ventana-")}
     model = str(parsed["model"])
     if isinstance(answer, EventStreamResponse):
-        return EventStreamResponse(_events(answer.events, model), headers=headers)
+        return EventStreamResponse(OwnedStream.around(_events(answer.events, model), answer.events), headers=headers)
     message = message_from_chat(orjson.loads(answer.body), model)
     return Response(orjson.dumps(message), media_type=_JSON, headers=headers)
 
 
-async def _events(chat: AsyncIterator[bytes], model: str) -> AsyncIterator[bytes]:
+async def _events(chat: AsyncIterator[bytes], model: str) -> AsyncGenerator[bytes, None]:
     """The Messages events for a chat chunk stream; closing this closes (and so records) the chat stream."""
     stream = MessagesStream(model)
     buffer = bytearray()

@@ -11,9 +11,10 @@ own stored responses; another caller's id is a 404, as if it did not exist.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -21,9 +22,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.api.chat import answer_chat, caller_hash, read_body
+from gateway import metrics
+from gateway.api.admission import admitted
+from gateway.api.chat import answer_chat, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
+from gateway.api.owned_stream import OwnedStream
 from gateway.api.responses_compact import Compactor, compact_resource
 from gateway.api.responses_native import NativeResponses
 from gateway.errors import NotFound, RequestError
@@ -43,6 +47,7 @@ from gateway.store.responses import (
 )
 
 _JSON = "application/json"
+log = logging.getLogger("ventana")
 #: Items one page of ``input_items`` holds unless ``limit`` says otherwise (the API's default).
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
@@ -68,7 +73,8 @@ class ResponsesRoute:
         started = time.perf_counter()
         await self.gw.recorder.room()
         raw = await read_body(request, self.gw.settings.limits.max_body_bytes)
-        caller, client_key = caller_hash(request)
+        principal = admitted(request)
+        caller = principal.caller
         try:
             body = check_request(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
@@ -84,15 +90,15 @@ class ResponsesRoute:
         if threshold is not None and native is None:  # a native upstream gets context_management as sent
             forwarded, compaction = self._compacted(body, forwarded, threshold, caller)
         chat = chat_body(body, forwarded)
+        # Everything the answer is wrapped in is built and checked before forwarding: a field that
+        # cannot be echoed or stored is a 400 now, not a 500 after the provider was paid.
+        base = _response_base(body, response_id)
         named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
         # Codex names its session in headers and prompt_cache_key: its conversations all open alike
         named = named or client_session(request.headers, body.get("prompt_cache_key"))
-        answer = await answer_chat(
-            self.gw, orjson.dumps(chat), caller, client_key, named, started=started, native=native
-        )
+        answer = await answer_chat(self.gw, orjson.dumps(chat), principal, named, started=started, native=native)
         if native is not None and native.used:
             return answer  # the provider's own Response or events, stored by ``native.keep``
-        base = response_object(body, response_id, int(time.time()))
         headers = _ventana_headers(answer)
         unserved = unserved_tools(body)
         if unserved:
@@ -115,13 +121,13 @@ class ResponsesRoute:
             )
 
         if isinstance(answer, EventStreamResponse):
-            return EventStreamResponse(self._events(answer.events, base, keep, compaction), headers=headers)
+            events = OwnedStream.around(self._events(answer.events, base, keep, compaction), answer.events)
+            return EventStreamResponse(events, headers=headers)
         response = response_from_chat(orjson.loads(bytes(answer.body)), base, int(time.time()))
         if compaction is not None:
             response["output"] = [compaction, *response["output"]]
-        stored = keep(response)
-        if stored is not None:
-            await self.store.put(stored)
+        if not await self._put(keep(response)):
+            headers["x-ventana-stored"] = "false"
         return _json(response, headers)
 
     def _compacted(
@@ -140,7 +146,7 @@ class ResponsesRoute:
     async def compact(self, request: Request) -> Response:
         """``POST /v1/responses/compact``: the conversation (input and/or previous_response_id) compacted."""
         raw = await read_body(request, self.gw.settings.limits.max_body_bytes)
-        caller, _ = caller_hash(request)
+        caller = admitted(request).caller
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -191,6 +197,19 @@ class ResponsesRoute:
 
         return NativeResponses(view, keep)
 
+    async def _put(self, stored: StoredResponse | None) -> bool:
+        """Store a response; False if the store failed. The answer is paid for and goes to the client
+        either way (only chaining from it will not find it), so a store error is logged, not raised."""
+        if stored is None:
+            return True
+        try:
+            await self.store.put(stored)
+        except Exception:
+            metrics.RESPONSES_NOT_STORED.inc()
+            log.exception("storing response %s failed; the client gets its answer", stored.response_id)
+            return False
+        return True
+
     async def _chain(self, body: Mapping[str, Any], caller: str) -> list[StoredResponse]:
         """The stored responses ``previous_response_id`` continues, oldest first (none without one)."""
         previous_id = body.get("previous_response_id")
@@ -207,13 +226,13 @@ class ResponsesRoute:
         base: dict[str, Any],
         keep: Callable[[dict[str, Any]], StoredResponse | None],
         compaction: dict[str, Any] | None = None,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Relay the chat stream as Responses events, chunk by chunk; store the response before it completes."""
         events = ResponseEvents(base)
-        for event in events.start():
-            yield _sse(event)
         pending = b""
         try:
+            for event in events.start():
+                yield _sse(event)
             async for piece in chunks:
                 pending += piece
                 *whole, pending = pending.split(b"\n\n")
@@ -231,9 +250,7 @@ class ResponsesRoute:
             closing, response = events.complete(int(time.time()))
             if compaction is not None:  # the finished response starts with the compaction item, as non-streamed
                 response["output"] = [compaction, *response["output"]]
-            stored = keep(response)
-            if stored is not None:
-                await self.store.put(stored)  # before the client sees completed and can chain on it
+            await self._put(keep(response))  # before the client sees completed and can chain on it
             for event in closing:
                 yield _sse(event)
         finally:
@@ -247,7 +264,7 @@ class ResponsesRoute:
 
     async def delete(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        if not await self.store.delete(response_id, caller_hash(request)[0]):
+        if not await self.store.delete(response_id, admitted(request).caller):
             raise NotFound(f"no response with id {response_id!r}", param="response_id")
         return _json({"id": response_id, "object": "response", "deleted": True})
 
@@ -276,10 +293,20 @@ class ResponsesRoute:
 
     async def _own(self, request: Request) -> StoredResponse:
         response_id = request.path_params["response_id"]
-        stored = await self.store.get(response_id, caller_hash(request)[0])
+        stored = await self.store.get(response_id, admitted(request).caller)
         if stored is None:
             raise NotFound(f"no response with id {response_id!r}", param="response_id")
         return stored
+
+
+def _response_base(body: Mapping[str, Any], response_id: str) -> dict[str, Any]:
+    """The Response object the answer fills in, built from the request; a 400 if it cannot be written."""
+    try:
+        base = response_object(body, response_id, int(time.time()))
+        orjson.dumps(base)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise RequestError(f"the request cannot be echoed in a Response: {exc}", code="invalid_value") from exc
+    return base
 
 
 def _limit(given: str | None) -> int:

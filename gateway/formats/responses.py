@@ -67,7 +67,34 @@ def check_request(request: Any) -> Mapping[str, Any]:
     limit = request.get("max_output_tokens")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise _fail("'max_output_tokens' must be a positive integer", "max_output_tokens")
+    _check_metadata(request.get("metadata"))
     return request
+
+
+#: The API's bounds on ``metadata``: at most 16 pairs, keys up to 64 characters, values up to 512.
+METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
+
+
+def _check_metadata(metadata: Any) -> None:
+    """``metadata`` is echoed in the Response and stored with it, after the provider has answered
+    (and billed): a wrong type or a deep nesting found only then was a 500 for a paid answer, so it
+    is checked here, before forwarding, with the API's own bounds (string keys, string values)."""
+    if metadata is None:
+        return
+    if not isinstance(metadata, Mapping):
+        raise _fail(
+            f"'metadata' must be an object of string keys and values; found {type(metadata).__name__}", "metadata"
+        )
+    if len(metadata) > METADATA_PAIRS:
+        raise _fail(f"'metadata' has {len(metadata)} pairs; at most {METADATA_PAIRS}", "metadata")
+    for key, value in metadata.items():
+        if len(key) > METADATA_KEY_CHARS:
+            raise _fail(f"'metadata' keys are at most {METADATA_KEY_CHARS} characters", "metadata")
+        if not isinstance(value, str) or len(value) > METADATA_VALUE_CHARS:
+            raise _fail(
+                f"'metadata.{key[:METADATA_KEY_CHARS]}' must be a string of at most {METADATA_VALUE_CHARS} characters",
+                "metadata",
+            )
 
 
 def input_items(

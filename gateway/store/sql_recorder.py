@@ -43,6 +43,7 @@ from gateway.store.writer_process import (
     WriterProcess,
     for_the_wire,
     prune_store,
+    unreachable,
     write_batch,
 )
 
@@ -60,7 +61,9 @@ BACKPRESSURE_UNTIL = 0.1
 _STOP = object()
 #: Errors one bad record can cause (a value the database or JSON cannot hold); the rest of its batch is still written.
 _RECORD_ERRORS = (*RECORD_ERRORS, RecordsRejected)
-#: Errors that mean the database cannot be reached: spool the batch and retry later.
+#: Errors that mean the database cannot be reached: spool the batch and retry later. ``_commit`` turns
+#: every such SQLAlchemy error into StoreUnavailable (``writer_process.unreachable``), so a record error
+#: handler, which catches SQLAlchemyError, never sees one.
 _DOWN_ERRORS = (OperationalError, StoreUnavailable)
 
 
@@ -282,28 +285,44 @@ class SqlRecorder:
             return
         except _RECORD_ERRORS:
             log.exception("store batch of %d records rejected; writing them one by one", len(records))
-            self._write_one_by_one(records)
+            try:
+                self._write_one_by_one(records)
+            except _DOWN_ERRORS as exc:  # the database went away in the middle: the rest waits in the spool
+                self._database_down(exc)
+                self._to_spool(records)  # those already written are written again: the writer is idempotent
+                return
         if not self.database_up:
             log.warning("store database %s is back", safe_url(self.database_url))
         self.database_up = True
         self._spool_broken = False  # written to the database: records are safe again
 
     def _commit(self, records: list[RequestRecord]) -> None:
+        """Write ``records`` in one transaction; a database that cannot be reached raises StoreUnavailable,
+        one that refuses a record raises one of ``_RECORD_ERRORS``."""
         if not records:
             return
         if self._process is not None:
             self._process.call(write_batch, self.database_url, [for_the_wire(r) for r in records])
         else:
             assert self._engine is not None
-            with self._engine.begin() as conn:
-                written = write_records(conn, records, known=self._known)
+            try:
+                with self._engine.begin() as conn:
+                    written = write_records(conn, records, known=self._known)
+            except SQLAlchemyError as exc:
+                if unreachable(exc):
+                    raise StoreUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+                raise
             self._known.update(written.content)  # committed: safe to skip these lookups from now on
         self.written += len(records)
         metrics.STORE_WRITTEN.inc(len(records))
 
     def _replay_spool(self) -> None:
+        """Write the spool oldest first. A database still (or again) unreachable raises StoreUnavailable
+        and leaves the whole spool in place for the next retry; only records the database refuses for
+        their content are set aside (``<spool>.rejected``), each named in the log."""
         if not self.spool.pending():
             return
+        set_aside = 0
         with self.spool.take() as spooled:
             spooled = [self.redactor.record(r) for r in spooled]  # spooled by an older gateway, maybe
             for i in range(0, len(spooled), self.batch_size):
@@ -312,23 +331,35 @@ class SqlRecorder:
                     self._commit(batch)
                 except _RECORD_ERRORS:  # one refused record must not hold back every record after it
                     log.exception("store: a spooled batch was refused; writing it one by one")
-                    self._write_one_by_one(batch, set_aside=True)
-        log.warning("store: replayed %d spooled records into the database", len(spooled))
+                    set_aside += self._write_one_by_one(batch)
+        log.warning(
+            "store: replayed %d spooled records into the database%s",
+            len(spooled) - set_aside,
+            f"; {set_aside} refused for their content, set aside in {self.rejected.path}" if set_aside else "",
+        )
 
-    def _write_one_by_one(self, records: list[RequestRecord], *, set_aside: bool = False) -> None:
+    def _write_one_by_one(self, records: list[RequestRecord]) -> int:
+        """Write each record alone; set aside (``<spool>.rejected``) those the database refuses for their
+        content and return how many. A database that cannot be reached raises StoreUnavailable."""
+        refused = 0
         for record in records:
             try:
                 self._commit([record])
             except _RECORD_ERRORS:
+                refused += 1
                 self.dropped += 1
                 metrics.STORE_DROPPED.inc()
-                if set_aside:
+                try:
                     self.rejected.append([record])
-                    log.exception(
-                        "store: spooled request %s refused; set aside in %s", record.request_id, self.rejected.path
-                    )
-                else:
-                    log.exception("store: request %s cannot be written; dropped", record.request_id)
+                except OSError:
+                    log.exception("store: request %s refused and cannot be set aside; lost", record.request_id)
+                    continue
+                log.exception(
+                    "store: request %s refused by the database for its content; set aside in %s",
+                    record.request_id,
+                    self.rejected.path,
+                )
+        return refused
 
     def _database_down(self, exc: Exception) -> None:
         if self.database_up:

@@ -27,7 +27,8 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from gateway.store.record import RequestRecord
 
@@ -39,6 +40,19 @@ RECORD_ERRORS = (SQLAlchemyError, TypeError, ValueError)
 
 class StoreUnavailable(Exception):
     """The database could not be reached; the batch was not written."""
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a database error means "cannot reach it now" (spool and retry), not "refused this record".
+
+    ``SQLAlchemyError`` covers both: a refused connection, a cut one, an exhausted pool are
+    ``OperationalError``/``InterfaceError``/``DisconnectionError``/``TimeoutError`` or carry
+    ``connection_invalidated``; a value the database cannot hold is a ``DataError``, an
+    ``IntegrityError``, a ``ProgrammingError``. Treating the first kind as the second set every
+    spooled record aside as refused when a replay met a database still down (issue 35)."""
+    if isinstance(exc, StoreUnavailable | OperationalError | InterfaceError | DisconnectionError | PoolTimeout):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
 class RecordsRejected(Exception):
@@ -88,9 +102,9 @@ def write_batch(database_url: str, records: list[RequestRecord]) -> int:
     try:
         with _engine(database_url).begin() as conn:
             written = write_records(conn, records, known=known)
-    except OperationalError as exc:
-        raise StoreUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}") from None
     except RECORD_ERRORS as exc:
+        if unreachable(exc):
+            raise StoreUnavailable(f"{type(exc).__name__}: {str(exc)[:300]}") from None
         raise RecordsRejected(f"{type(exc).__name__}: {str(exc)[:300]}") from None
     known.update(written.content)  # committed: safe to skip these look-ups from now on
     return written.requests

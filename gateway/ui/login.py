@@ -19,7 +19,8 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from gateway.api.auth import Access, Principal, hash_key, socket_host
+from gateway.api.admission import Principal
+from gateway.api.auth import Access, hash_key, socket_host
 from gateway.api.deps import Gateway
 from gateway.errors import BodyTooLarge
 from gateway.sessions.protocol import store_call

@@ -191,27 +191,36 @@ class OpenAICompatUpstream:
     def __init__(self, config: UpstreamConfig) -> None:
         self._config = config
         self._session: aiohttp.ClientSession | None = None
-        # The pool's slots, counted here so that waiting for one has a limit and a clear error:
-        # aiohttp's own pool wait has none (200 slow streams made an unrelated request wait 9 s).
-        self._slots = asyncio.Semaphore(config.max_connections)
+        # Each upstream's pool slots, counted here so that waiting for one has a limit and a clear
+        # error: aiohttp's own pool wait has none (200 slow streams made an unrelated request wait
+        # 9 s). One count per upstream (its api_base): a provider whose streams are slow fills its
+        # own slots, never another's (one shared count made a request to another provider wait
+        # 4.1 s behind 200 slow streams, issue 35).
+        self._slots: dict[str, asyncio.Semaphore] = {}
 
-    async def _slot(self) -> Callable[[], None]:
-        """Wait up to ``upstream.pool_timeout_s`` for a pooled connection; return its release."""
+    async def _slot(self, model: ModelConfig) -> Callable[[], None]:
+        """Wait up to ``upstream.pool_timeout_s`` for a connection to ``model``'s upstream; return its release."""
+        base = _base(model)
+        slots = self._slots.get(base)
+        if slots is None:
+            slots = self._slots[base] = asyncio.Semaphore(self._config.max_connections)
         try:
-            await asyncio.wait_for(self._slots.acquire(), self._config.pool_timeout_s)
+            await asyncio.wait_for(slots.acquire(), self._config.pool_timeout_s)
         except TimeoutError:
             raise GatewayBusy(
-                f"all {self._config.max_connections} upstream connections stayed busy for "
+                f"all {self._config.max_connections} connections to this upstream stayed busy for "
                 f"{self._config.pool_timeout_s:g} s (upstream.max_connections, upstream.pool_timeout_s)",
                 headers={"retry-after": "1"},
             ) from None
-        return self._slots.release
+        return slots.release
 
     def _client(self) -> aiohttp.ClientSession:
         """The shared session, created on first use inside the server's event loop."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._config.max_connections, ttl_dns_cache=300),
+                # no total limit: each upstream is bounded by its own slots (``_slot``), so one cannot
+                # take the connections another needs
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                 timeout=aiohttp.ClientTimeout(
                     total=None, sock_connect=self._config.connect_timeout_s, sock_read=self._config.timeout_s
                 ),
@@ -222,7 +231,7 @@ class OpenAICompatUpstream:
     def _prepare(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None, path: str
     ) -> tuple[str, bytes, dict[str, str]]:
-        base = (model.api_base or DEFAULT_API_BASE).rstrip("/")
+        base = _base(model)
         headers = {"content-type": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
@@ -274,7 +283,7 @@ class OpenAICompatUpstream:
     async def complete(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> dict[str, Any]:
-        release = await self._slot()
+        release = await self._slot(model)
         try:
             content = await _read(await self._send(model, body, api_key, raw))
         finally:
@@ -290,7 +299,7 @@ class OpenAICompatUpstream:
     async def open_stream(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> _SSEStream:
-        release = await self._slot()
+        release = await self._slot(model)
         try:
             return _SSEStream(await self._send(model, body, api_key, raw), release)
         except BaseException:
@@ -299,7 +308,7 @@ class OpenAICompatUpstream:
 
     async def responses_complete(self, model: ModelConfig, raw: bytes, api_key: str | None) -> dict[str, Any]:
         """``POST /responses`` with the body ``raw`` as it is (docs/responses.md, native forwarding)."""
-        release = await self._slot()
+        release = await self._slot(model)
         try:
             content = await _read(await self._send(model, {}, api_key, raw, "/responses"))
         finally:
@@ -314,7 +323,7 @@ class OpenAICompatUpstream:
 
     async def responses_stream(self, model: ModelConfig, raw: bytes, api_key: str | None) -> _SSEStream:
         """``POST /responses`` streamed: each event's ``data:`` payload; it ends with the response's last event."""
-        release = await self._slot()
+        release = await self._slot(model)
         try:
             return _ResponseEventStream(await self._send(model, {}, api_key, raw, "/responses"), release)
         except BaseException:
@@ -324,6 +333,11 @@ class OpenAICompatUpstream:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _base(model: ModelConfig) -> str:
+    """The upstream a model's requests go to: its pool of connections is this base's own."""
+    return (model.api_base or DEFAULT_API_BASE).rstrip("/")
 
 
 def _seconds(value: str | None) -> float | None:

@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from gateway.api.admission import Admission
 from gateway.api.auth import Access, hash_key
 from gateway.config import AuthConfig, parse_settings
 from gateway.errors import AuthError, ConfigError, PermissionDenied
@@ -107,10 +108,10 @@ def test_access_with_auth_on_and_no_admin_keys_admits_no_admin() -> None:
 
 
 def test_passthrough_takes_the_gateway_key_from_its_own_header() -> None:
-    access = Access(AuthConfig(enabled=True, keys=(hash_key(CLIENT_KEY),), passthrough=True))
+    admission = Admission(AuthConfig(enabled=True, keys=(hash_key(CLIENT_KEY),), passthrough=True))
     with pytest.raises(AuthError, match="x-ventana-key"):
-        access.client({"authorization": f"Bearer {CLIENT_KEY}"})
-    principal = access.client({"authorization": "Bearer sk-provider", "x-ventana-key": CLIENT_KEY})
+        admission.principal({"authorization": f"Bearer {CLIENT_KEY}"})
+    principal = admission.principal({"authorization": "Bearer sk-provider", "x-ventana-key": CLIENT_KEY})
     assert principal.caller == hash_key(CLIENT_KEY)[:12]
 
 

@@ -152,3 +152,57 @@ def test_a_slow_body_is_answered_and_an_abandoned_one_harms_nothing(gw: tuple[Ga
         s.sendall((head + f"Content-Length: {len(raw)}\r\n\r\n").encode() + raw[: len(raw) // 2])
     ok = httpx.post(handle.url + "/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": [USER]})
     assert ok.status_code == 200 and handle.proc.poll() is None
+
+
+JSON_LEAF = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | HOSTILE_TEXT
+JSON_VALUE = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(HOSTILE_TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+METADATA = st.one_of(
+    JSON_VALUE,  # any type: a string, a list, a number, an object of anything
+    st.dictionaries(st.text(max_size=80), st.text(max_size=600), max_size=20),  # around the API's bounds
+    st.integers(1, 600).map(lambda depth: {"k": json.loads(_nested(depth, "object"))}),
+)
+
+
+def test_responses_metadata_of_any_shape_is_answered_or_refused_before_forwarding(
+    gw: tuple[GatewayHandle, Path], sim: SimHandle
+) -> None:
+    """Responses echoes and stores ``metadata`` after the provider answered: a wrong type or a deep
+    nesting was a 500 for a paid answer (issue 35). Now it is a 400 naming it, before forwarding."""
+    handle, _ = gw
+    bodies: list[tuple[bytes, bool]] = []
+
+    @settings(FUZZ, max_examples=60)
+    @given(metadata=METADATA, stream=st.booleans())
+    def run(metadata: Any, stream: bool) -> None:
+        bodies.append(
+            (
+                json.dumps({"model": "gpt-4o-mini", "input": "hi", "metadata": metadata, "stream": stream}).encode(),
+                stream,
+            )
+        )
+
+    run()
+    deep = '{"model":"gpt-4o-mini","input":"hi","metadata":{"k":' + _nested(600, "object") + "}}"
+    bodies += [(deep.encode(), False), (b'{"model":"gpt-4o-mini","input":"hi","metadata":"x"}', False)]
+    statuses = []
+    for raw, stream in bodies:
+        sim.reset()
+        r = httpx.post(
+            handle.url + "/v1/responses", content=raw, headers={"content-type": "application/json"}, timeout=30
+        )
+        statuses.append(r.status_code)
+        assert r.status_code < 500, f"{raw[:300]!r}: {r.status_code} {r.content[:300]!r}"
+        if r.status_code == 400:
+            error = r.json()["error"]
+            assert error["param"] == "metadata" or error["code"] == "invalid_json", error  # a lone surrogate
+            assert len(error["message"]) > 10, error
+            assert sim.received() == [], "refused, so never forwarded"
+        elif stream:
+            assert b"response.completed" in r.content, r.content[-300:]
+        else:
+            assert r.status_code == 200 and r.json()["object"] == "response"
+    assert 200 in statuses and 400 in statuses

@@ -132,3 +132,39 @@ def test_every_request_is_stored_after_the_database_comes_back(
             assert stored.response_text == text, request_id
     finally:
         engine.dispose()
+
+
+def test_an_outage_longer_than_a_retry_sets_nothing_aside(
+    sim: SimHandle, store: tuple[str, DatabaseOutage], tmp_path: Path
+) -> None:
+    """Issue 35: a retry that met the database still down took the connection error for records the
+    database refused, and moved the whole spool to ``spool.jsonl.rejected`` while the log said
+    "replayed": 0 of the outage's requests were stored after recovery. The outage here spans several
+    retries (``retry_s`` is 2 s), with traffic throughout."""
+    real_url, outage = store
+    spool = tmp_path / "spool.jsonl"
+    config = {"models": sim_models(sim.base_url), "database_url": outage.url_through(real_url)}
+    config["store"] = {"spool_path": str(spool)}
+    with run_gateway(tmp_path, config) as gw:
+        client = openai.OpenAI(base_url=gw.base_url, api_key="sk-long-outage", max_retries=0)
+        before = _traffic(client, 0, 2)
+        _wait(lambda: set(before) <= _stored_ids(real_url), "the first requests written")
+
+        outage.cut()
+        during: dict[str, str] = {}
+        for i in range(10):  # ~7 s of outage: three retries or more, each finding the database down
+            during.update(_traffic(client, 2 + i, 1))
+            status = _store_status(gw)  # 200: the spool keeps records safe
+            assert status["database"] in ("up", "unreachable")
+            time.sleep(0.7)
+        assert _store_status(gw)["database"] == "unreachable", "/readyz says what is true"
+
+        outage.restore()
+        after = _traffic(client, 20, 2)
+        answers = {**before, **during, **after}
+        _wait(lambda: set(answers) <= _stored_ids(real_url), "every request in the store after recovery", 30)
+        _wait(lambda: _store_status(gw)["database"] == "up", "the database reported up again")
+        assert _store_status(gw)["dropped"] == 0
+        assert not Path(f"{spool}.rejected").exists(), "nothing was refused, so nothing is set aside"
+        assert "set aside" not in gw.log()
+    assert _stored_ids(real_url) == set(answers), "each answered request exactly once, 0 lost"

@@ -5,6 +5,7 @@ unrelated request wait 9 s). It is now bounded by ``upstream.pool_timeout_s``, w
 from __future__ import annotations
 
 import gc
+import time
 
 import pytest
 
@@ -35,6 +36,26 @@ async def test_a_full_pool_answers_gateway_busy_after_the_wait_limit(sim: SimHan
         gc.collect()
         again = [await upstream.open_stream(model, BODY, None) for _ in range(2)]  # both slots free
         for stream in again:
+            await stream.aclose()
+    finally:
+        await upstream.close()
+
+
+async def test_a_provider_whose_streams_fill_its_pool_does_not_delay_another(sim: SimHandle) -> None:
+    """Issue 35: one connection count covered every upstream, so a request to another provider waited
+    4.1 s behind 200 slow streams. Each upstream (api_base) now has its own slots."""
+    upstream = OpenAICompatUpstream(UpstreamConfig(max_connections=2, pool_timeout_s=0.3))
+    slow = _model(sim)
+    port = sim.base_url.rsplit(":", 1)[1]
+    other = ModelConfig(name="other", litellm_model="openai/gpt-4o-mini", api_base=f"http://localhost:{port}")
+    try:
+        held = [await upstream.open_stream(slow, BODY, None) for _ in range(2)]  # the slow provider's slots, all held
+        with pytest.raises(GatewayBusy):
+            await upstream.complete(slow, {**BODY, "stream": False}, None)
+        started = time.perf_counter()
+        assert (await upstream.complete(other, {**BODY, "stream": False}, None))["choices"]
+        assert time.perf_counter() - started < 0.3, "the other provider waited for the slow one's slots"
+        for stream in held:
             await stream.aclose()
     finally:
         await upstream.close()
