@@ -21,8 +21,8 @@ Sessions:
 - ``chat_fits``: a chat of ~3K tokens with five planted facts, under the window but past the 55 %
   threshold, so Ventana compacts while direct still fits;
 - ``chat_over``: the same grown to ~6K tokens, over the window: direct is refused by the server;
-- ``loop``: one real agent loop (tau2 telecom, from ``shared/data/agent_loops``; skipped with a note
-  when that folder is absent), its requests at four cut points, no questions: compute and fit only.
+- ``loop``: one real agent loop (the longest mini-swe-agent run, from ``shared/data/agent_loops``; skipped
+  with a note when that folder is absent), its requests at four cut points, no questions: compute and fit.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from tests.procs import free_port, run_gateway
 from tests.shared_data import shared_path
 
 MODEL = "local-qwen"
+LOOP_FILE = "mini_swe_agent_deepseek.jsonl"
 SYSTEM = "You are a concise assistant. Answer with exactly what is asked, nothing else."
 FACTS = [
     ("My gym locker code is 4417.", "What is my gym locker code? Reply with the number only.", "4417"),
@@ -148,8 +149,8 @@ def volatile_session(turns: int = 8) -> list[Request]:
 
 
 def loop_session() -> list[Request] | None:
-    """Four cut points of the longest tau2 telecom loop that the window cannot hold whole."""
-    path = shared_path("data", "agent_loops", "tau2_telecom_solo.jsonl")
+    """Four cut points of the longest mini-swe-agent loop (its head is 1.6K tokens; tau2's is 5.3K)."""
+    path = shared_path("data", "agent_loops", LOOP_FILE)
     if not path.is_file():
         return None
     rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
@@ -214,15 +215,11 @@ def run_arm(requests: list[Request], url: str, *, tools: Any = None, session: st
     return arm, sizes
 
 
-def _erase_slot(llama_url: str) -> None:
-    httpx.post(llama_url.removesuffix("/v1") + "/slots/0", params={"action": "erase"}, timeout=30)
-
-
 def sessions(window: int, wanted: list[str]) -> Iterator[tuple[str, list[Request] | None, Any]]:
     table: dict[str, Callable[[], tuple[list[Request] | None, Any]]] = {
         "volatile": lambda: (volatile_session(), None),
-        "chat_fits": lambda: (chat_session(fillers=window // 400), None),
-        "chat_over": lambda: (chat_session(fillers=window // 170), None),
+        "chat_fits": lambda: (chat_session(fillers=window // 90), None),  # ~2.7K tokens at 4K: past 55 %
+        "chat_over": lambda: (chat_session(fillers=window // 45), None),  # ~5.4K tokens: over the window
         "loop": lambda: (loop_session(), _loop_tools()),
     }
     for name in wanted:
@@ -231,7 +228,7 @@ def sessions(window: int, wanted: list[str]) -> Iterator[tuple[str, list[Request
 
 
 def _loop_tools() -> Any:
-    path = shared_path("data", "agent_loops", "tau2_telecom_solo.jsonl")
+    path = shared_path("data", "agent_loops", LOOP_FILE)
     if not path.is_file():
         return None
     rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
@@ -248,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        server = local_model.start_server(model_path, port=free_port(), n_ctx=args.window)
+        server = local_model.start_server(model_path, port=free_port(), n_ctx=args.window, erasable=True)
         stack.callback(server.stop)
         config = {
             "database_url": f"sqlite:///{tmp / 'ventana.db'}",
@@ -263,11 +260,11 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{name}: skipped, shared/data/agent_loops not found beside the checkout", file=sys.stderr)
                 continue
             print(f"{name}: {len(requests)} requests", file=sys.stderr)
-            _erase_slot(server.base_url)
+            local_model.erase_slot(server.base_url)
             direct, _ = run_arm(requests, server.base_url, tools=tools)
-            _erase_slot(server.base_url)
+            local_model.erase_slot(server.base_url)
             ventana, sizes = run_arm(requests, gw.base_url, tools=tools, session=f"bench-{name}")
-            _erase_slot(server.base_url)
+            local_model.erase_slot(server.base_url)
             budgets = [s or args.window // 2 for s in sizes]
             truncated, _ = run_arm(requests, server.base_url, tools=tools, rewrite=_truncate, budgets=budgets)
             rows.append((name, len(requests), direct, ventana, truncated))

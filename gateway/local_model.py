@@ -126,10 +126,15 @@ def server_env() -> dict[str, str]:
 
 
 def start_server(model: Path, *, port: int, n_ctx: int = 4096, threads: int = 2,
-                 timeout_s: float = 180.0) -> LocalServer:
-    """Start ``python -m gateway.local_model serve`` in a child process and wait for ``/health``."""
+                 timeout_s: float = 180.0, erasable: bool = False) -> LocalServer:
+    """Start ``python -m gateway.local_model serve`` in a child process and wait for ``/health``.
+
+    ``erasable`` lets a benchmark empty the slot's KV cache between arms (``erase_slot``) and turns off
+    llama.cpp's host-RAM prompt cache, which would otherwise hand an erased prefix back."""
     cmd = [sys.executable, "-m", "gateway.local_model", "serve", "--model", str(model), "--port", str(port),
            "--ctx", str(n_ctx), "--threads", str(threads)]
+    if erasable:
+        cmd += ["--slot-save-path", tempfile.mkdtemp(prefix="ventana-slots-"), "--cache-ram-mib", "0"]
     proc = subprocess.Popen(cmd, env=server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
@@ -147,7 +152,14 @@ def start_server(model: Path, *, port: int, n_ctx: int = 4096, threads: int = 2,
     raise TimeoutError(f"llama.cpp server on port {port} not healthy within {timeout_s:.0f} s")
 
 
-def serve_forever(model: Path, *, port: int, n_ctx: int, threads: int, host: str = "127.0.0.1") -> None:
+def erase_slot(base_url: str, slot: int = 0) -> None:
+    """Empty one slot's KV cache (needs a server started ``erasable``)."""
+    url = base_url.removesuffix("/v1") + f"/slots/{slot}"
+    httpx.post(url, params={"action": "erase"}, timeout=30).raise_for_status()
+
+
+def serve_forever(model: Path, *, port: int, n_ctx: int, threads: int, host: str = "127.0.0.1",
+                  slot_save_path: str | None = None, cache_ram_mib: int | None = None) -> None:
     """Run llama.cpp's HTTP server in this process until it is signalled (xllamacpp serves on its own threads)."""
     import signal
 
@@ -164,6 +176,10 @@ def serve_forever(model: Path, *, port: int, n_ctx: int, threads: int, host: str
     params.use_jinja = True
     params.cache_prompt = True
     params.warmup = False
+    if slot_save_path is not None:
+        params.slot_save_path = slot_save_path
+    if cache_ram_mib is not None:
+        params.cache_ram_mib = cache_ram_mib
     server = xllamacpp.Server(params)
     stop = False
 
@@ -190,12 +206,15 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--ctx", type=int, default=4096)
     serve.add_argument("--threads", type=int, default=2)
+    serve.add_argument("--slot-save-path", default=None, help="enables slot actions (erase) for benchmarks")
+    serve.add_argument("--cache-ram-mib", type=int, default=None, help="llama.cpp's host prompt cache; 0 = off")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         print(fetch_model())
         return
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    serve_forever(args.model or fetch_model(), port=args.port, n_ctx=args.ctx, threads=args.threads, host=args.host)
+    serve_forever(args.model or fetch_model(), port=args.port, n_ctx=args.ctx, threads=args.threads, host=args.host,
+                  slot_save_path=args.slot_save_path, cache_ram_mib=args.cache_ram_mib)
 
 
 if __name__ == "__main__":
