@@ -27,12 +27,12 @@ import orjson
 from tqdm import tqdm
 
 from benchmarks.tool_cases import data_dir
-from tests.shared_data import need
 from gateway.api.validate import _validate_depth, validate_chat_request
 from gateway.assembly.defuse_closers import GATEWAY_TAGS
 from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.upstream.usage import Usage
+from tests.shared_data import need
 
 _CLOSER = re.compile(r"<\s*/\s*(?:" + "|".join(GATEWAY_TAGS) + r")\b", re.IGNORECASE)
 
