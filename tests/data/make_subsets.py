@@ -54,6 +54,12 @@ def _first_with_twins(n: int) -> Callable[[Rows], Rows]:
     return pick
 
 
+def _smallest_chat_run(rows: Rows) -> Rows:
+    """The smallest deepseek-chat run (the file's first run is one too); the reasoner's runs carry
+    ``reasoning_content``, which the Responses benchmark's item translation does not model."""
+    return _smallest([r for r in rows if r["meta"]["model"] == "deepseek/deepseek-chat"])
+
+
 def _smallest(rows: Rows) -> Rows:
     return [min(rows, key=lambda r: len(orjson.dumps(r)))]
 
@@ -80,8 +86,8 @@ CUTS: tuple[tuple[str, Callable[[Rows], Rows], tuple[str, ...]], ...] = (
     ("bfcl.jsonl", _bfcl, ("bfcl.LICENSE",)),
     ("metatool.jsonl", _metatool, ("metatool.LICENSE",)),
     ("agent_loops/tau2_telecom_solo.jsonl", _first_with_twins(3), ("agent_loops/LICENSE.tau2_telecom",)),
-    ("agent_loops/tau2_telecom_default.jsonl", _first(2), ("agent_loops/LICENSE.tau2_telecom",)),
-    ("agent_loops/mini_swe_agent_deepseek.jsonl", _smallest, ("agent_loops/LICENSE.mini_swe_agent",)),
+    ("agent_loops/tau2_telecom_default.jsonl", _first(3), ("agent_loops/LICENSE.tau2_telecom",)),
+    ("agent_loops/mini_swe_agent_deepseek.jsonl", _smallest_chat_run, ("agent_loops/LICENSE.mini_swe_agent",)),
     ("long_conversations/rhelm.jsonl", _smallest, ("long_conversations/LICENSE.rhelm",)),
 )
 
