@@ -163,8 +163,10 @@ def main() -> None:
     out.write_text(json.dumps(subset, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
     shutil.copyfile(args.shared / "specs" / "openai-openapi.LICENSE", HERE / "specs" / "openai-openapi.LICENSE")
     schemas = subset["components"]["schemas"]
-    print(f"specs/openai-openapi.json: {len(schemas)} of {len(spec['components']['schemas'])} schemas, "
-          f"{out.stat().st_size:,} bytes")
+    print(
+        f"specs/openai-openapi.json: {len(schemas)} of {len(spec['components']['schemas'])} schemas, "
+        f"{out.stat().st_size:,} bytes"
+    )
 
 
 if __name__ == "__main__":
