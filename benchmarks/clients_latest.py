@@ -108,9 +108,9 @@ def install(client: Client, version: str, scratch: Path) -> tuple[str, dict[str,
 
 
 def run_tests(client: Client, python: str, extra_env: dict[str, str]) -> tuple[str, str]:
-    """Run the client's tests; (result, pytest's summary line or the first failure)."""
+    """Run the client's tests; (result, pytest's summary line and the first failure if any)."""
     env = {**os.environ, **extra_env}
-    pytest = ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:benchmark", "-n", "0"]
+    pytest = ["-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "-p", "no:benchmark", "-n", "0"]
     cmd = [python, *pytest, *client.tests]
     try:
         out = _run(cmd, TEST_TIMEOUT_S, cwd=REPO, env=env)
@@ -118,12 +118,10 @@ def run_tests(client: Client, python: str, extra_env: dict[str, str]) -> tuple[s
         return "timeout", f"pytest did not finish in {TEST_TIMEOUT_S} s"
     lines = out.stdout.strip().splitlines()
     summary = lines[-1].strip("= ") if lines else out.stderr.strip()[-200:]
-    failed = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))]
-    if out.returncode == 0 and "skipped" not in summary:
-        return "passed", summary
     if out.returncode == 0:
-        return "skipped", summary
-    return "failed", (failed[0][:300] if failed else summary)
+        return ("skipped" if "skipped" in summary else "passed"), summary
+    failed = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))]
+    return "failed", summary + (f"; first: {failed[0][:300]}" if failed else "")
 
 
 def check(client: Client, scratch: Path, same_too: bool) -> Row:
