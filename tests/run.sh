@@ -69,5 +69,5 @@ python3 -m mypy  # --strict over gateway/, configured in pyproject.toml
 # Two test processes (PYTEST_WORKERS=0 for one): most tests wait on gateway and simulator
 # processes, so two keep both cores busy (579 -> 377 s on a 2-core machine). pytest-benchmark,
 # when some other tool installed it, refuses xdist with a warning this suite treats as an error.
-# -rs prints why each skipped test skipped: a skip is only for what this machine cannot have.
-python3 -m pytest -q -rs -p no:cacheprovider -p no:benchmark -n "${PYTEST_WORKERS:-2}" "$@"
+# -rfEs: the usual failure and error summary, and why each skipped test skipped: a skip is only for what this machine cannot have.
+python3 -m pytest -q -rfEs -p no:cacheprovider -p no:benchmark -n "${PYTEST_WORKERS:-2}" "$@"
