@@ -55,7 +55,7 @@ done < <(clients npm)
 if [ ${#npm_pins[@]} -gt 0 ] && command -v npm >/dev/null; then
   echo "installing the verified npm clients into .clients/: ${npm_pins[*]}"
   timeout 300 npm install --prefix .clients --no-audit --no-fund --silent "${npm_pins[@]}" >/dev/null 2>&1 \
-    || echo "npm could not install ${npm_pins[*]}: their end-to-end tests will skip"
+    || echo "npm could not install ${npm_pins[*]}"
 fi
 while read -r _ _ _ command _; do
   if [ -x ".clients/node_modules/.bin/$command" ]; then
