@@ -44,7 +44,7 @@ from gateway.assembly.verify_assembly import is_gateway_block, tool_pairing_prob
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import counter_for
 from tests.procs import SimHandle, run_gateway, run_simulator
-from tests.shared_data import shared_path
+from tests.shared_data import data_path, need
 
 COUNTER = counter_for("o200k_base")
 #: The default watermarks (``--target`` sets another target, e.g. the issue's example 0.35).
@@ -94,7 +94,7 @@ def load_runs(name: str, runs: int) -> list[dict[str, Any]]:
     """The ``runs`` runs with the most tool rounds (the ones a window forces to compact)."""
     if name == SCRIPTED:
         return [scripted_run()]
-    lines = shared_path("data", "agent_loops", name).read_bytes().splitlines()
+    lines = need(data_path("agent_loops", name)).read_bytes().splitlines()
     rows = [orjson.loads(line) for line in lines if line.strip()]
     rows.sort(key=lambda r: -sum(1 for m in r["messages"] if m.get("role") == "assistant"))
     return rows[:runs]

@@ -22,7 +22,6 @@ import statistics
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -36,8 +35,8 @@ from gateway.assembly.policy import Policy
 from gateway.memos import Memos
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
 from gateway.tokens import counter_for
+from tests.shared_data import data_path, need, shared_path
 
-SHARED = next(p for p in (Path("../shared"), Path("../../shared"), Path("/work/shared")) if p.is_dir())
 COUNTER = counter_for("o200k_base")
 MEMOS = Memos()  # the gateway's caches between requests (api.deps.Gateway.memos)
 
@@ -73,8 +72,8 @@ def cache_run(policy: Policy, turns: int, rules: str) -> tuple[int, int]:
 
 
 def _requests(limit: int) -> list[dict[str, Any]]:
-    rows = [orjson.loads(line) for line in (SHARED / "data" / "toolbench.jsonl").read_bytes().splitlines()]
-    bfcl = (SHARED / "data" / "bfcl.jsonl").read_bytes().splitlines()
+    rows = [orjson.loads(line) for line in need(data_path("toolbench.jsonl")).read_bytes().splitlines()]
+    bfcl = need(data_path("bfcl.jsonl")).read_bytes().splitlines()
     rows += [orjson.loads(line) for line in bfcl[: max(0, limit - len(rows))]]
     out = []
     for row in rows:
@@ -116,7 +115,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
-    rules = (SHARED / "seeds" / "skill-context-window-engineering-es.txt").read_text(encoding="utf-8")
+    rules = need(shared_path("seeds", "skill-context-window-engineering-es.txt")).read_text(encoding="utf-8")
     on, off = Policy(), Policy().all_disabled()
     cached_on, total_on = cache_run(on, args.turns, rules)
     cached_off, total_off = cache_run(off, args.turns, rules)

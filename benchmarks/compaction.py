@@ -34,7 +34,7 @@ from gateway.assembly.policy import Policy
 from gateway.config import ModelConfig
 from gateway.summarize.llm import LLMSummarizer
 from gateway.tokens import counter_for
-from tests.shared_data import shared_path
+from tests.shared_data import data_path, need
 
 WINDOW = 8000
 #: What the client appends as the assistant's reply each turn: the simulator's answer
@@ -45,10 +45,7 @@ COUNTER = counter_for("o200k_base")
 
 
 def _memory_data() -> Path:
-    path = shared_path("data", "bfcl_memory.jsonl")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found (set VENTANA_SHARED to the shared folder)")
-    return path
+    return need(data_path("bfcl_memory.jsonl"))
 
 
 @dataclass

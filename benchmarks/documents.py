@@ -29,7 +29,7 @@ from gateway.assembly.context import Context
 from gateway.assembly.shrink_oversize import OversizePolicy, shrink_oversize
 from tests.assembly.make_context import make_context
 from tests.long_contract import long_contract
-from tests.shared_data import shared_path
+from tests.shared_data import need, shared_path
 
 SEEDS = shared_path("seeds")
 QUESTION = "¿Qué es la ingeniería de contexto y en qué se diferencia de la ingeniería de prompts?"
@@ -48,7 +48,7 @@ def _median_ms(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
 def _seed_paragraphs() -> list[str]:
     """Real prose: the paragraphs of the project's Spanish source articles."""
     paragraphs: list[str] = []
-    for path in sorted(SEEDS.glob("*.txt")):
+    for path in sorted(need(SEEDS).glob("*.txt")):
         paragraphs += [p.strip() for p in path.read_text(encoding="utf-8").splitlines() if len(p.strip()) > 80]
     return paragraphs
 

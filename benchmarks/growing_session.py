@@ -41,11 +41,11 @@ from benchmarks.overhead import _merge, variant_config
 from benchmarks.profiles import _renumbered, _runs, _steps
 from gateway.tokens import counter_for
 from tests.procs import run_gateway, run_simulator
-from tests.shared_data import shared_path
+from tests.shared_data import data_path
 
 OUT = Path(__file__).resolve().parent / "out"
 MODEL = "gpt-4.1-mini"
-LOOPS = shared_path("data", "agent_loops", "mini_swe_agent_deepseek.jsonl")
+LOOPS = data_path("agent_loops", "mini_swe_agent_deepseek.jsonl")
 BUCKET_TOKENS = 25_000
 FIXED_REPEATS = 5
 

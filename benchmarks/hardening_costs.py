@@ -32,6 +32,7 @@ from gateway.assembly.defuse_closers import GATEWAY_TAGS
 from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.upstream.usage import Usage
+from tests.shared_data import need
 
 _CLOSER = re.compile(r"<\s*/\s*(?:" + "|".join(GATEWAY_TAGS) + r")\b", re.IGNORECASE)
 
@@ -109,11 +110,11 @@ def measure(path: Path, runs_per_file: int, turns_per_run: int) -> dict[str, Any
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=data_dir(), help="default: $VENTANA_DATA or /work/shared/data")
+    parser.add_argument("--data", type=Path, default=data_dir(), help="default: $VENTANA_DATA or shared/data")
     parser.add_argument("--runs", type=int, default=5, help="runs (lines) per data file")
     parser.add_argument("--turns", type=int, default=60, help="requests per run")
     args = parser.parse_args()
-    rows = [measure(p, args.runs, args.turns) for p in tqdm(data_files(args.data), desc="data files")]
+    rows = [measure(p, args.runs, args.turns) for p in tqdm(data_files(need(args.data)), desc="data files")]
     print(
         "| data file | requests | validate µs/req | depth check µs/req | redact 1st turn ms | redact ms/turn |"
         " redact max ms | records with a secret | block closers in data |"

@@ -32,7 +32,7 @@ from tqdm import tqdm
 import gateway  # noqa: F401  (offline tiktoken)
 from gateway.formats.anthropic_messages import chat_body, message_from_chat
 from tests.procs import SimHandle, run_gateway, run_simulator
-from tests.shared_data import DATA_FILES, shared_path
+from tests.shared_data import DATA_FILES, data_path, need
 
 FILES = DATA_FILES
 MODEL = "claude-bench"
@@ -151,7 +151,7 @@ def _translation_us(request: dict[str, Any], answer: dict[str, Any], repeat: int
 
 
 def run_file(client: httpx.Client, sim: SimHandle, name: str, per_file: int, limit: int) -> dict[str, Any]:
-    path = shared_path("data", name)
+    path = need(data_path(name))
     rows: list[dict[str, Any]] = []
     with path.open("rb") as fh:
         for line in fh:

@@ -25,9 +25,9 @@ from typing import Any
 import orjson
 
 from gateway.tokens import TokenCounter, counter_for
-from tests.shared_data import shared_path
+from tests.shared_data import data_path, need
 
-TOOLBENCH = shared_path("data", "toolbench.jsonl")
+TOOLBENCH = data_path("toolbench.jsonl")
 MODEL = "gpt-4o-mini"
 TOOL_COUNT = 20
 
@@ -44,7 +44,7 @@ class Profile:
 
 
 def _runs(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    return [orjson.loads(line) for line in need(path).read_bytes().splitlines() if line.strip()]
 
 
 def _tools(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:

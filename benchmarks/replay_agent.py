@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from gateway.providersim.replay import Replayer, load_transcripts
 from tests.procs import run_gateway, run_simulator
-from tests.shared_data import shared_path
+from tests.shared_data import data_path, need
 
 FILES = ("tau2_telecom_solo.jsonl", "tau2_telecom_default.jsonl", "mini_swe_agent_deepseek.jsonl")
 
@@ -53,7 +53,7 @@ def _same(got: Any, real: dict[str, Any]) -> bool:
 
 
 def run_file(name: str, runs: int, max_turns: int, window: int, max_tools: int | None, tmp: Path) -> dict[str, Any]:
-    rows = _sample(shared_path("data", "agent_loops", name), runs, max_turns)
+    rows = _sample(need(data_path("agent_loops", name)), runs, max_turns)
     replay_file = tmp / f"replay-{name}"
     replay_file.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     turns = exact = refused = 0
@@ -117,7 +117,7 @@ def offline(name: str, keep: int) -> tuple[int, int, int, int]:
     """Every turn of every run of a file, asked with its middle folded into a summary (no processes).
 
     Returns (runs, turns, placed on the right turn, placed on a run with an identical history)."""
-    transcripts = load_transcripts(shared_path("data", "agent_loops", name))
+    transcripts = load_transcripts(need(data_path("agent_loops", name)))
     by_id = {t.id: t for t in transcripts}
     replayer = Replayer(transcripts)
     turns = right = twin = 0

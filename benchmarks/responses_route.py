@@ -42,7 +42,7 @@ import gateway  # noqa: F401  (offline tiktoken)
 from gateway.formats.responses import chat_body, check_request, input_items
 from gateway.formats.responses_answer import response_from_chat, response_object
 from tests.procs import SimHandle, run_gateway, run_simulator
-from tests.shared_data import shared_path
+from tests.shared_data import data_path, need
 
 OUT = Path(__file__).resolve().parent / "out"
 FILES = (
@@ -101,7 +101,7 @@ def translation_us(messages: list[dict[str, Any]], tools: list[dict[str, Any]] |
 
 
 def _runs(path: Path, count: int) -> Iterator[dict[str, Any]]:
-    with path.open("rb") as fh:
+    with need(path).open("rb") as fh:
         for n, line in enumerate(fh):
             if n >= count:
                 return
@@ -149,7 +149,7 @@ def measure_file(name: str, gw_url: str, sim: SimHandle, runs: int, turns: int, 
     refused = {"latency": 0, "chat": 0, "chained": 0}
     requests = 0
     with httpx.Client(base_url=gw_url, timeout=120) as client:
-        for n, run in enumerate(_runs(shared_path("data", name), runs)):
+        for n, run in enumerate(_runs(data_path(name), runs)):
             messages, tools = run["messages"], run.get("tools")
             ends = turn_ends(messages, turns)
             chat_extra = {"tools": tools} if tools else {}
@@ -247,7 +247,7 @@ def main() -> None:
         planned = 0
         for name in args.files:
             planned += sum(
-                len(turn_ends(r["messages"], args.turns)) * 4 for r in _runs(shared_path("data", name), args.runs)
+                len(turn_ends(r["messages"], args.turns)) * 4 for r in _runs(data_path(name), args.runs)
             )
         with tqdm(total=planned, unit="req") as bar:
             for name in args.files:

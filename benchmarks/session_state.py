@@ -39,11 +39,11 @@ from gateway.sessions.checkpoints import publish_checkpoints, published_checkpoi
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.shared import SharedSessionStore
 from gateway.store.migrate import upgrade
-from tests.shared_data import shared_path
+from tests.shared_data import data_path
 
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 REDIS_URL = "redis://127.0.0.1:6379/0"
-DATA = shared_path("data", "toolbench.jsonl")
+DATA = data_path("toolbench.jsonl")
 
 
 def _state(session_id: str) -> SessionState:

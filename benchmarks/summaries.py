@@ -50,7 +50,7 @@ from benchmarks.memory_recall import COMPACTION as BFCL_COMPACTION
 from benchmarks.memory_recall import REPLY, _window
 from gateway.tokens import counter_for
 from tests.procs import SimHandle, run_gateway, run_simulator
-from tests.shared_data import shared_path
+from tests.shared_data import data_path, need
 
 COUNTER = counter_for("o200k_base")
 WINDOW = 16_000
@@ -262,7 +262,7 @@ def _score(
 
 
 def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally:
-    cases = [orjson.loads(line) for line in shared_path("data", "bfcl_memory.jsonl").read_text().splitlines() if line]
+    cases = [orjson.loads(line) for line in need(data_path("bfcl_memory.jsonl")).read_text().splitlines() if line]
     tally = Tally()
     with run_simulator(_dir(tmp / "sim-bfcl")) as sim:
         models = [_model("mem-" + c["id"].rsplit("/", 1)[-1], sim.base_url, _window(c)) for c in cases]
@@ -282,7 +282,7 @@ def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally
 
 
 def _rhelm_cases(count: int) -> list[dict[str, Any]]:
-    path = shared_path("data", "long_conversations", "rhelm.jsonl")
+    path = need(data_path("long_conversations", "rhelm.jsonl"))
     cases = [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
     longer = sorted((c for c in cases if c["meta"]["tokens_o200k"] > WINDOW), key=lambda c: c["meta"]["tokens_o200k"])
     return longer[:count]

@@ -1,4 +1,4 @@
-"""Requests with known needed tools, derived from the public data in ``/work/shared/data``.
+"""Requests with known needed tools, derived from the public data (``tests.shared_data.data_dir``).
 
 - BFCL and MetaTool: the last assistant message is the answer key; it is stripped to get
   the request, and ``meta.expected_functions`` are the tools pruning must keep.
@@ -12,16 +12,12 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from tests.shared_data import shared_path
-
-DATA_DIR = shared_path("data")
+from tests.shared_data import data_dir, need
 
 
 @dataclass(frozen=True)
@@ -32,14 +28,8 @@ class ToolCase:
     expected: frozenset[str]
 
 
-def data_dir() -> Path:
-    """``$VENTANA_DATA``, else ``/work/shared/data``, else ``shared/data`` beside the worktrees."""
-    found = Path(os.environ.get("VENTANA_DATA") or "/work/shared/data")
-    return found if found.is_dir() else DATA_DIR
-
-
 def _rows(name: str) -> Iterator[dict[str, Any]]:
-    with (data_dir() / name).open(encoding="utf-8") as fh:
+    with need(data_dir() / name).open(encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 yield json.loads(line)

@@ -50,6 +50,7 @@ from benchmarks.tool_cases import data_dir
 from gateway.assembly.tool_scoring import tool_name
 from gateway.upstream.model_info import model_info
 from tests.procs import run_gateway
+from tests.shared_data import need
 
 MODEL = "gpt-4.1"  # the model of the tau2 transcripts: its prices and cache ratio (0.25) apply
 MIX_TOOLS = 45
@@ -81,7 +82,7 @@ class Arm:
 
 
 def _rows(name: str) -> list[dict[str, Any]]:
-    with (data_dir() / name).open(encoding="utf-8") as fh:
+    with need(data_dir() / name).open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
 

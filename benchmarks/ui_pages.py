@@ -31,7 +31,7 @@ import gateway  # noqa: F401  (offline tiktoken)
 from gateway.api.auth import hash_key
 from gateway.replay.transcripts import Conversation, read_transcripts
 from tests.procs import GatewayHandle, run_gateway, run_simulator, sim_models
-from tests.shared_data import DATA_FILES, shared_path
+from tests.shared_data import DATA_FILES, data_path, need
 
 ADMIN = "vk-ui-bench"
 FILES = DATA_FILES
@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     work = {
         name: [
             Conversation(c.id, c.requests[: args.max_turns])
-            for c in read_transcripts(shared_path("data", name), args.model, limit=args.runs)
+            for c in read_transcripts(need(data_path(name)), args.model, limit=args.runs)
         ]
         for name in FILES
     }

@@ -1,22 +1,17 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import gateway  # noqa: F401  (offline tiktoken and litellm settings)
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
-from tests.shared_data import shared_dir
+from tests.shared_data import TEST_DATA
 
-SHARED = shared_dir()
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"shared data not found at {SHARED}")
-    return SHARED
+# Tests read the subsets kept in tests/data, never a ../shared a clone does not have; set before
+# any test module (or benchmark helper it imports) resolves a data path.
+os.environ["VENTANA_DATA"] = str(TEST_DATA)
 
 
 @pytest.fixture(scope="session")

@@ -1,26 +1,24 @@
-"""Scripted multi-turn agent conversations built on the real ToolBench runs in shared/data."""
+"""Scripted multi-turn agent conversations built on the real ToolBench runs (tests/data/toolbench.jsonl)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import orjson
-
 from gateway.replay.transcripts import turn_ends
+from tests.shared_data import data_rows
 
 
-def toolbench_runs(shared: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in (shared / "data" / "toolbench.jsonl").read_bytes().splitlines()]
+def toolbench_runs() -> list[dict[str, Any]]:
+    return data_rows("toolbench.jsonl")
 
 
-def agent_session(shared: Path, turns: int) -> tuple[list[dict[str, Any]], list[dict]]:
+def agent_session(turns: int) -> tuple[list[dict[str, Any]], list[dict]]:
     """A conversation of ``turns`` client requests: real ToolBench tool calls and results, chained.
 
     Returns the message list of the last request (the assistant turns are the real model's)
     and the tools offered.
     """
-    runs = toolbench_runs(shared)
+    runs = toolbench_runs()
     tools: list[dict[str, Any]] = []
     seen: set[str] = set()
     for run in runs:

@@ -8,15 +8,14 @@ on real agent traffic (ToolBench runs, BFCL tool-selection requests).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import openai
-import orjson
 import pytest
 
 from gateway.tokens import TokenCounter, counter_for, encoding_for_model, is_openai_model
 from tests.procs import GatewayHandle
+from tests.shared_data import data_rows
 
 WEATHER = {
     "type": "function",
@@ -65,10 +64,10 @@ HANDMADE: list[dict[str, Any]] = [
 ]
 
 
-def _real_requests(shared: Path) -> list[dict[str, Any]]:
-    rows = [orjson.loads(line) for line in (shared / "data" / "toolbench.jsonl").read_bytes().splitlines()]
-    bfcl = (shared / "data" / "bfcl.jsonl").read_bytes().splitlines()
-    rows += [orjson.loads(line) for line in bfcl[:: max(1, len(bfcl) // 25)]]
+def _real_requests() -> list[dict[str, Any]]:
+    rows = data_rows("toolbench.jsonl")
+    bfcl = data_rows("bfcl.jsonl")
+    rows += bfcl[:: max(1, len(bfcl) // 25)]
     requests = []
     for row in rows:
         messages = row["messages"]
@@ -85,10 +84,10 @@ def _check(client: openai.OpenAI, counter: TokenCounter, request: dict[str, Any]
     return counter.request(request["messages"], tools), answer.usage.prompt_tokens
 
 
-def test_count_matches_provider_prompt_tokens(passthrough_gateway: GatewayHandle, shared_dir: Path) -> None:
+def test_count_matches_provider_prompt_tokens(passthrough_gateway: GatewayHandle) -> None:
     client = openai.OpenAI(base_url=passthrough_gateway.base_url, api_key="sk-count")
     counter = counter_for(encoding_for_model("gpt-4o-mini"))
-    requests = HANDMADE + _real_requests(shared_dir)
+    requests = HANDMADE + _real_requests()
     assert len(requests) > 40
     for request in requests:
         ours, billed = _check(client, counter, request)

@@ -1,22 +1,31 @@
-"""The official OpenAI OpenAPI description, prepared for fuzzing ``POST /chat/completions``.
+"""The official OpenAI OpenAPI description, prepared for validation and for fuzzing ``POST /chat/completions``.
 
-Two fixes before use (see ``../shared/specs/README.md``): the file claims OpenAPI 3.1 but
-111 schemas still say ``nullable: true``, which 3.1 tooling ignores, so each becomes a
-``null`` in ``type`` (and in ``enum`` when there is one); and only the one operation the
-gateway serves is kept, with the shared ``components`` its ``$ref``s point into.
+``tests/data/specs/openai-openapi.json`` holds the part of it the tests use: the operations
+and schemas they name and every schema those reach, unchanged (``tests/data/make_subsets.py``
+cuts it from the full 2.97 MB file). One fix before use: the file claims OpenAPI 3.1 but its
+schemas still say ``nullable: true`` (111 of them in the full file), which 3.1 tooling
+ignores, so each becomes a ``null`` in ``type`` (and in ``enum`` when there is one).
 """
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Any
 
-import yaml
+from tests.shared_data import TEST_DATA
 
-from tests.shared_data import shared_path
-
-SPEC_PATH = shared_path("specs", "openai-openapi.yaml")
+SPEC_PATH = TEST_DATA / "specs" / "openai-openapi.json"
 CHAT_PATH = "/chat/completions"
+
+
+def load_spec() -> dict[str, Any]:
+    """The spec subset as written (a fresh copy: callers may edit it).
+
+    ``json``, not orjson: ``seed``'s bounds are integers wider than 64 bits, which orjson reads as floats.
+    """
+    spec: dict[str, Any] = json.loads(SPEC_PATH.read_text(encoding="utf-8"))
+    return spec
 
 
 def allow_null(node: Any) -> Any:
@@ -42,8 +51,7 @@ def allow_null(node: Any) -> Any:
 @lru_cache(maxsize=1)
 def chat_spec() -> dict[str, Any]:
     """The spec with only ``POST /chat/completions`` left, nullable rewritten."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    spec = yaml.load(SPEC_PATH.read_text(encoding="utf-8"), Loader=loader)  # CSafeLoader or SafeLoader
+    spec = load_spec()
     operation = spec["paths"][CHAT_PATH]["post"]
     reduced = {
         "openapi": spec["openapi"],

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from tests.api.fuzz_checks import check_answer, post_chat
-from tests.api.openai_spec import SPEC_PATH, chat_spec
+from tests.api.openai_spec import chat_spec
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 POSITIVE_EXAMPLES = 40
@@ -27,8 +27,6 @@ FUZZ = settings(
     phases=[Phase.explicit, Phase.generate, Phase.shrink],
     suppress_health_check=list(HealthCheck),
 )
-
-pytestmark = pytest.mark.skipif(not SPEC_PATH.is_file(), reason=f"OpenAI spec not found at {SPEC_PATH}")
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ class _ThreadNotingCounter(TokenCounter):
         super().learn(texts)
 
 
-async def test_first_turn_of_a_long_agent_is_encoded_off_the_loop(shared_dir) -> None:  # type: ignore[no-untyped-def]
+async def test_first_turn_of_a_long_agent_is_encoded_off_the_loop() -> None:
     import orjson
 
     profile = build_profiles(("agent105k",))[0]
@@ -33,7 +33,7 @@ async def test_first_turn_of_a_long_agent_is_encoded_off_the_loop(shared_dir) ->
     assert await count_off_loop(counter, body, len(profile.body)) == 0  # next turn: all seen
 
 
-async def test_a_session_that_grew_little_is_not_inspected(shared_dir) -> None:  # type: ignore[no-untyped-def]
+async def test_a_session_that_grew_little_is_not_inspected() -> None:
     import orjson
 
     profile = build_profiles(("agent105k",))[0]

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import orjson
-
 from gateway.assembly.budget_report import COMPONENTS, budget_report, generation_reserve
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
 from tests.assembly.case_files import context_of
+from tests.shared_data import data_rows
 
 
-def _toolbench_request(shared: Path) -> dict:
-    row = orjson.loads((shared / "data" / "toolbench.jsonl").read_bytes().splitlines()[0])
+def _toolbench_request() -> dict:
+    row = data_rows("toolbench.jsonl")[0]
     return {"model": "gpt-4o-mini", "messages": row["messages"], "tools": row["tools"], "max_completion_tokens": 700}
 
 
-def test_components_add_up_to_the_prompt_and_the_reserve_is_the_request_limit(shared_dir: Path) -> None:
-    ctx = assemble(context_of({"request": _toolbench_request(shared_dir)}), Policy()).assembled
+def test_components_add_up_to_the_prompt_and_the_reserve_is_the_request_limit() -> None:
+    ctx = assemble(context_of({"request": _toolbench_request()}), Policy()).assembled
     report = budget_report(ctx)
     assert [line.component for line in report.lines] == list(COMPONENTS)
     assert report.prompt_tokens == ctx.prompt_tokens()

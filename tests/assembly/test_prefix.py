@@ -1,6 +1,6 @@
 """The prefix tracker predicts the provider's cache hit and names the component that broke it.
 
-Conversations come from the real ToolBench runs in /work/shared/data; the "provider" is the
+Conversations come from the real ToolBench runs in tests/data; the "provider" is the
 project's simulator cache (OpenAI's documented rule), fed the same token sequence.
 """
 
@@ -29,15 +29,7 @@ from tests.shared_data import data_rows
 COUNTER = counter_for("o200k_base")
 
 
-def _runs() -> list[dict[str, Any]]:
-    """The ToolBench runs, from the nearest ``shared/data`` above this checkout (main or a worktree)."""
-    try:
-        return data_rows("toolbench.jsonl")
-    except FileNotFoundError:
-        pytest.skip("shared/data/toolbench.jsonl not found above this checkout", allow_module_level=True)
-
-
-RUNS = _runs()
+RUNS = data_rows("toolbench.jsonl")
 
 
 def _ctx(

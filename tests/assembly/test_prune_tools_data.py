@@ -1,5 +1,9 @@
 """Recall of pruning on samples of the public BFCL and MetaTool sets, computed here, not recorded.
 
+The samples are in tests/data (see its README): every BFCL case offering at least
+``min_offered`` tools (the only ones pruning acts on, so recall is the full file's), and
+every 8th 47-tool MetaTool case plus two rewordings of the first.
+
 The MetaTool tests guard the scorers on single queries, so they run the turn-scored pass
 without a share cap or ``find_tools`` (``legacy_policy``). The thresholds are regression
 guards set below what ``benchmarks/tool_pruning.py`` measures on the full sets (see
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.tool_cases import ToolCase, data_dir, selection_cases
+from benchmarks.tool_cases import ToolCase, selection_cases
 from benchmarks.tool_pruning import COUNTER, context, kept_names, prompt_tools
 from gateway.assembly.context import SessionState
 from gateway.assembly.policy import Policy
@@ -38,17 +42,11 @@ def measure(cases: list[ToolCase], policy: ToolPolicy) -> tuple[float, float, in
 
 
 @pytest.fixture(scope="module")
-def data() -> None:
-    if not (data_dir() / "metatool.jsonl").is_file():
-        pytest.skip(f"public data not found in {data_dir()}")
+def metatool47() -> list[ToolCase]:
+    return [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47]
 
 
-@pytest.fixture(scope="module")
-def metatool47(data: None) -> list[ToolCase]:
-    return [c for c in selection_cases("metatool.jsonl") if len(c.tools) == 47][::8]
-
-
-def test_bfcl_needed_tools_survive_pruning(data: None) -> None:
+def test_bfcl_needed_tools_survive_pruning() -> None:
     """The default keeps a smaller set than before (at most 25 % of the tool tokens) because a
     miss is no longer final: every pruned request carries ``find_tools``, checked below."""
     cases = selection_cases("bfcl.jsonl")
@@ -58,15 +56,15 @@ def test_bfcl_needed_tools_survive_pruning(data: None) -> None:
     assert removed > 0
 
 
-def test_every_pruned_bfcl_request_can_search_for_the_rest(data: None) -> None:
+def test_every_pruned_bfcl_request_can_search_for_the_rest() -> None:
     policy = PRUNE
     pruned = 0
-    for case in selection_cases("bfcl.jsonl")[::4]:
+    for case in selection_cases("bfcl.jsonl"):
         out, decisions = prune_tools(context(case, SessionState("data")), policy)
         if any(d.action == "pruned" for d in decisions):
             pruned += 1
             assert "find_tools" in [t["function"]["name"] for t in out.tools]
-    assert pruned >= 10
+    assert pruned >= 40  # of the 47 cases offering min_offered tools or more
 
 
 def test_metatool_bm25_keeps_most_needed_tools_and_removes_60_percent(metatool47: list[ToolCase]) -> None:

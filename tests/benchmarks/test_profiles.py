@@ -9,7 +9,7 @@ from benchmarks.profiles import build_profiles
 from gateway.api.validate import validate_chat_request
 
 
-def test_profiles_have_the_named_sizes_and_are_valid_requests(shared_dir) -> None:  # type: ignore[no-untyped-def]
+def test_profiles_have_the_named_sizes_and_are_valid_requests() -> None:
     profiles = {p.name: p for p in build_profiles()}
     small, large = profiles["agent14k"], profiles["agent105k"]
     assert small.messages == 37 and 14_000 <= small.tokens < 15_000

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.responses_route import FILES, _runs, as_items
 from gateway.formats.responses import chat_messages
-from tests.shared_data import shared_path
+from tests.shared_data import data_path
 
 
 def _normal(message: dict[str, Any]) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def _normal(message: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_items_of_a_recorded_run_translate_back_to_its_messages(shared_dir: object, name: str) -> None:
-    run = next(_runs(shared_path("data", name), 1))
+def test_items_of_a_recorded_run_translate_back_to_its_messages(name: str) -> None:
+    run = next(_runs(data_path(name), 1))
     messages = run["messages"]
     assert chat_messages(as_items(messages)) == [_normal(m) for m in messages]

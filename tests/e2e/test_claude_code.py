@@ -22,6 +22,7 @@ from tests.e2e.test_messages_sdk import CLAUDE, SIM_KEY_ENV, _breakpoints, claud
 from tests.formats.anthropic_schema import REQUEST
 from tests.procs import run_gateway, run_simulator
 
+#: ``tests/run.sh`` points this at the pinned version (tests/clients.txt); benchmarks/clients_latest.py at the newest.
 CLAUDE_BIN = os.environ.get("VENTANA_CLAUDE_BIN") or shutil.which("claude")
 pytestmark = pytest.mark.skipif(CLAUDE_BIN is None, reason="Claude Code is not installed (npm unreachable)")
 

@@ -1,17 +1,15 @@
-"""Responses validate against the official OpenAI OpenAPI description (../shared/specs/)."""
+"""Responses validate against the official OpenAI OpenAPI description (its subset in tests/data/specs/)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
 
-from tests.api.openai_spec import allow_null
+from tests.api.openai_spec import allow_null, load_spec
 from tests.procs import GatewayHandle, SimHandle
 
 TOOLS = [
@@ -26,10 +24,9 @@ TOOLS = [
 
 
 @pytest.fixture(scope="module")
-def components(shared_dir: Path) -> dict[str, Any]:
-    """The spec's component schemas, nullable rewritten as JSON Schema (see specs/README.md)."""
-    spec = yaml.safe_load((shared_dir / "specs" / "openai-openapi.yaml").read_text())
-    return allow_null(spec["components"])
+def components() -> dict[str, Any]:
+    """The spec's component schemas, nullable rewritten as JSON Schema (see tests/api/openai_spec.py)."""
+    return allow_null(load_spec()["components"])  # type: ignore[no-any-return]
 
 
 def _validator(components: dict[str, Any], name: str) -> Draft202012Validator:

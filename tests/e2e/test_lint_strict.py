@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import openai
 import pytest
@@ -52,7 +51,7 @@ def test_strict_lets_a_clean_context_through(strict_raw_gateway: GatewayHandle) 
     assert answer.choices[0].message.content
 
 
-def test_warn_mode_forwards_the_same_request(default_gateway: GatewayHandle, shared_dir: Path) -> None:
+def test_warn_mode_forwards_the_same_request(default_gateway: GatewayHandle) -> None:
     client = openai.OpenAI(base_url=default_gateway.base_url, api_key="sk-x", max_retries=0)
     assert client.chat.completions.create(model="gpt-4o-mini", messages=CLOCK).choices[0].message.content
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
 
-from tests.api.openai_spec import allow_null
+from tests.api.openai_spec import allow_null, load_spec
 from tests.procs import GatewayHandle, SimHandle
 
 TOOLS = [
@@ -50,10 +48,8 @@ REQUESTS: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def components(shared_dir: Path) -> dict[str, Any]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    spec = yaml.load((shared_dir / "specs" / "openai-openapi.yaml").read_text(), Loader=loader)
-    components: dict[str, Any] = allow_null(spec["components"])
+def components() -> dict[str, Any]:
+    components: dict[str, Any] = allow_null(load_spec()["components"])
     # InputItem is a oneOf whose branches overlap (a message item is both an EasyInputMessage and
     # an InputMessage) and relies on its discriminator, which JSON Schema does not apply: a
     # message item matches two branches. anyOf keeps the check that it is one of them.

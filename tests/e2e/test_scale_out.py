@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -45,8 +44,8 @@ COMPACTION = {"summarizer_model": "summarizer", "summary_max_tokens": 400, "keep
 
 
 @pytest.fixture(scope="module")
-def requests_60(shared_dir: Path) -> list[dict[str, Any]]:
-    messages, tools = agent_session(shared_dir, TURNS)
+def requests_60() -> list[dict[str, Any]]:
+    messages, tools = agent_session(TURNS)
     return client_requests(messages, tools, "agent-window")
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -21,14 +20,22 @@ import pytest
 
 from gateway.assembly.render_reminder import parse_reminder
 from tests.procs import GatewayHandle, SimHandle
+from tests.shared_data import data_rows
 
 TURNS = 30
 
 
 @pytest.fixture(scope="module")
-def long_rules(shared_dir: Path) -> str:
-    """A real system prompt body of about 2,000 tokens: the skill card the product follows."""
-    return (shared_dir / "seeds" / "skill-context-window-engineering-es.txt").read_text(encoding="utf-8")
+def long_rules() -> str:
+    """A real system prompt of about 5,000 tokens: tau2-bench's telecom agent instructions and policy.
+
+    Its one line stating a time is left out: this test writes its own clock, and a second
+    (fixed) time would be moved to the reminder beside it.
+    """
+    system = data_rows("agent_loops/tau2_telecom_default.jsonl")[0]["messages"][0]["content"]
+    rules = "\n".join(line for line in system.splitlines() if "current time" not in line.lower())
+    assert len(rules) > 20_000 and "2025-02-25" not in rules
+    return rules
 
 
 def _system_prompt(rules: str, now: datetime, request_id: str) -> str:

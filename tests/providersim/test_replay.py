@@ -1,6 +1,6 @@
 """Replay mode answers with what the real agent did, through the gateway, and counts hidden tools.
 
-Driven by real trajectories from ``shared/data/agent_loops/``: a client resends each
+Driven by real trajectories from ``tests/data/agent_loops/``: a client resends each
 transcript's history turn by turn (with the real tool results) and must receive the
 transcript's real next assistant message every time.
 """
@@ -19,7 +19,7 @@ import pytest
 from gateway.providersim.choose_tool import SEARCH_TOOL
 from gateway.providersim.replay import Replayer, Transcript, load_transcripts
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
-from tests.shared_data import shared_path
+from tests.shared_data import data_path
 
 #: A tool set too small for the whole task, so pruning hides a tool the agent needs later.
 #: Pruning forced on a small catalogue, with no tool search to recover: the misses the replay must count.
@@ -32,9 +32,9 @@ TIGHT = {
     "min_tool_tokens": 0,
     "find_tools": False,
 }
-SOLO = shared_path("data", "agent_loops", "tau2_telecom_solo.jsonl")
+SOLO = data_path("agent_loops", "tau2_telecom_solo.jsonl")
 #: Runs with user turns: the gateway scores tools against user text, so only these get pruned.
-DEFAULT = shared_path("data", "agent_loops", "tau2_telecom_default.jsonl")
+DEFAULT = data_path("agent_loops", "tau2_telecom_default.jsonl")
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -64,7 +64,7 @@ def test_every_turn_of_every_file_is_found_with_the_middle_compacted(solo: list[
     """Each request is the transcript so far with its middle replaced by a summary, as compaction does."""
     replayer = Replayer(solo)
     by_id = {t.id: t for t in solo}
-    for t in solo[:10]:
+    for t in solo:  # the subset: 3 tasks, each run by both models
         tools = [_tool(n, d) for n, d in t.tools.items()]
         for k in _turns({"messages": t.messages}):
             history = t.messages[:k]

@@ -9,7 +9,7 @@ from benchmarks.profiles import build_profiles
 from gateway.providersim.app import Simulator
 
 
-def test_prompt_tokens_agree_with_and_without_cache(shared_dir) -> None:  # type: ignore[no-untyped-def]
+def test_prompt_tokens_agree_with_and_without_cache() -> None:
     for profile in build_profiles(("tiny", "agent14k")):
         body = orjson.loads(profile.body)
         with_cache = Simulator(cache=True).usage(body)

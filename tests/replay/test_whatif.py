@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import openai
 import pytest
@@ -21,11 +20,11 @@ TURNS = 50
 
 @pytest.fixture(scope="module")
 def recorded_session(
-    shared_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[list[dict], list[tuple[int, int]]]]:
     """Drive a 50-turn agent session through a real gateway and simulator; keep what the provider said."""
     tmp = tmp_path_factory.mktemp("replay")
-    messages, tools = agent_session(shared_dir, TURNS)
+    messages, tools = agent_session(TURNS)
     requests = client_requests(messages, tools, "gpt-4o-mini")
     with run_simulator(tmp) as sim, run_gateway(tmp, {"models": sim_models(sim.base_url)}) as gw:
         usage = _drive(gw, requests)
@@ -73,8 +72,8 @@ def test_whatif_under_the_live_policy_matches_what_the_provider_reported(recorde
 
 
 @pytest.mark.parametrize("clock", [True, False])
-def test_whatif_without_passes_matches_an_independent_recomputation(shared_dir: Path, clock: bool) -> None:
-    messages, tools = agent_session(shared_dir, TURNS)
+def test_whatif_without_passes_matches_an_independent_recomputation(clock: bool) -> None:
+    messages, tools = agent_session(TURNS)
     requests = client_requests(messages, tools, "gpt-4o-mini", clock=clock)
     result = run_whatif(
         [Conversation("replay-50", tuple(requests))],

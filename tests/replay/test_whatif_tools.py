@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from benchmarks.tool_cases import data_dir
 from gateway.assembly.policy import Policy
 from gateway.replay.transcripts import read_transcripts
 from gateway.replay.whatif import run_whatif
+from tests.shared_data import data_path
 
 
 def _conversations(tmp_path, name: str, n: int):
-    path = data_dir() / name
-    if not path.is_file():
-        pytest.skip(f"public data not found in {data_dir()}")
+    path = data_path(name)
     out = tmp_path / "t.jsonl"
     with path.open() as src, out.open("w") as dst:
         for line, _ in zip(src, range(n), strict=False):

@@ -49,7 +49,7 @@ async def test_redis_cache_serves_the_latest_state(database_url: str) -> None:
     try:
         redis.Redis.from_url("redis://127.0.0.1:6379/0").ping()
     except redis.exceptions.ConnectionError:
-        pytest.skip("no Redis server on 127.0.0.1:6379")
+        pytest.skip("no Redis server on 127.0.0.1:6379 (tests/run.sh installs and starts it)")
     sid = "redis-" + uuid.uuid4().hex[:8]
     a = SharedSessionStore(database_url, redis_url="redis://127.0.0.1:6379/0", owner="a")
     b = SharedSessionStore(database_url, redis_url="redis://127.0.0.1:6379/0", owner="b")

@@ -29,7 +29,7 @@ def postgres_available() -> bool:
 def postgres_database() -> Iterator[str]:
     """A blank PostgreSQL database for one test; yields its SQLAlchemy URL."""
     if not postgres_available():
-        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN} (.ci/run starts it)")
+        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN} (tests/run.sh installs and starts it)")
     name = "ventana_" + uuid.uuid4().hex[:12]
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')

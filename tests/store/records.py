@@ -1,4 +1,4 @@
-"""Build RequestRecords the way the API layer does, from real conversations in the shared data."""
+"""Build RequestRecords the way the API layer does, from real conversations (tests/data)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ from gateway.store.engine import make_engine
 from gateway.store.queries import StoredRequest, get_request
 from gateway.store.record import RequestRecord
 from gateway.upstream.usage import Usage
-from tests.shared_data import shared_path
-
-DATA = shared_path("data")
+from tests.shared_data import data_path, need
 
 TOOLS = [
     {
@@ -51,7 +49,7 @@ def make_record(messages: list[dict[str, Any]], **changes: Any) -> RequestRecord
 def user_texts() -> list[str]:
     """The user messages of BFCL's long memory conversations (real text written outside the team)."""
     texts = []
-    for line in (DATA / "bfcl_memory.jsonl").read_bytes().splitlines():
+    for line in need(data_path("bfcl_memory.jsonl")).read_bytes().splitlines():
         for message in orjson.loads(line)["messages"]:
             if message["role"] == "user" and isinstance(message.get("content"), str):
                 texts.append(message["content"])
