@@ -130,7 +130,7 @@ async def count_tokens(request: Request, gw: Gateway, admit: Admit) -> Response:
     """``{"input_tokens": N}`` with the model's tokenizer, counted as the chat route counts a prompt."""
     try:
         raw, parsed = await _request(request, gw, admit)
-        body = chat_body({"max_tokens": 1, **parsed}, "")  # count_tokens takes no max_tokens
+        body = chat_body({"max_tokens": 1, **parsed}, "", native=True)  # count_tokens takes no max_tokens
         model = configured_model(gw, body)
     except VentanaError as exc:
         return anthropic_error(exc)

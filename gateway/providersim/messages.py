@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway.errors import RequestError
-from gateway.formats.anthropic_messages import chat_body, error_body, message_from_chat
+from gateway.formats.anthropic_messages import chat_body, error_body, message_from_chat, without_origins
 from gateway.formats.anthropic_stream import MessagesStream, chat_payloads
 from gateway.providersim.cache_models import (
     _IMAGE_ID,
@@ -142,7 +142,7 @@ async def create_message(sim: Simulator, request: Request) -> Response:
     sim.requests += 1
     try:
         request_body = orjson.loads(raw)
-        body = chat_body(request_body, "anthropic", server_tools=True)
+        body = without_origins(chat_body(request_body, "anthropic", native=True))
     except orjson.JSONDecodeError:
         return _error(400, "body is not valid JSON")
     except RequestError as exc:
