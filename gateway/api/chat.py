@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.requests import Request
@@ -160,6 +160,25 @@ def assemble_and_track(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...
     return assembly, track_prefix(assembly.assembled)
 
 
+class NativeForward(Protocol):
+    """A front door whose upstream speaks the client's own format (``api/messages_native.py``).
+
+    ``answer_chat`` assembles the chat-shaped view as always; this puts the result back onto the
+    client's own body (``body``), and forwards it and answers in that format (``answer``)."""
+
+    @property
+    def original(self) -> dict[str, Any]:
+        """The client's body, recorded as the request's original."""
+
+    @property
+    def raw(self) -> bytes:
+        """Its bytes."""
+
+    def body(self, assembly: Assembly, model: ModelConfig) -> tuple[dict[str, Any], bytes]: ...
+
+    async def answer(self, flight: InFlight, api_key: str | None) -> Response: ...
+
+
 def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
     """The body the provider receives; the client's own object when nothing changed it."""
     original, assembled = assembly.original, assembly.assembled
@@ -189,11 +208,14 @@ async def answer_chat(
     named: str | None,
     *,
     started: float | None = None,
+    native: NativeForward | None = None,
 ) -> Response:
     """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
 
     ``raw`` is the Chat Completions JSON; ``named`` the client's session name, if any. Returns a JSON
     response or an event stream of chat chunks; raises a ``VentanaError`` the front door renders.
+    With ``native``, ``raw`` is the view of a body in another format whose upstream speaks it:
+    ``native`` applies the result to that body, forwards it and answers in its format.
     """
     started = time.perf_counter() if started is None else started
     request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
@@ -228,11 +250,15 @@ async def answer_chat(
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
     ]
     outgoing = forward_body(body, assembly)
-    raw_out = (
-        untouched_bytes(raw, body, outgoing, model.upstream_model)
-        or _params_spliced(raw, body, assembly, model)
-        or _encoded(outgoing, model)
-    )
+    raw_out: bytes | None
+    if native is not None:
+        outgoing, raw_out = native.body(assembly, model)
+    else:
+        raw_out = (
+            untouched_bytes(raw, body, outgoing, model.upstream_model)
+            or _params_spliced(raw, body, assembly, model)
+            or _encoded(outgoing, model)
+        )
     sent = Forwarded(
         request_id=request_id,
         session_id=session_id,
@@ -240,7 +266,7 @@ async def answer_chat(
         model=model.name,
         provider=model.provider,
         caller=caller,
-        original=body,
+        original=body if native is None else native.original,
         assembled=outgoing,
         decisions=tuple(d.to_dict() for d in (*assembly.decisions, *edge_decisions)),
         stream=bool(body.get("stream")),
@@ -249,14 +275,17 @@ async def answer_chat(
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
         # a writer process parses these bytes instead of unpickling the dicts
-        original_json=raw if gw.recorder.wants_json else None,
+        original_json=(raw if native is None else native.raw) if gw.recorder.wants_json else None,
         assembled_json=raw_out if gw.recorder.wants_json else None,
     )
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
-    served = own_tools(gw, model, turn, outgoing)  # None unless find_tools or recall_archive is offered
+    # None unless find_tools or recall_archive is offered (never on a native forward, which offers the client's tools)
+    served = own_tools(gw, model, turn, outgoing) if native is None else None
     flight = InFlight(gw, model, sent, started, headers, count, served)
     _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, client_key if gw.settings.auth.passthrough else None)
+    if native is not None:
+        return await native.answer(flight, api_key)
     if sent.stream:
         return await stream(flight, outgoing, body, api_key, raw_out)
     return await complete(flight, outgoing, api_key, raw_out)

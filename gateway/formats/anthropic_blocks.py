@@ -49,7 +49,11 @@ def block_text(block: Mapping[str, Any], where: str, native: bool) -> str:
         return f"[tool loaded: {block.get('tool_name', '')}]"
     if kind == "search_result":
         inner = block.get("content")
-        body = "\n".join(str(b.get("text", "")) for b in inner if isinstance(b, Mapping)) if isinstance(inner, list) else ""
+        body = (
+            "\n".join(str(b.get("text", "")) for b in inner if isinstance(b, Mapping))
+            if isinstance(inner, list)
+            else ""
+        )
         return f"[search result: {block.get('title', '')} ({block.get('source', '')})]\n{body}"
     if not native:
         raise cannot_cross(kind, where)

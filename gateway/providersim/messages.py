@@ -155,11 +155,20 @@ async def create_message(sim: Simulator, request: Request) -> Response:
         await asyncio.sleep(sim.latency_s)
     usage = anthropic_usage(sim, request_body, body)
     completion_id = "sim" + hashlib.sha256(raw).hexdigest()[:16]
-    answer = complete(body, completion_id=completion_id, usage=usage, message=sim.replayed(body))
+    answer = _provider_ids(complete(body, completion_id=completion_id, usage=usage, message=sim.replayed(body)))
     model = str(body["model"])
     if body.get("stream"):
         return StreamingResponse(_events(sim._stream(body, answer, fault), model), media_type="text/event-stream")
     return Response(orjson.dumps(message_from_chat(answer, model)), media_type=_JSON)
+
+
+def _provider_ids(answer: dict[str, Any]) -> dict[str, Any]:
+    """Tool call ids as Anthropic writes them (``toolu_...``; the chat simulation writes OpenAI's ``call_...``)."""
+    for choice in answer.get("choices") or ():
+        for call in (choice.get("message") or {}).get("tool_calls") or ():
+            if isinstance(call.get("id"), str):
+                call["id"] = "toolu_" + call["id"].removeprefix("call_")
+    return answer
 
 
 async def _events(chat: AsyncIterator[bytes], model: str) -> AsyncIterator[bytes]:

@@ -1,9 +1,11 @@
 """Name the conversation a stateless OpenAI request belongs to.
 
 Clients resend the whole history every turn and rarely say which conversation it is.
-In order: the ``X-Session-Id`` header; else a hash of the caller's key hash, the model,
-and the system prompt and first user message with their per-turn values removed (so a
-clock in the system prompt does not make every turn a new session). Digit runs are
+In order: the ``X-Session-Id`` header, or a session the client names in its own way
+(``client_session``: Claude Code's session header or ``metadata.user_id``); else a hash
+of the caller's key hash, the model, and the system prompt and first user message with
+their per-turn values removed (so a clock in the system prompt does not make every turn a
+new session). Digit runs are
 also folded, so a per-turn number no pattern knows (``worker wp37x``) keeps the session
 too: that is what lets ``move_volatile`` learn it from the previous turn. Two prompts
 that differ only in their numbers, from the same caller, model and first message, are
@@ -23,6 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from gateway.assembly.message_text import system_indices
 from gateway.assembly.volatile_patterns import strip_volatile
@@ -45,6 +49,36 @@ def scope_session(caller: str, session_id: str) -> str:
 
     Changing it forgets every stored session state (each conversation starts afresh once)."""
     return f"{caller or 'anonymous'}/{session_id}"
+
+
+#: Headers that name the client's session, first match wins: the gateway's own, then the ones agent
+#: clients send on every request of a session (Claude Code's). Checked within the caller's scope, like
+#: ``X-Session-Id``: a client naming another caller's session only reaches its own.
+SESSION_HEADERS: tuple[str, ...] = ("x-session-id", "x-claude-code-session-id")
+_SESSION_IN_USER_ID = re.compile(r"session_([0-9A-Za-z-]{8,})")
+
+
+def client_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """The session the client names, if any: a ``SESSION_HEADERS`` header, else the session id inside
+    Claude Code's ``metadata.user_id`` (a JSON object with ``session_id`` in current versions,
+    ``user_..._account_..._session_<uuid>`` before). None when the client says nothing: the session is
+    then named from the request (``identify_session``)."""
+    for name in SESSION_HEADERS:
+        value = headers.get(name)
+        if value and value.strip():
+            return value.strip()
+    metadata = body.get("metadata")
+    user = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    if not isinstance(user, str) or "session" not in user:
+        return None
+    if user.lstrip().startswith("{"):
+        try:
+            found = orjson.loads(user).get("session_id")
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        return str(found) if isinstance(found, str | int) and str(found) else None
+    match = _SESSION_IN_USER_ID.search(user)
+    return match.group(1) if match else None
 
 
 def identify_session(header: str | None, caller: str, model: str, messages: Sequence[Mapping[str, Any]]) -> str:
