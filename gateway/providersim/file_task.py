@@ -21,8 +21,9 @@ from gateway.tokens import content_text
 
 _TASK = re.compile(
     r"\b(?:create|write)\s+(?:a\s+|the\s+)?(?:new\s+)?file\s+(?:named\s+|called\s+)?[`'\"]?(?P<path>[\w./-]+\.\w+)[`'\"]?"
-    r"\s+(?:containing|with(?:\s+the)?(?:\s+content|\s+text)?)\s+[`'\"]?(?P<content>[^,;\n`'\"]+?)[`'\"]?(?=[,;.]?\s|[,;.]?$)",
-    re.IGNORECASE,
+    r"\s+(?:containing|with(?:\s+the)?(?:\s+content|\s+text)?)\s+[`'\"]?(?P<content>.+?)[`'\"]?"
+    r"(?=,?\s+(?:then|and then)\b|[.;]?\s*$)",
+    re.IGNORECASE | re.DOTALL,
 )
 _READ_BACK = re.compile(r"\bread\b|\bshow\b|\bprint\b|\bcat\b", re.IGNORECASE)
 _CWD = re.compile(r"(?:working directory|cwd)\s*:\s*(/[^\s]+)", re.IGNORECASE)
