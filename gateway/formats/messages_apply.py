@@ -326,6 +326,9 @@ def _tools(client: Any, view: Any, assembled: Sequence[Mapping[str, Any]] | None
 
 
 def _edited_tool(client: Mapping[str, Any], tool: Mapping[str, Any], was: Mapping[str, Any]) -> Json:
+    """The client's tool with the breakpoint or ``defer_loading`` the gateway set. Nothing else of a
+    definition is ever edited: a tool is static (a pass that rewrote its description would break the
+    prefix cache and change what the model is told the tool does)."""
     out = dict(client)
     for key in ("cache_control", "defer_loading"):
         if tool.get(key) != was.get(key):
@@ -333,11 +336,6 @@ def _edited_tool(client: Mapping[str, Any], tool: Mapping[str, Any], was: Mappin
                 out.pop(key, None)
             else:
                 out[key] = tool[key]
-    fn, fn_was = tool.get("function") or {}, was.get("function") or {}
-    if fn.get("description") != fn_was.get("description") and fn.get("description") is not None:
-        out["description"] = fn["description"]
-    if fn.get("parameters") != fn_was.get("parameters") and fn.get("parameters") is not None:
-        out["input_schema"] = fn["parameters"]
     return out
 
 

@@ -148,6 +148,7 @@ async def create_message(sim: Simulator, request: Request) -> Response:
     except RequestError as exc:
         return _error(400, exc.message)
     sim._record(raw)
+    sim.messages_headers.append({k: v for k, v in request.headers.items() if k.startswith("anthropic-")})
     fault = sim.faults.take()
     if fault is not None and fault.before_answer:
         return await fault.respond(request.headers.get("x-api-key", ""))
