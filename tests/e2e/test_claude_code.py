@@ -149,7 +149,7 @@ def test_claude_code_finishes_a_file_task_over_turns_compacted(tmp_path: Path, k
         with run_gateway(tmp_path, config, env=env) as gw:
             results = []
             for turn, (name, content) in enumerate(TASKS):
-                more = ("--continue",) if turn else ()
+                more = ("--resume", results[-1]["session_id"]) if turn else ()
                 prompt = f"Create the file {name} containing {content}, then read it back"
                 results.append(_run_claude(binary, home, work, gw.url, prompt, *more))
             other = _run_claude(
@@ -161,9 +161,8 @@ def test_claude_code_finishes_a_file_task_over_turns_compacted(tmp_path: Path, k
         assert (work / name).read_text() == content, log[-2000:]
         assert content.split()[0] in result["result"], result["result"]  # read back, through the gateway
     assert (work / "other.txt").read_text() == "ventana-99"
-    # --continue keeps Claude Code's session id from 2.1.1xx on (2.1.100 starts a new one each run)
     claude_sessions = {r["session_id"] for r in results}
-    assert other["session_id"] not in claude_sessions
+    assert len(claude_sessions) == 1 and other["session_id"] not in claude_sessions  # --resume: one session
     assert any(_has_summary(b) for b in received), "three turns at a 40K window must compact"
     if kind == "messages":  # the native forward: Claude Code's own fields reach the upstream
         first = received[0]
