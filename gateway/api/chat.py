@@ -163,14 +163,30 @@ def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
 
 
 class NativeDoor(Protocol):
-    """A front door that forwards in its client's own format: given the assembled chat view, it
-    applies the passes' edits to the client's body, forwards it and answers in that format."""
+    """A front door whose upstream speaks the client's own format (``api/messages_native.py``,
+    ``api/responses_native.py``).
+
+    ``answer_chat`` assembles the chat-shaped view as always; the door names the policy it can honour,
+    puts the result back onto the client's own body (``body``), and forwards it and answers in that
+    format (``answer``). ``original`` and ``raw`` are what the record keeps as the request's original
+    (None: the chat view the passes saw)."""
+
+    #: Whether the request may cross to chat after all when the gateway offers a tool of its own.
+    falls_back: bool
+
+    @property
+    def original(self) -> dict[str, Any] | None: ...
+
+    @property
+    def raw(self) -> bytes | None: ...
 
     def policy(self, policy: Policy, provider: str) -> Policy:
         """The policy to assemble with: the gateway's, less what this door cannot forward natively."""
         ...
 
-    async def forward(self, flight: InFlight, assembly: Assembly, api_key: str | None) -> Response: ...
+    def body(self, assembly: Assembly, model: ModelConfig) -> tuple[dict[str, Any], bytes]: ...
+
+    async def answer(self, flight: InFlight, assembly: Assembly, api_key: str | None) -> Response: ...
 
 
 async def chat_completions(request: Request, gw: Gateway, principal: Principal) -> Response:
@@ -196,8 +212,9 @@ async def answer_chat(
     client's session name, if any. Returns a JSON
     response or an event stream of chat chunks; raises a ``VentanaError`` the front door renders.
     With ``native`` (an upstream that speaks the client's format) the chat body is the view the passes
-    work on and ``native`` forwards the client's own body with their edits, unless the gateway offers a
-    tool of its own this request (its loop answers chat): then the chat body goes, as when translating.
+    work on; ``native`` applies their result to the client's own body, forwards it and answers in its
+    format. A door that ``falls_back`` sends the chat body instead when the gateway offers a tool of its
+    own this request (its loop answers chat only).
     """
     started = time.perf_counter() if started is None else started
     caller = principal.caller
@@ -234,11 +251,19 @@ async def answer_chat(
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
     ]
     outgoing = forward_body(body, assembly)
-    raw_out = (
-        untouched_bytes(raw, body, outgoing, model.upstream_model)
-        or _params_spliced(raw, body, assembly, model)
-        or _encoded(outgoing, model)
-    )
+    # None unless find_tools or recall_archive is offered; such a request crosses to chat, whose loop serves them
+    served = own_tools(gw, model, turn, outgoing) if native is None or native.falls_back else None
+    if native is not None and served is not None:
+        native = None
+    raw_out: bytes | None
+    if native is not None:
+        outgoing, raw_out = native.body(assembly, model)
+    else:
+        raw_out = (
+            untouched_bytes(raw, body, outgoing, model.upstream_model)
+            or _params_spliced(raw, body, assembly, model)
+            or _encoded(outgoing, model)
+        )
     sent = Forwarded(
         request_id=request_id,
         session_id=session_id,
@@ -246,7 +271,7 @@ async def answer_chat(
         model=model.name,
         provider=model.provider,
         caller=caller,
-        original=body,
+        original=body if native is None or native.original is None else native.original,
         assembled=outgoing,
         decisions=tuple(d.to_dict() for d in (*assembly.decisions, *edge_decisions)),
         stream=bool(body.get("stream")),
@@ -255,16 +280,15 @@ async def answer_chat(
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
         # a writer process parses these bytes instead of unpickling the dicts
-        original_json=raw if gw.recorder.wants_json else None,
+        original_json=(raw if native is None or native.raw is None else native.raw) if gw.recorder.wants_json else None,
         assembled_json=raw_out if gw.recorder.wants_json else None,
     )
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
-    served = own_tools(gw, model, turn, outgoing)  # None unless find_tools or recall_archive is offered
     flight = InFlight(gw, model, sent, started, headers, count, served)
     _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, principal.provider_key)  # set only in pass-through mode
     if native is not None and served is None:
-        return await native.forward(flight, assembly, api_key)
+        return await native.answer(flight, assembly, api_key)
     if sent.stream:
         return await stream(flight, outgoing, body, api_key, raw_out)
     return await complete(flight, outgoing, api_key, raw_out)

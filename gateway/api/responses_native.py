@@ -25,6 +25,7 @@ from gateway.api.answer import CLIENT_CLOSED, InFlight, _count_and_finish, _reac
 from gateway.api.event_stream import EventStreamResponse
 from gateway.assembly.pipeline import Assembly
 from gateway.assembly.policy import Policy
+from gateway.config import ModelConfig
 from gateway.errors import UpstreamError, VentanaError
 from gateway.formats.responses_edits import ResponsesView, apply_edits
 from gateway.object_memo import ObjectMemo
@@ -72,9 +73,19 @@ class NativeResponses:
     keep: Callable[[dict[str, Any], str], Awaitable[None]]
     used: bool = False
     sent: dict[str, Any] | None = None  # the body the provider received, for the route and the tests
+    #: A request offering one of the gateway's own tools crosses to chat, whose loop serves them.
+    falls_back: bool = True
+    #: The record keeps the chat view the passes saw (not yet the Responses body that was sent).
+    original: dict[str, Any] | None = None
+    raw: bytes | None = None
 
     def policy(self, policy: Policy, provider: str) -> Policy:
         return native_policy(policy, provider)
+
+    def body(self, assembly: Assembly, model: ModelConfig) -> tuple[dict[str, Any], bytes]:
+        """What the record keeps as forwarded: the assembled chat view (see ``original``)."""
+        view = assembly.assembled.body()
+        return view, orjson.dumps(view)
 
     def body_for(self, assembly: Assembly, upstream_model: str) -> dict[str, Any]:
         original, assembled = assembly.original, assembly.assembled
@@ -89,7 +100,7 @@ class NativeResponses:
             upstream_model,
         )
 
-    async def forward(self, flight: InFlight, assembly: Assembly, api_key: str | None) -> Response:
+    async def answer(self, flight: InFlight, assembly: Assembly, api_key: str | None) -> Response:
         self.used = True
         gw, model = flight.gw, flight.model
         body = self.sent = self.body_for(assembly, model.upstream_model)

@@ -52,11 +52,12 @@ class Layout:
 
 
 def head_end(messages: Sequence[Message]) -> int:
-    """End of the head: the leading system/developer messages and the task, if it comes before any tool round."""
+    """End of the head: the leading system/developer messages and the task, if it comes before any tool round,
+    with the system messages right after the task (Claude Code sends its agent and skill lists there)."""
     users = user_indices(messages)
-    if users and not any(m.get("tool_calls") for m in messages[: users[0]] if m.get("role") == "assistant"):
-        return users[0] + 1
     n = 0
+    if users and not any(m.get("tool_calls") for m in messages[: users[0]] if m.get("role") == "assistant"):
+        n = users[0] + 1
     while n < len(messages) and messages[n].get("role") in SYSTEM_ROLES:
         n += 1
     return n

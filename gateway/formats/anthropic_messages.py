@@ -7,23 +7,29 @@ Written here rather than taken from litellm's ``LiteLLMAnthropicMessagesAdapter`
 adapter drops ``document`` blocks, moves ``defer_loading`` into the JSON schema, and
 importing litellm costs seconds that serving never pays (``tests/test_lazy_imports.py``).
 
-What survives the round trip through the chat body, and in what form:
+Two uses, one translation:
 
-- ``cache_control`` on system blocks, text blocks and tools stays on the chat content part
-  or tool; on a ``tool_result`` (or a block inside one) it moves to the ``tool`` message
-  (litellm puts it back for Anthropic upstreams, and ``place_cache_breakpoints`` counts it there).
-- ``thinking``/``redacted_thinking`` blocks ride on the assistant message as
-  ``thinking_blocks`` (litellm's field, which it turns back into blocks for Anthropic).
-- ``defer_loading`` stays on the tool, where ``assembly/tool_modes.py`` puts its own.
-- ``document`` blocks: base64 PDFs become chat ``file`` parts; plain-text and content
-  documents become text parts headed by their title; URL documents become a text
-  reference to the URL (the gateway never fetches).
-- Lost: images inside a ``tool_result`` (chat tool messages carry text only) are
-  replaced by a ``[image]`` marker; ``is_error`` becomes an ``[error]`` prefix; server
-  tools (``web_search_...``) are refused, as the chat seam carries function tools only.
-  ``cache_control``, thinking blocks, ``defer_loading``, ``top_k`` and ``thinking`` reach
-  only providers litellm speaks Claude's format to (``CLAUDE_PROVIDERS``): OpenAI refuses
-  unknown properties on messages and tools.
+- **The view** (``native=True``): toward an upstream that speaks Messages itself (and in the
+  simulator), the chat body is only what the assembly passes reason over. Every block is
+  accepted (server tools and their result blocks, ``tool_reference``, ``search_result``,
+  citations, unknown blocks), each view message and tool carries ``ORIGIN`` (where in the
+  client's body it came from), and ``formats.messages_apply`` puts the passes' result back
+  onto the client's own body. Blocks the chat shape has no field for are text parts in the
+  view (so they are counted), never forwarded from it.
+- **Crossing** (``native=False``): the chat body *is* what an OpenAI-compatible upstream
+  receives. What crosses, and what is lost, is listed in docs/messages.md; a block that
+  cannot cross without changing the request's meaning (server tools and their results,
+  unknown blocks) is refused with a 400 naming it.
+
+In both: ``cache_control`` on system blocks, text blocks and tools stays on the chat part or
+tool; on a ``tool_result`` (or a block inside one) it moves to the ``tool`` message.
+``thinking``/``redacted_thinking`` blocks ride on the assistant message as ``thinking_blocks``.
+A ``role: "system"`` message inside ``messages`` (Claude Code sends them, with the
+``mid-conversation-system`` beta) is a system message at that place. ``is_error`` is an
+``[error] `` prefix, ``tool_reference`` a ``[tool loaded: name]`` line, images inside a
+``tool_result`` a ``[image]`` marker. ``cache_control``, thinking blocks, ``defer_loading``,
+``top_k`` and ``thinking`` reach only providers litellm speaks Claude's format to
+(``CLAUDE_PROVIDERS``): OpenAI refuses unknown properties on messages and tools.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import RequestError
+from gateway.formats.anthropic_blocks import document, fail, image, other_part, text_part, tool_result_text
 
 STOP_REASONS: Mapping[str | None, str] = {
     "stop": "end_turn",
@@ -53,31 +60,36 @@ _ANTHROPIC_ONLY = ("top_k", "thinking")
 _CLAUDE_KEYS = frozenset({"cache_control", "thinking_blocks", "defer_loading"})
 
 
-def _fail(message: str, param: str) -> RequestError:
-    return RequestError(message, param=param, code="invalid_value")
+#: The key each view message and tool carries in a native view: where in the client's body it came
+#: from (``[message index, block index]``, ``-1`` for the top-level ``system`` or the message's
+#: non-``tool_result`` blocks; ``[tool index]`` on tools). ``formats.messages_apply`` reads it back.
+ORIGIN = "x-ventana-origin"
+#: Block types an assistant turn carries that become chat fields rather than content parts.
+_ASSISTANT_FIELDS = frozenset({"tool_use", "thinking", "redacted_thinking"})
 
 
-def chat_body(request: Any, provider: str, *, server_tools: bool = False) -> dict[str, Any]:
+def chat_body(request: Any, provider: str, *, native: bool = False) -> dict[str, Any]:
     """The Chat Completions body that asks what the Messages ``request`` asks; RequestError if malformed.
 
-    Server tools (``web_search_...``, the tool search tools) are refused unless ``server_tools``:
-    the gateway's chat seam takes function tools only; the simulator keeps them as they are.
+    ``native``: the body is the view of a request that goes to a Messages upstream as the client's
+    own body (or the simulator's reading of one): every block and tool is accepted and tagged with
+    ``ORIGIN``. Otherwise it crosses to a chat upstream, and what cannot cross is refused by name.
     """
     if not isinstance(request, Mapping):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
     model, max_tokens, messages = request.get("model"), request.get("max_tokens"), request.get("messages")
     if not isinstance(model, str) or not model:
-        raise _fail("'model' is required and must be a non-empty string", "model")
+        raise fail("'model' is required and must be a non-empty string", "model")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise _fail("'max_tokens' is required and must be a positive integer", "max_tokens")
+        raise fail("'max_tokens' is required and must be a positive integer", "max_tokens")
     if not isinstance(messages, list) or not messages:
-        raise _fail("'messages' is required and must be a non-empty array", "messages")
-    out: list[dict[str, Any]] = _system(request.get("system"))
+        raise fail("'messages' is required and must be a non-empty array", "messages")
+    out: list[dict[str, Any]] = _system(request.get("system"), native)
     for i, message in enumerate(messages):
-        out.extend(_message(message, i))
+        out.extend(message_view(message, i, native))
     body: dict[str, Any] = {"model": model, "messages": out, "max_tokens": max_tokens}
     body.update({k: request[k] for k in _PASSED if request.get(k) is not None})
-    claude = provider in CLAUDE_PROVIDERS
+    claude = native or provider in CLAUDE_PROVIDERS
     if claude:
         body.update({k: request[k] for k in _ANTHROPIC_ONLY if request.get(k) is not None})
     if body.get("stream"):
@@ -85,7 +97,7 @@ def chat_body(request: Any, provider: str, *, server_tools: bool = False) -> dic
     stops = request.get("stop_sequences")
     if stops:
         if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
-            raise _fail("'stop_sequences' must be an array of strings", "stop_sequences")
+            raise fail("'stop_sequences' must be an array of strings", "stop_sequences")
         body["stop"] = stops
     user = (request.get("metadata") or {}).get("user_id") if isinstance(request.get("metadata"), Mapping) else None
     if isinstance(user, str) and user:
@@ -93,10 +105,18 @@ def chat_body(request: Any, provider: str, *, server_tools: bool = False) -> dic
     tools = request.get("tools")
     if tools:
         if not isinstance(tools, list):
-            raise _fail("'tools' must be an array", "tools")
-        body["tools"] = [_tool(t, i, server_tools) for i, t in enumerate(tools)]
+            raise fail("'tools' must be an array", "tools")
+        body["tools"] = [_tool(t, i, native) for i, t in enumerate(tools)]
     _tool_choice(request.get("tool_choice"), body)
     return body if claude else _without_claude_keys(body)
+
+
+def without_origins(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with its view's ``ORIGIN`` tags removed (the simulator reads a view as a plain chat body)."""
+    body["messages"] = [{k: v for k, v in m.items() if k != ORIGIN} for m in body["messages"]]
+    if "tools" in body:
+        body["tools"] = [{k: v for k, v in t.items() if k != ORIGIN} for t in body["tools"]]
+    return body
 
 
 def _without_claude_keys(body: dict[str, Any]) -> dict[str, Any]:
@@ -114,66 +134,69 @@ def _without_claude_keys(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _system(system: Any) -> list[dict[str, Any]]:
+def _tagged(message: dict[str, Any], native: bool, *origin: int) -> dict[str, Any]:
+    if native:
+        message[ORIGIN] = list(origin)
+    return message
+
+
+def _system(system: Any, native: bool) -> list[dict[str, Any]]:
     if system is None or system == "" or system == []:
         return []
     if isinstance(system, str):
-        return [{"role": "system", "content": system}]
+        return [_tagged({"role": "system", "content": system}, native, -1, -1)]
     if not isinstance(system, list):
-        raise _fail("'system' must be a string or an array of text blocks", "system")
+        raise fail("'system' must be a string or an array of text blocks", "system")
     parts = []
     for i, block in enumerate(system):
         if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-            raise _fail(f"system[{i}] must be a text block with a string 'text'", f"system[{i}]")
-        parts.append(_text_part(block))
-    return [{"role": "system", "content": parts}]
+            raise fail(f"system[{i}] must be a text block with a string 'text'", f"system[{i}]")
+        parts.append(text_part(block))
+    return [_tagged({"role": "system", "content": parts}, native, -1, -1)]
 
 
-def _text_part(block: Mapping[str, Any]) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "text", "text": block["text"]}
-    if block.get("cache_control") is not None:
-        part["cache_control"] = block["cache_control"]
-    return part
-
-
-def _message(message: Any, i: int) -> list[dict[str, Any]]:
+def message_view(message: Any, i: int, native: bool) -> list[dict[str, Any]]:
+    """The chat messages ``messages[i]`` becomes: one, or a user turn's tool results then its other blocks."""
     where = f"messages[{i}]"
-    if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
-        raise _fail(f"{where} must be an object with role 'user' or 'assistant'", f"{where}.role")
+    if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant", "system"):
+        raise fail(f"{where} must be an object with role 'user', 'assistant' or 'system'", f"{where}.role")
     content = message.get("content")
+    role = message["role"]
     if isinstance(content, str):
-        return [{"role": message["role"], "content": content}]
+        return [_tagged({"role": role, "content": content}, native, i, -1)]
     if not isinstance(content, list):
-        raise _fail(f"{where}.content must be a string or an array of content blocks", f"{where}.content")
+        raise fail(f"{where}.content must be a string or an array of content blocks", f"{where}.content")
     for j, block in enumerate(content):
         if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
-            raise _fail(f"{where}.content[{j}] must be an object with a string 'type'", f"{where}.content[{j}]")
-    if message["role"] == "assistant":
-        return [_assistant(content, where)]
-    return _user(content, where)
+            raise fail(f"{where}.content[{j}] must be an object with a string 'type'", f"{where}.content[{j}]")
+    if role == "assistant":
+        return [_tagged(_assistant(content, where, native), native, i, -1)]
+    return _user(content, where, native, i, role)
 
 
-def _assistant(content: list[Mapping[str, Any]], where: str) -> dict[str, Any]:
+def _assistant(content: list[Mapping[str, Any]], where: str, native: bool) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     thinking: list[dict[str, Any]] = []
     for j, block in enumerate(content):
         kind = block["type"]
         if kind == "text":
-            parts.append(_text_part(block))
+            parts.append(text_part(block))
         elif kind == "tool_use":
             if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-                raise _fail(f"{where}.content[{j}] needs a string 'id' and 'name'", f"{where}.content[{j}]")
+                raise fail(f"{where}.content[{j}] needs a string 'id' and 'name'", f"{where}.content[{j}]")
             arguments = orjson.dumps(block.get("input") or {}).decode()
             calls.append(
                 {"id": block["id"], "type": "function", "function": {"name": block["name"], "arguments": arguments}}
             )
         elif kind in ("thinking", "redacted_thinking"):
             thinking.append(dict(block))
-        else:
-            raise _fail(
+        elif kind in ("tool_result", "image", "document") and not native:
+            raise fail(
                 f"{where}.content[{j}] of type {kind!r} cannot appear in an assistant turn", f"{where}.content[{j}]"
             )
+        else:  # server tool calls and results, unknown blocks: text in the view, refused when crossing
+            parts.append(other_part(block, f"{where}.content[{j}]", native))
     plain = len(parts) == 1 and "cache_control" not in parts[0]
     out: dict[str, Any] = {"role": "assistant", "content": parts[0]["text"] if plain else (parts or None)}
     if out["content"] is None and not calls:
@@ -185,45 +208,36 @@ def _assistant(content: list[Mapping[str, Any]], where: str) -> dict[str, Any]:
     return out
 
 
-def _user(content: list[Mapping[str, Any]], where: str) -> list[dict[str, Any]]:
-    """Tool results first (chat needs them right after the calls), then the rest as one user message."""
+def _user(content: list[Mapping[str, Any]], where: str, native: bool, i: int, role: str) -> list[dict[str, Any]]:
+    """Tool results first (chat needs them right after the calls), then the rest as one message of ``role``."""
     results: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for j, block in enumerate(content):
-        kind = block["type"]
-        if kind == "tool_result":
+        kind, at = block["type"], f"{where}.content[{j}]"
+        if kind == "tool_result" and role == "user":
             if not isinstance(block.get("tool_use_id"), str):
-                raise _fail(f"{where}.content[{j}].tool_use_id must be a string", f"{where}.content[{j}].tool_use_id")
-            results.append(_tool_result(block, f"{where}.content[{j}]"))
+                raise fail(f"{at}.tool_use_id must be a string", f"{at}.tool_use_id")
+            results.append(_tagged(_tool_result(block, at, native), native, i, j))
         elif kind == "text":
             if not isinstance(block.get("text"), str):
-                raise _fail(f"{where}.content[{j}].text must be a string", f"{where}.content[{j}].text")
-            parts.append(_text_part(block))
+                raise fail(f"{at}.text must be a string", f"{at}.text")
+            parts.append(text_part(block))
         elif kind == "image":
-            parts.append(_image(block, f"{where}.content[{j}]"))
+            parts.append(image(block, at))
         elif kind == "document":
-            parts.append(_document(block, f"{where}.content[{j}]"))
+            parts.append(document(block, at))
+        elif kind in _ASSISTANT_FIELDS and not native:
+            raise fail(f"{at} of type {kind!r} cannot appear in a {role} turn", at)
         else:
-            raise _fail(f"{where}.content[{j}] of type {kind!r} cannot appear in a user turn", f"{where}.content[{j}]")
-    if parts:
-        results.append({"role": "user", "content": parts})
+            parts.append(other_part(block, at, native or kind == "search_result"))
+    if parts or not results:
+        results.append(_tagged({"role": role, "content": parts}, native, i, -1))
     return results
 
 
-def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _tool_result(block: Mapping[str, Any], where: str, native: bool) -> dict[str, Any]:
     content = block.get("content")
-    if content is None:
-        text = ""
-    elif isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        pieces = []
-        for item in content:
-            kind = item.get("type") if isinstance(item, Mapping) else None
-            pieces.append(str(item.get("text", "")) if kind == "text" else "[image]" if kind == "image" else "")
-        text = "\n".join(p for p in pieces if p)
-    else:
-        raise _fail(f"{where}.content must be a string or an array of blocks", f"{where}.content")
+    text = tool_result_text(content, where, native)
     if block.get("is_error"):
         text = "[error] " + text
     out: dict[str, Any] = {"role": "tool", "tool_call_id": block["tool_use_id"], "content": text}
@@ -236,61 +250,20 @@ def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def _image(block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    source = block.get("source")
-    if isinstance(source, Mapping) and source.get("type") == "base64":
-        url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
-    elif isinstance(source, Mapping) and source.get("type") == "url" and isinstance(source.get("url"), str):
-        url = source["url"]
-    else:
-        raise _fail(f"{where}.source must be a base64 or url image source", f"{where}.source")
-    part: dict[str, Any] = {"type": "image_url", "image_url": {"url": url}}
-    if block.get("cache_control") is not None:
-        part["cache_control"] = block["cache_control"]
-    return part
-
-
-def _document(block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    found = block.get("source")
-    source: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    title = block.get("title") if isinstance(block.get("title"), str) else None
-    kind = source.get("type")
-    part: dict[str, Any]
-    if kind == "base64":
-        data = f"data:{source.get('media_type', 'application/pdf')};base64,{source.get('data', '')}"
-        part = {"type": "file", "file": {"file_data": data, "filename": title or "document.pdf"}}
-    elif kind == "text" and isinstance(source.get("data"), str):
-        part = {"type": "text", "text": (f"{title}\n\n" if title else "") + source["data"]}
-    elif kind == "content" and isinstance(source.get("content"), list | str):
-        inner = source["content"]
-        text = (
-            inner
-            if isinstance(inner, str)
-            else "\n".join(str(b.get("text", "")) for b in inner if isinstance(b, Mapping))
-        )
-        part = {"type": "text", "text": (f"{title}\n\n" if title else "") + text}
-    elif kind == "url" and isinstance(source.get("url"), str):
-        part = {"type": "text", "text": f"[document: {title + ' ' if title else ''}{source['url']}]"}
-    else:
-        raise _fail(f"{where}.source must be a base64, text, content or url document source", f"{where}.source")
-    if block.get("cache_control") is not None:
-        part["cache_control"] = block["cache_control"]
-    return part
-
-
-def _tool(tool: Any, i: int, server_tools: bool = False) -> dict[str, Any]:
+def _tool(tool: Any, i: int, native: bool = False) -> dict[str, Any]:
     if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str) or not tool["name"]:
-        raise _fail(f"tools[{i}] must be an object with a non-empty string 'name'", f"tools[{i}]")
-    if tool.get("type") not in (None, "custom") and server_tools:
-        return dict(tool)
+        raise fail(f"tools[{i}] must be an object with a non-empty string 'name'", f"tools[{i}]")
+    if tool.get("type") not in (None, "custom") and native:
+        return _tagged(dict(tool), native, i)
     if tool.get("type") not in (None, "custom"):
-        raise _fail(
-            f"tools[{i}] is a server tool ({tool['type']!r}); this gateway forwards custom tools only",
+        raise fail(
+            f"tools[{i}] is a server tool ({tool['type']!r}), which only Anthropic runs; "
+            "send it to an anthropic/ model",
             f"tools[{i}].type",
         )
     schema = tool.get("input_schema")
     if not isinstance(schema, Mapping):
-        raise _fail(f"tools[{i}].input_schema must be a JSON Schema object", f"tools[{i}].input_schema")
+        raise fail(f"tools[{i}].input_schema must be a JSON Schema object", f"tools[{i}].input_schema")
     fn: dict[str, Any] = {"name": tool["name"], "parameters": schema}
     if isinstance(tool.get("description"), str):
         fn["description"] = tool["description"]
@@ -298,7 +271,7 @@ def _tool(tool: Any, i: int, server_tools: bool = False) -> dict[str, Any]:
     for key in ("cache_control", "defer_loading"):
         if tool.get(key) is not None:
             out[key] = tool[key]
-    return out
+    return _tagged(out, native, i)
 
 
 def _tool_choice(choice: Any, body: dict[str, Any]) -> None:
@@ -310,7 +283,7 @@ def _tool_choice(choice: Any, body: dict[str, Any]) -> None:
     elif isinstance(kind, str) and kind in _CHOICES:
         body["tool_choice"] = _CHOICES[kind]
     else:
-        raise _fail(
+        raise fail(
             "'tool_choice' must be {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}", "tool_choice"
         )
     if choice.get("disable_parallel_tool_use") and body.get("tools"):

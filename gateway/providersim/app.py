@@ -66,6 +66,9 @@ class Simulator:
         self.faults = FaultPlan()
         self.requests = 0
         self.port = 0
+        #: The Anthropic headers each ``/v1/messages`` request came with, oldest first (the body log
+        #: has no room for them), so a test sees which betas and version reached the provider.
+        self.messages_headers: list[dict[str, str]] = []
 
     def _record(self, raw: bytes) -> None:
         if self.record_path is not None:
@@ -166,9 +169,11 @@ class Simulator:
         return verdict.message
 
     async def stats(self, request: Request) -> Response:
-        """Replay's tally (replayed, find_tools, miss, unmatched, ended, and each miss) and the request count."""
+        """Replay's tally (replayed, find_tools, miss, unmatched, ended, and each miss), the request count and
+        the Anthropic headers of each Messages request."""
         replay = self.replayer.stats() if self.replayer is not None else None
-        return Response(orjson.dumps({"requests": self.requests, "replay": replay}), media_type=_JSON)
+        body = {"requests": self.requests, "replay": replay, "messages_headers": self.messages_headers}
+        return Response(orjson.dumps(body), media_type=_JSON)
 
     async def _stream(self, body: Mapping[str, Any], answer: Mapping[str, Any], fault: Any) -> AsyncIterator[bytes]:
         """Relay ``answer`` as SSE chunks: words (tokens when logprobs were asked), then the finish."""
@@ -242,6 +247,7 @@ class Simulator:
     async def reset(self, request: Request) -> Response:
         self.caches.clear()
         self.faults = FaultPlan()
+        self.messages_headers.clear()
         if self.replayer is not None:
             self.replayer.reset()
         if self.cutter is not None:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.providersim.file_task import plan_file_task
 from gateway.providersim.schema_values import conversation_facts, mapping, safe_value_for
 from gateway.tokens import content_text
 
@@ -40,6 +41,10 @@ _STOP_WORDS = (
     "other such not no yes ok okay want need like know see go going one two first next last new"
 )
 _STOP = frozenset(_STOP_WORDS.split())
+_CLIENT_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+#: Tool-calling turns the model makes for one need before it answers in text: an agent client offering
+#: dozens of tools (each a partial word match) must still see every loop end.
+MAX_TOOL_ROUNDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +96,22 @@ def functions(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return out
 
 
+def without_client_reminders(text: str) -> str:
+    """``text`` without the ``<system-reminder>`` blocks agent clients (Claude Code) put in user turns."""
+    return _CLIENT_REMINDER.sub("", text).strip() if "<system-reminder>" in text else text
+
+
 def latest_need(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
     """The newest user message's text and its index, or ("", -1).
 
-    The gateway's trailing blocks (``<reminder>``, ``<recalled>`` passages) are context a model reads
-    with the request, not the request: they are skipped."""
+    The gateway's trailing blocks (``<reminder>``, ``<recalled>`` passages) and the client's own
+    ``<system-reminder>`` blocks are context a model reads with the request, not the request: a
+    message that holds nothing else is skipped, and the reminders are cut from the one that does."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, Mapping) and m.get("role") == "user":
-            text = content_text(m.get("content"))[0]
-            if not text.startswith(("<reminder>", "<recalled")):
+            text = without_client_reminders(content_text(m.get("content"))[0])
+            if text and not text.startswith(("<reminder>", "<recalled")):
                 return text, i
     return "", -1
 
@@ -126,6 +137,10 @@ def called_since(messages: Sequence[Mapping[str, Any]], start: int) -> list[str]
             for call in m.get("tool_calls") or []:
                 names.append(str(((call or {}).get("function") or {}).get("name") or ""))
     return names
+
+
+def _rounds_since(messages: Sequence[Mapping[str, Any]], start: int) -> int:
+    return sum(1 for m in messages[start + 1 :] if m.get("role") == "assistant" and m.get("tool_calls"))
 
 
 def arguments_for(fn: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], hint: str) -> dict[str, Any]:
@@ -162,8 +177,14 @@ def choose_tools(body: Mapping[str, Any]) -> list[ToolPick]:
         named = named or choice.get("name")
         fn = next((f for f in fns if f.get("name") == named), None)
         return [ToolPick(str(fn["name"]), arguments_for(fn, messages, need))] if fn else []
+    since = called_since(messages, at)
+    planned = plan_file_task(need, fns, messages, since)
+    if planned is not None:
+        return [ToolPick(name, arguments) for name, arguments in planned]
+    if _rounds_since(messages, at) >= MAX_TOOL_ROUNDS:
+        return []
     stems = words(need)
-    called = set(called_since(messages, at))
+    called = set(since)
     recall = next((f for f in fns if f.get("name") == RECALL_TOOL), None)
     if recall is not None and RECALL_TOOL not in called and refers_to_unseen(need, messages, at):
         return [ToolPick(RECALL_TOOL, {"query": need.strip()[:500]})]

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from gateway.providersim.choose_tool import ToolPick, choose_tools, latest_need
+from gateway.providersim.file_task import file_task
 from gateway.providersim.logprobs import entries, token_pieces
 from gateway.providersim.schema_values import conversation_facts, mapping, safe_value_for
 from gateway.tokens import content_text, encoding_for_model
@@ -41,7 +42,11 @@ def answer_text(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = 
     if summary_request:
         return echo_summary(messages, max_tokens)
     digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:8]
-    return f"Simulated answer {digest} to: {last_user[:60]}"
+    answer = f"Simulated answer {digest} to: {last_user[:60]}"
+    last = messages[-1] if messages else {}
+    if file_task(last_user) is not None and last.get("role") == "tool":  # the task's last step: quote it
+        answer += "\nLast result: " + content_text(last.get("content"))[0][:300]
+    return answer
 
 
 def echo_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None) -> str:

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway.errors import RequestError
-from gateway.formats.anthropic_messages import chat_body, error_body, message_from_chat
+from gateway.formats.anthropic_messages import chat_body, error_body, message_from_chat, without_origins
 from gateway.formats.anthropic_stream import MessagesStream, chat_payloads
 from gateway.providersim.cache_models import (
     _IMAGE_ID,
@@ -142,12 +142,13 @@ async def create_message(sim: Simulator, request: Request) -> Response:
     sim.requests += 1
     try:
         request_body = orjson.loads(raw)
-        body = chat_body(request_body, "anthropic", server_tools=True)
+        body = without_origins(chat_body(request_body, "anthropic", native=True))
     except orjson.JSONDecodeError:
         return _error(400, "body is not valid JSON")
     except RequestError as exc:
         return _error(400, exc.message)
     sim._record(raw)
+    sim.messages_headers.append({k: v for k, v in request.headers.items() if k.startswith("anthropic-")})
     fault = sim.faults.take()
     if fault is not None and fault.before_answer:
         return await fault.respond(request.headers.get("x-api-key", ""))
@@ -155,11 +156,20 @@ async def create_message(sim: Simulator, request: Request) -> Response:
         await asyncio.sleep(sim.latency_s)
     usage = anthropic_usage(sim, request_body, body)
     completion_id = "sim" + hashlib.sha256(raw).hexdigest()[:16]
-    answer = complete(body, completion_id=completion_id, usage=usage, message=sim.replayed(body))
+    answer = _provider_ids(complete(body, completion_id=completion_id, usage=usage, message=sim.replayed(body)))
     model = str(body["model"])
     if body.get("stream"):
         return StreamingResponse(_events(sim._stream(body, answer, fault), model), media_type="text/event-stream")
     return Response(orjson.dumps(message_from_chat(answer, model)), media_type=_JSON)
+
+
+def _provider_ids(answer: dict[str, Any]) -> dict[str, Any]:
+    """Tool call ids as Anthropic writes them (``toolu_...``; the chat simulation writes OpenAI's ``call_...``)."""
+    for choice in answer.get("choices") or ():
+        for call in (choice.get("message") or {}).get("tool_calls") or ():
+            if isinstance(call.get("id"), str):
+                call["id"] = "toolu_" + call["id"].removeprefix("call_")
+    return answer
 
 
 async def _events(chat: AsyncIterator[bytes], model: str) -> AsyncIterator[bytes]:

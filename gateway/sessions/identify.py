@@ -2,7 +2,8 @@
 
 Clients resend the whole history every turn and rarely say which conversation it is.
 In order: the ``X-Session-Id`` header; else the session a known client names itself
-(``CLIENT_SESSION_HEADERS``, then a body field its door knows, such as Codex's
+(``client_session``: the headers of ``CLIENT_SESSION_HEADERS`` such as Claude Code's and Codex's,
+then Claude Code's ``metadata.user_id``, then a body field its door knows, such as Codex's
 ``prompt_cache_key``); else a hash of the caller's key hash, the model,
 and the system prompt and first user message with their per-turn values removed (so a
 clock in the system prompt does not make every turn a new session). Digit runs are
@@ -26,16 +27,21 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+import orjson
+
 from gateway.assembly.message_text import system_indices
 from gateway.assembly.volatile_patterns import strip_volatile
 from gateway.tokens import content_text
 
 MAX_SESSION_ID_LENGTH = 128
-#: Headers in which clients name their conversation, in order of preference, when ``X-Session-Id``
-#: is absent. Codex CLI sends ``session-id`` and ``thread-id`` (0.171; older releases ``session_id``
-#: and ``conversation_id``), one value per Codex session, the same on every turn.
+#: Headers in which clients name their conversation, in order of preference: the gateway's own, then
+#: those agent clients send on every request of a session. Claude Code sends ``x-claude-code-session-id``;
+#: Codex CLI ``session-id`` and ``thread-id`` (0.171; older releases ``session_id`` and ``conversation_id``).
+#: Checked within the caller's scope, like ``X-Session-Id``: a client naming another caller's session only
+#: reaches its own.
 CLIENT_SESSION_HEADERS: tuple[str, ...] = (
     "x-session-id",
+    "x-claude-code-session-id",
     "session-id",
     "session_id",
     "thread-id",
@@ -43,6 +49,7 @@ CLIENT_SESSION_HEADERS: tuple[str, ...] = (
     "conversation-id",
 )
 _DIGITS = re.compile(r"\d+")
+_SESSION_IN_USER_ID = re.compile(r"session_([0-9A-Za-z-]{8,})")
 
 
 # Process-wide and pure: a function of the text and the built-in patterns.
@@ -53,26 +60,49 @@ def _stable(text: str) -> str:
     return _DIGITS.sub("0", strip_volatile(text))
 
 
-def client_session(headers: Mapping[str, str], *fallbacks: Any) -> str | None:
-    """The session name the client gave: the first of ``CLIENT_SESSION_HEADERS`` it sent, else the
-    first non-empty string of ``fallbacks`` (a door's body field, e.g. ``prompt_cache_key``); None if none.
+def scope_session(caller: str, session_id: str) -> str:
+    """The key a session's state is kept under: the session's name inside its caller's scope.
 
-    Scoped by caller like ``X-Session-Id`` (``scope_session``), so a name never reaches another caller."""
+    Changing it forgets every stored session state (each conversation starts afresh once)."""
+    return f"{caller or 'anonymous'}/{session_id}"
+
+
+
+
+def client_session(
+    headers: Mapping[str, str], *fallbacks: Any, body: Mapping[str, Any] | None = None
+) -> str | None:
+    """The session the client names, if any: the first of ``CLIENT_SESSION_HEADERS`` it sent, else the
+    session id inside Claude Code's ``metadata.user_id`` in ``body`` (a JSON object with ``session_id``
+    in current versions, ``user_..._account_..._session_<uuid>`` before), else the first non-empty
+    string of ``fallbacks`` (a door's body field, e.g. ``prompt_cache_key``). None when the client says
+    nothing: the session is then named from the request (``identify_session``)."""
     for name in CLIENT_SESSION_HEADERS:
         value = headers.get(name)
         if value and value.strip():
             return value.strip()[:MAX_SESSION_ID_LENGTH]
+    named = _metadata_session(body) if body is not None else None
+    if named:
+        return named[:MAX_SESSION_ID_LENGTH]
     for value in fallbacks:
         if isinstance(value, str) and value.strip():
             return value.strip()[:MAX_SESSION_ID_LENGTH]
     return None
 
 
-def scope_session(caller: str, session_id: str) -> str:
-    """The key a session's state is kept under: the session's name inside its caller's scope.
-
-    Changing it forgets every stored session state (each conversation starts afresh once)."""
-    return f"{caller or 'anonymous'}/{session_id}"
+def _metadata_session(body: Mapping[str, Any]) -> str | None:
+    metadata = body.get("metadata")
+    user = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    if not isinstance(user, str) or "session" not in user:
+        return None
+    if user.lstrip().startswith("{"):
+        try:
+            found = orjson.loads(user).get("session_id")
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        return str(found) if isinstance(found, str | int) and str(found) else None
+    match = _SESSION_IN_USER_ID.search(user)
+    return match.group(1) if match else None
 
 
 def identify_session(header: str | None, caller: str, model: str, messages: Sequence[Mapping[str, Any]]) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from gateway.config import ModelConfig, UpstreamConfig
 from gateway.errors import UpstreamError
+from gateway.upstream.anthropic_native import AnthropicNativeUpstream
 from gateway.upstream.litellm_upstream import LiteLLMUpstream
 from gateway.upstream.openai_compat import OpenAICompatUpstream
 from gateway.upstream.types import UpstreamStream
@@ -25,6 +26,8 @@ class UpstreamRouter:
     def __init__(self, config: UpstreamConfig) -> None:
         self._openai = OpenAICompatUpstream(config)
         self._litellm = LiteLLMUpstream(config)
+        #: Messages bodies to ``anthropic/`` models, forwarded in their own format (``api/messages_native.py``).
+        self.messages = AnthropicNativeUpstream(config)
 
     def _pick(self, model: ModelConfig) -> OpenAICompatUpstream | LiteLLMUpstream:
         return self._openai if model.speaks_openai else self._litellm
@@ -70,6 +73,7 @@ class UpstreamRouter:
     async def close(self) -> None:
         await self._openai.close()
         await self._litellm.close()
+        await self.messages.close()
 
 
 REDACTED = "[redacted key]"

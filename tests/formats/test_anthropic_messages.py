@@ -10,7 +10,7 @@ import pytest
 
 from gateway.api.validate import validate_chat_request
 from gateway.errors import RequestError
-from gateway.formats.anthropic_messages import chat_body, error_body, message_from_chat, usage_of
+from gateway.formats.anthropic_messages import chat_body, error_body, message_from_chat, usage_of, without_origins
 from gateway.formats.anthropic_stream import MessagesStream, chat_payloads
 from tests.formats.anthropic_schema import ERROR, MESSAGE, REQUEST, check_events, parse_sse
 
@@ -195,7 +195,7 @@ def test_documents_become_chat_parts(source: dict[str, Any], expected: dict[str,
         ({"max_tokens": None}, "max_tokens"),
         ({"model": ""}, "model"),
         ({"messages": []}, "messages"),
-        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
         (
             {"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "a", "name": "b"}]}]},
             "messages[0].content[0]",
@@ -324,9 +324,69 @@ def test_a_stream_with_no_chunks_still_opens_and_closes_the_message() -> None:
     assert [e["type"] for e in events] == ["message_start", "ping", "message_delta", "message_stop"]
 
 
-def test_the_simulator_keeps_server_tools_the_gateway_refuses() -> None:
+def test_a_native_view_keeps_server_tools_that_cannot_cross() -> None:
     search = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
     request = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "tools": [TOOL, search]}
-    assert chat_body(request, "anthropic", server_tools=True)["tools"][1] == search
-    with pytest.raises(RequestError):
+    assert without_origins(chat_body(request, "anthropic", native=True))["tools"][1] == search
+    with pytest.raises(RequestError) as raised:
         chat_body(request, "anthropic")
+    assert raised.value.param == "tools[1].type"
+
+
+TODAYS_CLAUDE_CODE: dict[str, Any] = {
+    "model": "gateway-model",
+    "max_tokens": 32000,
+    "system": [{"type": "text", "text": "You are Claude Code.", "cache_control": EPHEMERAL}],
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>ctx</system-reminder>"}]},
+        {"role": "system", "content": "Mid-conversation instructions."},
+        {"role": "user", "content": "make a file"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}},
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+                {"type": "text", "text": "Found.", "citations": [{"type": "web_search_result_location", "url": "u"}]},
+                {"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {"query": "cron"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "is_error": False,
+                    "content": [{"type": "tool_reference", "tool_name": "CronCreate"}],
+                },
+                {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "b"}]},
+            ],
+        },
+    ],
+    "tools": [TOOL, {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}],
+    "thinking": {"type": "adaptive"},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    "output_config": {"effort": "high"},
+    "future_field": {"x": 1},
+}
+
+
+def test_todays_claude_code_request_has_a_view_the_chat_route_accepts() -> None:
+    body = without_origins(chat_body(TODAYS_CLAUDE_CODE, "anthropic", native=True))
+    assert body["tools"][1]["type"] == "web_search_20250305"  # the gateway's door keeps it out of the view
+    validate_chat_request({**body, "tools": body["tools"][:1]}, max_messages=100)
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user", "system", "user", "assistant", "tool", "user"]
+    assert body["messages"][5]["content"] == "[tool loaded: CronCreate]"
+    assert body["messages"][6]["content"][0]["text"].startswith("[search result: t (s)]")
+
+
+def test_crossing_names_the_block_that_cannot_cross_and_keeps_the_ones_that_can() -> None:
+    with pytest.raises(RequestError) as raised:
+        chat_body({**TODAYS_CLAUDE_CODE, "tools": [TOOL]}, "openai")
+    assert raised.value.param == "messages[3].content[0]"  # a server tool call: its result means nothing alone
+    plain = dict(TODAYS_CLAUDE_CODE, tools=[TOOL])
+    plain["messages"] = [*TODAYS_CLAUDE_CODE["messages"][:3]]
+    body = chat_body(plain, "openai")
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "system", "user"]
+    assert "thinking" not in body and "context_management" not in body
