@@ -23,10 +23,8 @@ def _loop(uses: int) -> list[dict[str, Any]]:
     return messages
 
 
-TOOLS = [
-    {"name": n, "description": f"{n} tool", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
-    for n in ("run_tests", "read_file")
-]
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
+TOOLS = [{"name": n, "description": f"{n} tool", "input_schema": SCHEMA} for n in ("run_tests", "read_file")]
 
 
 def test_clear_tool_uses_is_applied_for_a_chat_upstream(default_gateway: GatewayHandle, sim: SimHandle) -> None:
