@@ -108,6 +108,9 @@ PASS_TOKENS_ADDED = Counter(
     "ventana_pass_tokens_added_total", "Prompt tokens added by each pass (reminder, summary)", ["model", "pass"]
 )
 COMPACTIONS = Counter("ventana_compactions_total", "History compactions (a range replaced by a summary)", ["model"])
+REVERTED = Counter(
+    "ventana_reverted_total", "Requests whose assembly was undone (the original or a fallback went out)", ["model"]
+)
 SUMMARIZER_CALLS = Counter(
     "ventana_summarizer_calls_total", "Summariser calls made for compaction, by outcome", ["model", "outcome"]
 )
@@ -170,6 +173,7 @@ def start_series(model: str, passes: Sequence[str]) -> None:
     for child in (
         *(REQUESTS.labels(model, status) for status in STARTED_STATUSES),
         REQUEST_ERRORS.labels(model),
+        REVERTED.labels(model),
         PROMPT_TOKENS.labels(model, "original"),
         PROMPT_TOKENS.labels(model, "assembled"),
         CACHED_TOKENS.labels(model),
@@ -280,6 +284,7 @@ def observe_decisions(record: RequestRecord) -> None:
     # (.labels() creates the series, so it is called only when there is something to count.)
     for counter, labels, n in (
         (COMPACTIONS, (model,), tally.compactions),
+        (REVERTED, (model,), tally.reverted),
         (SUMMARIZER_CALLS, (model, "ok"), tally.summarizer_calls),
         (SUMMARIZER_CALLS, (model, "failed"), tally.summarizer_failures),
         (TOOL_SET_CHANGES, (model,), tally.tool_set_changes),

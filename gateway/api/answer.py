@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import orjson
@@ -174,7 +174,10 @@ def finish(
 ) -> None:
     """Build the request's record from its parts, then calibrate, count metrics, let the edges learn, record."""
     gw = flight.gw
-    sent = flight.sent if flight.served is None else flight.served.forwarded(flight.sent)
+    sent = flight.sent
+    if flight.served is not None:  # every upstream call is forwarded and billed: the record counts them all
+        sent, resent = flight.served.forwarded(flight.sent, gw.counter(flight.model), answer.usage)
+        counts = replace(counts, tokens_assembled=counts.tokens_assembled + resent)
     outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
     record = request_record(sent, counts, answer, outcome)
     if status == 200 and record.usage.prompt_tokens:
