@@ -39,6 +39,8 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "verify_assembly": ("reverted",),
     "served_tools": ("round",),
 }
+#: The pass name of the steps a served-tool loop records, one per upstream call (api/served_tools.py).
+STEP_PASS = "served_tools"
 #: Actions that undo what was decided before them in the same request: the safety check's
 #: revert, a pass that raised (the original went out), or any pass that undoes a plan.
 UNDO_ACTIONS = frozenset({"reverted", "pass_failed"})
@@ -122,6 +124,7 @@ class DecisionTally:
     tools_pruned: int = 0
     lint_findings: Counter[tuple[str, str]] = field(default_factory=Counter)
     reverted: int = 0  # requests whose assembly was reverted (0 or 1 per request)
+    upstream_calls: int = 0  # the served loop's steps: every upstream call (0: the request went up once)
 
 
 def tally_decisions(decisions: Iterable[Mapping[str, Any]]) -> DecisionTally:
@@ -140,6 +143,8 @@ def tally_decisions(decisions: Iterable[Mapping[str, Any]]) -> DecisionTally:
         tally.actions[(name, action)] += 1
         if is_undo(decision):
             tally.reverted = 1
+        if name == STEP_PASS:
+            tally.upstream_calls += 1
         if i in gone:
             if name == "compact_history" and action == "compacted":
                 tally.summarizer_calls += _int(detail.get("summarizer_calls"))

@@ -189,6 +189,7 @@ async def answer_chat(
     named: str | None,
     *,
     started: float | None = None,
+    route: str = "chat",
 ) -> Response:
     """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
 
@@ -248,6 +249,7 @@ async def answer_chat(
         predicted_cached_tokens=prefix.predicted_cached_tokens,
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
+        route=route,
         # a writer process parses these bytes instead of unpickling the dicts
         original_json=raw if gw.recorder.wants_json else None,
         assembled_json=raw_out if gw.recorder.wants_json else None,

@@ -13,6 +13,7 @@ The chat seam carries no headers: ``anthropic-beta`` reaches Claude-format upstr
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -26,6 +27,7 @@ from gateway.api.auth import bearer, caller_of
 from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_model, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
+from gateway.api.refusals import record_refusal
 from gateway.errors import RequestError, UpstreamError, VentanaError
 from gateway.formats.anthropic_messages import CLAUDE_PROVIDERS, chat_body, error_body, message_from_chat
 from gateway.formats.anthropic_stream import MessagesStream, chat_payloads
@@ -90,9 +92,13 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
             chat = _chat_bytes(parsed, provider, beta)
         key = client_key(request.headers)
         named = request.headers.get("x-session-id")
-        answer = await answer_chat(gw, chat, caller_of(key), key, named, started=started)
+        answer = await answer_chat(gw, chat, caller_of(key), key, named, started=started, route="messages")
     except VentanaError as exc:
-        return anthropic_error(exc)
+        refused = anthropic_error(exc)
+        if exc.status_code < 500 and not isinstance(exc, UpstreamError):
+            refused.headers.setdefault("x-ventana-request-id", "req-" + os.urandom(10).hex())
+            record_refusal(gw, request, exc, refused.headers["x-ventana-request-id"])
+        return refused
     headers = {k: v for k, v in answer.headers.items() if k.startswith("x-ventana-")}
     model = str(parsed["model"])
     if isinstance(answer, EventStreamResponse):

@@ -72,7 +72,9 @@ class ResponsesRoute:
         own = input_items(body, response_id, earlier)
         chat = chat_body(body, (*earlier, *own))
         named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
-        answer = await answer_chat(self.gw, orjson.dumps(chat), caller, client_key, named, started=started)
+        answer = await answer_chat(
+            self.gw, orjson.dumps(chat), caller, client_key, named, started=started, route="responses"
+        )
         base = response_object(body, response_id, int(time.time()))
         headers = _ventana_headers(answer)
         unserved = unserved_tools(body)

@@ -27,12 +27,10 @@ import orjson
 
 from gateway.assembly.context import Decision
 from gateway.assembly.tool_scoring import tool_name
+from gateway.decision_tally import STEP_PASS
 from gateway.store.record import Forwarded
 from gateway.tokens import TokenCounter
 from gateway.upstream.usage import Usage, normalise_usage
-
-#: The pass name of the steps the served loop records: one per upstream call of the request.
-STEP_PASS = "served_tools"
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ from sqlalchemy import Engine, select
 
 from gateway.cli_output import plain, printable
 from gateway.store.compaction_lines import compaction_lines
+from gateway.store.figures import Figures, of_summary
 from gateway.store.logs_table import format_time
 from gateway.store.models import Request
 from gateway.store.queries import StoredRequest
@@ -113,6 +114,13 @@ def tool_difference(stored: StoredRequest) -> list[str]:
         return []
     kept = [n for n in original if n in set(sent)]
     lines = [f"tools: {len(original)} offered, {len(sent)} sent, {len(kept)} kept"]
+    steps = of_summary(stored.summary, stored.decisions, stored.budget).steps
+    if len(steps) > 1:
+        served = [st.called for st in steps if st.called]
+        lines[0] += (
+            f" (on the last of {len(steps)} upstream calls: the model called {', '.join(dict.fromkeys(served))} "
+            f"{len(served)} time(s), answered by the gateway)"
+        )
     lines += [f"-tool {n}" for n in original if n not in set(sent)]
     lines += [f"+tool {n}" for n in sent if n not in set(original)]
     return lines
@@ -174,11 +182,13 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
     head = Text.assemble(
         (printable(s.request_id), "bold"),
         printable(f"  session {s.session_id}  turn {s.turn}  {format_time(s.created_at)} UTC\n"),
-        printable(f"model {s.model} ({s.provider})  status {s.status}  stream {s.stream}"),
+        printable(f"door {s.route}  caller {s.caller}  model {s.model} ({s.provider})  status {s.status}"),
+        printable(f"  stream {s.stream}"),
         printable(f"  replay of {s.replay_of}" if s.replay_of else ""),
         (printable(f"\nerror: {s.error}"), "red") if s.error else "",
     )
     console.print(head)  # every value here is data a client or a provider wrote: Text, not markup
+    console.print(figures_text(of_summary(s, stored.decisions, stored.budget)))
     if diff:
         lines = diff_lines(stored)
         console.print(styled_diff(lines) if lines else "original and assembled are identical", end="")
@@ -187,7 +197,7 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
     compaction = compaction_lines(stored.decisions)
     if compaction:
         console.print(Panel(plain("\n".join(line for _, line in compaction)), title="compaction", title_align="left"))
-    console.print(_decisions_table(stored.decisions))
+    console.print(_decisions_table(stored.decisions, of_summary(s, stored.decisions, stored.budget)))
     console.print(_budget_table(stored))
     console.print(_usage_table(stored))
     answer = stored.response_text or ""
@@ -210,7 +220,11 @@ def budget_rows(stored: StoredRequest) -> list[BudgetRow]:
     is not a reason to "enable compact_history", which is on; the suggestion says so.
     """
     components = (stored.budget or {}).get("components") or {}
-    compacted = any(d.get("pass") == "compact_history" for d in stored.decisions)
+    gone = of_summary(stored.summary, stored.decisions, stored.budget).undone
+    compacted = any(
+        d.get("pass") == "compact_history" and d.get("action") in ("compacted", "checkpoint_reused") and i not in gone
+        for i, d in enumerate(stored.decisions)
+    )
     out = []
     for name, line in components.items():
         suggestion = str(line.get("suggestion") or "")
@@ -244,14 +258,39 @@ def _print_zones(body: Mapping[str, Any], console: Console) -> None:
         console.print(Panel(Group(*parts), title=f"{zone} ({len(split[zone])} messages)", title_align="left"))
 
 
-def _decisions_table(decisions: Sequence[Mapping[str, Any]]) -> Table:
+def figures_text(f: Figures) -> Text:
+    """The request's figures and its banners: refused, reverted (with the reason), over the window,
+    the saving (negative shown as more sent), and each upstream call of a served-tool loop."""
+    out = Text()
+    if f.refused:
+        out.append("REFUSED before forwarding: nothing was sent upstream\n", style="bold red")
+        return out
+    if f.reverted is not None:
+        out.append(printable(f"REVERTED: what the passes decided did not go out. {f.reverted}") + "\n", "bold red")
+    if f.over_window is not None:
+        prompt, window = f.over_window
+        out.append(f"OVER THE WINDOW: {prompt:,} prompt tokens went out for a {window:,}-token window\n", "bold red")
+    style = "" if f.saved >= 0 else "yellow"
+    out.append(f"prompt tokens: {f.tokens_original:,} sent by the client -> {f.tokens_forwarded:,} forwarded, ")
+    out.append(f.saved_text() + "\n", style)
+    for st in f.steps:
+        what = f"called {st.called} (answered by the gateway)" if st.called else "answered"
+        out.append(
+            f"  call {st.call}: {st.prompt_tokens:,} prompt tokens sent, billed {st.billed_prompt:,} prompt "
+            f"({st.billed_cached:,} cached) + {st.billed_completion:,} completion; the model {what}\n"
+        )
+    return out
+
+
+def _decisions_table(decisions: Sequence[Mapping[str, Any]], f: Figures | None = None) -> Table:
     table = Table(title=f"decisions ({len(decisions)})", title_justify="left")
     for column in ("pass", "action", "tokens before -> after", "reason"):
         table.add_column(column)
-    for d in decisions:
+    gone = f.undone if f is not None else frozenset()
+    for i, d in enumerate(decisions):
         table.add_row(
             plain(d.get("pass")),
-            plain(d.get("action")),
+            plain(d.get("action")) + (" (undone)" if i in gone else ""),
             f"{d.get('tokens_before', 0)} -> {d.get('tokens_after', 0)}",
             plain(d.get("reason", "")),
         )
@@ -262,7 +301,8 @@ def _usage_table(stored: StoredRequest) -> Table:
     s = stored.summary
     table = Table(title="usage and latency", title_justify="left")
     rows = [
-        ("prompt tokens (original -> assembled)", f"{s.tokens_original} -> {s.tokens_assembled}"),
+        ("prompt tokens (original -> forwarded, every call)", f"{s.tokens_original} -> {s.tokens_assembled}"),
+        ("upstream calls", str(s.upstream_calls)),
         ("prompt tokens billed", str(s.prompt_tokens)),
         ("cached tokens", str(s.cached_tokens)),
         ("cache write tokens", str(s.cache_write_tokens)),
