@@ -53,6 +53,11 @@ OVERHEAD_MS = Histogram(
 TTFB_MS = Histogram("ventana_upstream_ttfb_ms", "Provider time to first byte in ms", ["model"], buckets=_MS_BUCKETS)
 PROMPT_TOKENS = Counter("ventana_prompt_tokens_total", "Prompt tokens before and after assembly", ["model", "stage"])
 CACHED_TOKENS = Counter("ventana_cached_tokens_total", "Prompt tokens the provider read from cache", ["model"])
+BILLED_TOKENS = Counter(
+    "ventana_billed_tokens_total",
+    "Tokens the provider billed (its usage block, summed over every upstream call a request made), by kind",
+    ["model", "kind"],
+)
 LOOP_LAG_MS = Histogram(
     "ventana_event_loop_lag_ms",
     "How late the event loop woke up (only with diagnostics.loop_lag_probe_ms set), in ms",
@@ -177,6 +182,8 @@ def start_series(model: str, passes: Sequence[str]) -> None:
         PROMPT_TOKENS.labels(model, "original"),
         PROMPT_TOKENS.labels(model, "assembled"),
         CACHED_TOKENS.labels(model),
+        BILLED_TOKENS.labels(model, "prompt"),
+        BILLED_TOKENS.labels(model, "completion"),
         CACHE_WRITE_TOKENS.labels(model),
         PREDICTED_CACHED_TOKENS.labels(model),
         *(PREFIX_BREAKS.labels(model, c) for c in COMPONENTS),
@@ -251,6 +258,8 @@ def observe(record: RequestRecord) -> None:
     _child(PROMPT_TOKENS, model, "original").inc(_count(record.tokens_original))
     _child(PROMPT_TOKENS, model, "assembled").inc(_count(record.tokens_assembled))
     _child(CACHED_TOKENS, model).inc(_count(record.usage.cached_tokens))
+    _child(BILLED_TOKENS, model, "prompt").inc(_count(record.usage.prompt_tokens))
+    _child(BILLED_TOKENS, model, "completion").inc(_count(record.usage.completion_tokens))
     observe_cache(record)
     observe_decisions(record)
 

@@ -30,7 +30,15 @@ from gateway.store.inspect_request import budget_rows, diff_lines, zones
 from gateway.store.queries import StoredRequest, get_request
 from gateway.tokens import TokenCounter, counter_for, encoding_for_model
 from gateway.ui.login import require_ui_admin
-from gateway.ui.queries import TurnRow, callers_seen, list_session_rows, models_seen, neighbours, session_turns
+from gateway.ui.queries import (
+    TurnRow,
+    callers_seen,
+    list_session_rows,
+    models_seen,
+    neighbours,
+    requests_by_id,
+    session_turns,
+)
 from gateway.ui.request_view import changes, chat_message, cost_usd, outcome, tool_names
 from gateway.ui.session_view import SessionsForm, session_cost, turn_chart
 from gateway.upstream.model_info import ModelInfo
@@ -187,9 +195,10 @@ def ui_router(gw: Gateway) -> APIRouter:
             return form, page
 
         shown, page = await asyncio.to_thread(read)
+        hits = await asyncio.to_thread(requests_by_id, engine(), form.q) if form.q else []
         models, callers = await asyncio.to_thread(lambda: (models_seen(engine()), callers_seen(engine())))
         costs = {(r.caller, r.session_id): session_cost(r, price(r.model)) for r in page.rows}
-        return _page("sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs)
+        return _page("sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs, hits=hits)
 
     @router.get("/sessions/{session_id:path}")
     async def _session(request: Request, session_id: str) -> HTMLResponse:

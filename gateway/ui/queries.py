@@ -345,3 +345,27 @@ def neighbours(
             .limit(1)
         )
     return prev_id, next_id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHit:
+    request_id: str
+    session_id: str
+    caller: str
+    route: str
+    status: int
+    error: str | None
+
+
+def requests_by_id(engine: Engine, prefix: str, *, limit: int = 5) -> list[RequestHit]:
+    """Requests whose id starts with ``prefix``: a client holding a request id (a refusal's too) finds it."""
+    if len(prefix) < 6:  # "req-" alone would match every request
+        return []
+    query = (
+        select(Request.request_id, Request.session_id, Request.caller, Request.route, Request.status, Request.error)
+        .where(Request.__table__.c.request_id.startswith(prefix, autoescape=True))
+        .order_by(Request.request_id)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [RequestHit(*r) for r in conn.execute(query).all()]

@@ -18,15 +18,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from prometheus_client import REGISTRY
+from rich.console import Console
 
 from gateway.api import chat as chat_module
 from gateway.api.app import create_app
+from gateway.api.auth import hash_key
 from gateway.assembly.context import Context, Decision
 from gateway.assembly.pipeline import FORWARD_PASSES, PassSpec
 from gateway.config import parse_settings
+from gateway.store.commands import run_logs
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from gateway.store.queries import get_request, list_requests
@@ -37,6 +41,7 @@ from tests.inproc import serve_in_thread
 from tests.procs import SimHandle, run_simulator
 
 MODEL = "loop-16k"
+ADMIN = "vk-figures-admin"
 MARK = "REVERT-ME"
 TOOLS = catalogue()
 COUNTER = counter_for("o200k_base")
@@ -127,6 +132,24 @@ def _run_loop(client: openai.OpenAI, tag: set[int]) -> list[str]:
     return ids
 
 
+def _pages(base: str, ids: list[str]) -> dict[str, str]:
+    """The inspector's list, the loop's session page and every request page, as served."""
+    headers = {"authorization": f"Bearer {ADMIN}"}
+    caller = get_request_caller(base, ids[0], headers)
+    out = {
+        "list": httpx.get(base + "/ui?q=loop", headers=headers).text,
+        "session": httpx.get(base + f"/ui/sessions/loop?caller={caller}", headers=headers).text,
+    }
+    for request_id in ids:
+        out[request_id] = httpx.get(base + f"/ui/requests/{request_id}", headers=headers).text
+    return out
+
+
+def get_request_caller(base: str, request_id: str, headers: dict[str, str]) -> str:
+    page = httpx.get(base + f"/ui/requests/{request_id}", headers=headers).text
+    return page.split("caller ", 1)[1].split(",", 1)[0]
+
+
 def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     upgrade(url)
@@ -141,6 +164,7 @@ def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_pat
                 }
             ],
             "database_url": url,
+            "auth": {"admin_keys": [hash_key(ADMIN)]},
             "policy": {"tools": {"mode": "prune", "max_tools": 3}},
         }
     )
@@ -149,6 +173,7 @@ def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_pat
     sent0 = _sample("ventana_prompt_tokens_total", model=MODEL, stage="assembled")
     original0 = _sample("ventana_prompt_tokens_total", model=MODEL, stage="original")
     compactions0 = _sample("ventana_compactions_total", model=MODEL)
+    billed0 = _sample("ventana_billed_tokens_total", model=MODEL, kind="prompt")
     sim.reset()
     mp = pytest.MonkeyPatch()
     mp.setattr(chat_module, "FORWARD_PASSES", _passes())
@@ -159,6 +184,7 @@ def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_pat
             )
             ids = _run_loop(client, tag=set(range(30, 200, 17)) | set(range(31, 200, 17)))
             time.sleep(0.5)
+            pages = _pages(base, ids)
     finally:
         mp.undo()
 
@@ -191,5 +217,21 @@ def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_pat
     compactions = _sample("ventana_compactions_total", model=MODEL) - compactions0
     assert compactions == sum(_compacted(r.decisions) for r in stored)
 
-    # Billed usage: the record's prompt tokens are what the simulator billed, summed over calls.
-    assert list_requests(engine, session=None, limit=10_000)
+    # Billed usage: the metric, the list, the session page and `ventana logs` all state the records' sum.
+    billed = sum(r.summary.prompt_tokens for r in stored)
+    assert _sample("ventana_billed_tokens_total", model=MODEL, kind="prompt") - billed0 == billed
+    assert f">{billed:,}<" in pages["list"]  # the session's row, billed prompt column
+    assert f'id="total-prompt">{billed:,}<' in pages["session"]
+    console = Console(record=True, width=400)
+    run_logs(settings, console, session="loop", since=None, limit=10_000, as_json=False)
+    assert f"prompt {billed:,} " in console.export_text()
+    rows = list_requests(engine, session="loop", limit=10_000)
+    assert sum(r.prompt_tokens for r in rows) == billed
+
+    # The pages say what happened: reverted turns in a banner, no compaction counted for them,
+    # served calls as steps with their tokens.
+    compacted_turns = sum(_compacted(r.decisions) for r in stored)
+    assert f"{compacted_turns} compaction" in pages["session"] and 'id="reverted-banner"' in pages["session"]
+    assert 'id="reverted-banner"' in pages[undone_compacting[0].summary.request_id]
+    served = rounds[0].summary
+    assert pages[served.request_id].count('<tr class="step">') == served.upstream_calls > 1
