@@ -12,10 +12,12 @@ unified diff of a readable rendering.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -126,12 +128,146 @@ def tool_difference(stored: StoredRequest) -> list[str]:
     return lines
 
 
-def diff_lines(stored: StoredRequest) -> list[str]:
-    """The tools' set difference, then a unified diff of the messages as rendered."""
-    messages = difflib.unified_diff(
-        render_body(stored.original), render_body(stored.assembled), "original", "assembled", lineterm=""
+@dataclass(frozen=True, slots=True)
+class DiffEntry:
+    """One line of the diff by message identity, and the messages it stands for (full text one click away)."""
+
+    kind: str  # kept, added, removed, replaced, summarised, cleared
+    text: str
+    removed: tuple[tuple[int, Mapping[str, Any]], ...] = ()
+    added: tuple[tuple[int, Mapping[str, Any]], ...] = ()
+
+
+def _identity(message: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(message, option=orjson.OPT_SORT_KEYS, default=str)
+
+
+def _span(i: int, j: int) -> str:
+    return f"#{i}" if j - i == 1 else f"#{i}-{j - 1}"
+
+
+def _signed(sign: str, i: int, message: Mapping[str, Any], limit: int | None) -> list[str]:
+    return [f"{sign}{i:>3} {line}" for line in render_message(message, limit=limit).splitlines()]
+
+
+def identity_diff(
+    original: Sequence[Mapping[str, Any]], assembled: Sequence[Mapping[str, Any]], *, limit: int | None = None
+) -> list[DiffEntry]:
+    """Original against assembled by message identity: a message forwarded unchanged is kept
+    wherever it moved (a summary shifts every index after it), a range the gateway replaced is one
+    line naming what replaced it, and runs of unchanged messages and of cleared tool results are
+    folded to one line each. ``limit`` cuts each rendered message's text (the page links the full text).
+    """
+    a = [_identity(m) for m in original]
+    b = [_identity(m) for m in assembled]
+    entries: list[DiffEntry] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        gone = tuple((i, original[i]) for i in range(i1, i2))
+        new = tuple((j, assembled[j]) for j in range(j1, j2))
+        if tag == "equal":
+            moved = f", now #{j1}" + (f"-{j2 - 1}" if j2 - j1 > 1 else "") if i1 != j1 else ""
+            entries.append(DiffEntry("kept", f"= {_span(i1, i2)} kept as sent ({i2 - i1} messages{moved})"))
+        elif tag == "insert":
+            entries += [DiffEntry("added", line, added=((j, m),)) for j, m in new for line in _signed("+", j, m, limit)]
+        elif tag == "delete":
+            entries.append(DiffEntry("removed", f"- {_span(i1, i2)} removed ({i2 - i1} messages)", removed=gone))
+        elif _all_tool_results(gone, new):
+            for (i, _), (j, n) in zip(gone, new, strict=True):
+                text = f"~ #{i} tool result cleared: {render_message(n, limit=120)}"
+                entries.append(DiffEntry("cleared", text, removed=((i, original[i]),), added=((j, n),)))
+        elif tag == "replace" and _edited_in_place(gone, new):  # one message edited (a value moved out)
+            (i, m), (j, n) = gone[0], new[0]
+            entries += [DiffEntry("replaced", x, removed=((i, m),)) for x in _signed("-", i, m, limit)]
+            entries += [DiffEntry("replaced", x, added=((j, n),)) for x in _signed("+", j, n, limit)]
+            rest = identity_diff(original[i1 + 1 : i2], assembled[j1 + 1 : j2], limit=limit)
+            entries += [_shifted(e, i1 + 1, j1 + 1) for e in rest]
+        elif any(_is_gateway_text(m) for _, m in new) and len(gone) > 1:
+            entries.append(
+                DiffEntry("summarised", f"- {_span(i1, i2)} summarised ({i2 - i1} messages) into:", removed=gone)
+            )
+            entries += [DiffEntry("added", line, added=((j, m),)) for j, m in new for line in _signed("+", j, m, limit)]
+        else:
+            entries += [
+                DiffEntry("removed", ln, removed=((i, m),)) for i, m in gone for ln in _signed("-", i, m, limit)
+            ]
+            entries += [DiffEntry("added", ln, added=((j, m),)) for j, m in new for ln in _signed("+", j, m, limit)]
+    return _fold_clearing(entries)
+
+
+def _edited_in_place(
+    gone: Sequence[tuple[int, Mapping[str, Any]]], new: Sequence[tuple[int, Mapping[str, Any]]]
+) -> bool:
+    """The first message of a replaced range is the client's, edited (same role, not a gateway block),
+    and more follows: it is diffed on its own, the rest of the range after it."""
+    if len(gone) + len(new) <= 2:
+        return len(gone) == len(new) == 1 and gone[0][1].get("role") == new[0][1].get("role")
+    first, second = gone[0][1], new[0][1]
+    return first.get("role") == second.get("role") and not _is_gateway_text(second) and not _is_gateway_text(first)
+
+
+def _shifted(entry: DiffEntry, di: int, dj: int) -> DiffEntry:
+    """An entry of a sub-range's diff with its positions in the whole lists."""
+
+    def renumber(text: str) -> str:
+        if text[:1] in "+-" and text[1:4].strip().isdigit():
+            base = dj if text[0] == "+" else di
+            return f"{text[0]}{int(text[1:4]) + base:>3}{text[4:]}"
+        text = re.sub(r"now #(\d+)(?:-(\d+))?", lambda m: _moved(m, dj), text)
+        return re.sub(r"#(\d+)(?:-(\d+))?", lambda m: _moved(m, di, ""), text, count=1)
+
+    return DiffEntry(
+        entry.kind,
+        renumber(entry.text),
+        tuple((i + di, m) for i, m in entry.removed),
+        tuple((j + dj, m) for j, m in entry.added),
     )
-    return [*tool_difference(stored), *messages]
+
+
+def _moved(match: re.Match[str], by: int, prefix: str = "now ") -> str:
+    start, end = match.group(1), match.group(2)
+    return f"{prefix}#{int(start) + by}" + (f"-{int(end) + by}" if end else "")
+
+
+def _all_tool_results(
+    gone: Sequence[tuple[int, Mapping[str, Any]]], new: Sequence[tuple[int, Mapping[str, Any]]]
+) -> bool:
+    """Each of ``gone`` is a tool result replaced, one for one, by a tool result (a cleared stub)."""
+    if len(gone) != len(new):
+        return False
+    return all(m.get("role") == "tool" == n.get("role") for (_, m), (_, n) in zip(gone, new, strict=True))
+
+
+def _fold_clearing(entries: list[DiffEntry]) -> list[DiffEntry]:
+    """Runs of cleared tool results (with the kept calls between them) become one line."""
+    out: list[DiffEntry] = []
+    k = 0
+    while k < len(entries):
+        end = k  # a run starts at a cleared result
+        while entries[k].kind == "cleared" and end < len(entries) and entries[end].kind in ("cleared", "kept"):
+            end += 1
+        while end > k and entries[end - 1].kind == "kept":
+            end -= 1
+        run = entries[k:end]
+        cleared = [e for e in run if e.kind == "cleared"]
+        if len(cleared) >= 2:
+            first, last = cleared[0].removed[0][0], cleared[-1].removed[0][0]
+            removed = tuple(r for e in cleared for r in e.removed)
+            added = tuple(r for e in cleared for r in e.added)
+            text = f"~ #{first}-{last}: {len(cleared)} tool results cleared (the calls between them kept)"
+            out.append(DiffEntry("cleared", text, removed, added))
+            k = end
+            continue
+        out.append(entries[k])
+        k += 1
+    return out
+
+
+def diff_lines(stored: StoredRequest) -> list[str]:
+    """The tools' set difference, then the messages' diff by identity, one line per entry."""
+    entries = identity_diff(stored.original.get("messages") or (), stored.assembled.get("messages") or ())
+    if all(e.kind == "kept" for e in entries):
+        entries = []
+    return [*tool_difference(stored), *(e.text for e in entries)]
 
 
 def styled_diff(lines: Sequence[str]) -> Text:
@@ -144,6 +280,8 @@ def styled_diff(lines: Sequence[str]) -> Text:
             style = "cyan"
         elif line.startswith("+"):
             style = "green"
+        elif line.startswith("~"):
+            style = "yellow"
         elif line.startswith("-"):
             style = "red"
         else:

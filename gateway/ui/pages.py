@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
 from gateway.store.figures import of_summary
-from gateway.store.inspect_request import budget_rows, diff_lines, zones
+from gateway.store.inspect_request import budget_rows, identity_diff, render_message, tool_difference, zones
 from gateway.store.queries import StoredRequest, get_request
 from gateway.tokens import TokenCounter, counter_for, encoding_for_model
 from gateway.ui.login import require_ui_admin
@@ -131,6 +131,32 @@ class SessionTotals:
         return self.tokens_original - self.tokens_assembled
 
 
+def diff_entries(stored: StoredRequest) -> list[tuple[str, str, list[str]]]:
+    """(kind, line, full texts) per diff line: the tools' set difference, then the messages by
+    identity with each folded range's full text one click away."""
+    out: list[tuple[str, str, list[str]]] = [
+        ("del" if line.startswith("-") else "add" if line.startswith("+") else "ctx", line, [])
+        for line in tool_difference(stored)
+    ]
+    entries = identity_diff(
+        stored.original.get("messages") or (), stored.assembled.get("messages") or (), limit=DIFF_LINE_CHARS
+    )
+    if all(e.kind == "kept" for e in entries):
+        return out
+    for e in entries:
+        kind = {"kept": "ctx", "added": "add", "removed": "del", "summarised": "del", "cleared": "mod"}.get(e.kind)
+        if e.kind == "replaced":
+            kind = "add" if e.text.startswith("+") else "del"
+        folded = len(e.removed) > 1 or len(e.added) > 1 or e.kind == "cleared"
+        cut = any(len(render_message(m)) > DIFF_LINE_CHARS + 40 for _, m in (*e.removed, *e.added))
+        full = [f"#{i} {render_message(m)}" for i, m in (*e.removed, *e.added)] if folded or cut else []
+        out.append((kind or "ctx", e.text, full))
+    return out
+
+
+DIFF_LINE_CHARS = 300
+
+
 def request_page(
     stored: StoredRequest,
     counter: TokenCounter,
@@ -148,7 +174,7 @@ def request_page(
         "tools_tokens": counter.tools(stored.assembled.get("tools")),
         "tools_sent": tool_names(stored.assembled.get("tools")),
         "lint": [d for d in stored.decisions if d.get("pass") == "lint_context"],
-        "diff": diff_lines(stored),
+        "diff": diff_entries(stored),
         "usage": stored.summary,
         "outcome": outcome(stored, info),
         "changes": changes(stored),

@@ -32,6 +32,7 @@ from gateway.assembly.pipeline import FORWARD_PASSES, PassSpec
 from gateway.config import parse_settings
 from gateway.store.commands import run_logs
 from gateway.store.engine import make_engine
+from gateway.store.inspect_request import diff_lines
 from gateway.store.migrate import upgrade
 from gateway.store.queries import get_request, list_requests
 from gateway.store.sql_recorder import SqlRecorder
@@ -233,5 +234,14 @@ def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_pat
     compacted_turns = sum(_compacted(r.decisions) for r in stored)
     assert f"{compacted_turns} compaction" in pages["session"] and 'id="reverted-banner"' in pages["session"]
     assert 'id="reverted-banner"' in pages[undone_compacting[0].summary.request_id]
+    # The diff is by message identity: no message forwarded unchanged shows as removed and re-added,
+    # and summarised or cleared ranges and unchanged runs are one line each.
+    for r in stored:
+        lines = diff_lines(r)
+        plus = {line[5:] for line in lines if line.startswith("+") and not line.startswith("+tool")}
+        minus = {line[5:] for line in lines if line.startswith("-") and not line.startswith(("-tool", "- #"))}
+        assert not plus & minus, r.summary.request_id
+        entries = {line[:4] for line in lines}  # a message's lines share its sign and index
+        assert len(entries) < 30, (r.summary.request_id, len(entries))
     served = rounds[0].summary
     assert pages[served.request_id].count('<tr class="step">') == served.upstream_calls > 1
