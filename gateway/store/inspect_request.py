@@ -32,39 +32,72 @@ from gateway.store.models import Request
 from gateway.store.queries import StoredRequest
 from gateway.tokens import content_text
 
-ZONES = ("static prefix", "compacted summary", "recent history", "dynamic tail")
+ZONES = ("static prefix", "compacted summary", "recalled", "recent history", "dynamic tail")
 PREVIEW_CHARS = 400
 
 
+def zone_of(i: int, message: Mapping[str, Any], prefix_end: int, tail_start: int) -> str:
+    """The zone of message ``i``: the leading system messages, a summary (wherever it was placed),
+    recalled passages, the dynamic tail (the newest client message, the query, and what follows it:
+    the reminder), and the recent history between them."""
+    text = content_text(message.get("content"))[0].lstrip()
+    if i < prefix_end:
+        return "static prefix"
+    if text.startswith("<summary"):
+        return "compacted summary"
+    if text.startswith(("<recalled", "<memory")):
+        return "recalled"
+    if i >= tail_start:
+        return "dynamic tail"
+    return "recent history"
+
+
+def zone_runs(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[tuple[int, Mapping[str, Any]]]]]:
+    """The messages as runs of one zone each, in the order they were sent (a summary placed after the
+    task is drawn after it; the model read it there).
+
+    >>> runs = zone_runs([{"role": "system", "content": "s"}, {"role": "user", "content": "task"},
+    ...                   {"role": "user", "content": "<summary>x</summary>"}, {"role": "assistant", "content": "a"},
+    ...                   {"role": "tool", "tool_call_id": "1", "content": "r"},
+    ...                   {"role": "user", "content": "<reminder>r</reminder>"}])
+    >>> [(zone[:7], [i for i, _ in items]) for zone, items in runs]
+    [('static ', [0]), ('recent ', [1]), ('compact', [2]), ('recent ', [3]), ('dynamic', [4, 5])]
+    """
+    prefix_end = 0
+    while prefix_end < len(messages) and messages[prefix_end].get("role") in ("system", "developer"):
+        prefix_end += 1
+    client = [i for i, m in enumerate(messages) if m.get("role") in ("user", "tool") and not _is_gateway_text(m)]
+    tail_start = client[-1] if client else len(messages)  # the query: the newest client message
+    runs: list[tuple[str, list[tuple[int, Mapping[str, Any]]]]] = []
+    for i, message in enumerate(messages):
+        zone = zone_of(i, message, prefix_end, tail_start)
+        if runs and runs[-1][0] == zone:
+            runs[-1][1].append((i, message))
+        else:
+            runs.append((zone, [(i, message)]))
+    return runs
+
+
 def zones(messages: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
-    """Split messages (with their index) into the four zones, in order.
+    """Messages (with their index) by zone.
 
     >>> z = zones([{"role": "system", "content": "s"}, {"role": "user", "content": "<summary>x</summary>"},
     ...            {"role": "user", "content": "q"}, {"role": "user", "content": "<reminder>r</reminder>"}])
     >>> {k: [i for i, _ in v] for k, v in z.items()}
-    {'static prefix': [0], 'compacted summary': [1], 'recent history': [2], 'dynamic tail': [3]}
+    {'static prefix': [0], 'compacted summary': [1], 'recalled': [], 'recent history': [], 'dynamic tail': [2, 3]}
     """
     out: dict[str, list[tuple[int, Mapping[str, Any]]]] = {zone: [] for zone in ZONES}
-    prefix_end = 0
-    while prefix_end < len(messages) and messages[prefix_end].get("role") in ("system", "developer"):
-        prefix_end += 1
-    user_turns = [i for i, m in enumerate(messages) if m.get("role") == "user" and not _is_gateway_text(m)]
-    tail_start = user_turns[-1] + 1 if user_turns else len(messages)
-    for i, message in enumerate(messages):
-        if i < prefix_end:
-            zone = "static prefix"
-        elif i >= tail_start:
-            zone = "dynamic tail"
-        elif content_text(message.get("content"))[0].lstrip().startswith("<summary"):
-            zone = "compacted summary"
-        else:
-            zone = "recent history"
-        out[zone].append((i, message))
+    for zone, items in zone_runs(messages):
+        out[zone].extend(items)
     return out
 
 
 def _is_gateway_text(message: Mapping[str, Any]) -> bool:
-    return content_text(message.get("content"))[0].lstrip().startswith(("<reminder>", "<summary"))
+    return (
+        content_text(message.get("content"))[0]
+        .lstrip()
+        .startswith(("<reminder>", "<summary", "<recalled", "<memory", "<documents"))
+    )
 
 
 def _images(content: Any) -> list[str]:
@@ -358,7 +391,8 @@ def budget_rows(stored: StoredRequest) -> list[BudgetRow]:
     is not a reason to "enable compact_history", which is on; the suggestion says so.
     """
     components = (stored.budget or {}).get("components") or {}
-    gone = of_summary(stored.summary, stored.decisions, stored.budget).undone
+    figures = of_summary(stored.summary, stored.decisions, stored.budget)
+    gone = figures.undone
     compacted = any(
         d.get("pass") == "compact_history" and d.get("action") in ("compacted", "checkpoint_reused") and i not in gone
         for i, d in enumerate(stored.decisions)
@@ -366,7 +400,9 @@ def budget_rows(stored: StoredRequest) -> list[BudgetRow]:
     out = []
     for name, line in components.items():
         suggestion = str(line.get("suggestion") or "")
-        if name == "history" and compacted and suggestion:
+        if figures.reverted is not None and suggestion:
+            suggestion = f"the plan was reverted, so this is the client's request as sent: {suggestion}"
+        elif name == "history" and compacted and suggestion:
             suggestion = "history is compacted already: lower compaction.threshold or keep_recent_turns"
         out.append(BudgetRow(name, int(line.get("tokens") or 0), float(line.get("share_of_window") or 0), suggestion))
     return out

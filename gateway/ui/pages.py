@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
 from gateway.store.figures import of_summary
-from gateway.store.inspect_request import budget_rows, identity_diff, render_message, tool_difference, zones
+from gateway.store.inspect_request import budget_rows, identity_diff, render_message, tool_difference, zone_runs
 from gateway.store.queries import StoredRequest, get_request
 from gateway.tokens import TokenCounter, counter_for, encoding_for_model
 from gateway.ui.login import require_ui_admin
@@ -44,7 +44,7 @@ from gateway.ui.session_view import SessionsForm, session_cost, turn_chart
 from gateway.upstream.model_info import ModelInfo
 
 #: In the order the context is laid out (the summary replaces the oldest history, so it comes first).
-BAR_COMPONENTS = ("system", "tools", "summary", "history", "documents", "query", "reminder")
+BAR_COMPONENTS = ("system", "tools", "summary", "history", "documents", "recalled", "query", "reminder")
 _TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -165,9 +165,7 @@ def request_page(
 ) -> dict[str, Any]:
     """The request page's values: the outcome and changes first, then the chat zone by zone."""
     messages = stored.assembled.get("messages") or []
-    zoned = [
-        (zone, [chat_message(i, m, counter.message(m)) for i, m in items]) for zone, items in zones(messages).items()
-    ]
+    zoned = [(zone, [chat_message(i, m, counter.message(m)) for i, m in items]) for zone, items in zone_runs(messages)]
     return {
         "stored": stored,
         "zones": zoned,
