@@ -134,7 +134,10 @@ async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[
     try:
         return await call
     except UpstreamError as exc:
-        finish(flight, _counted(flight), status=exc.status_code, error=exc.message, overhead_ms=overhead_ms)
+        text = exc.message
+        if exc.attempts:  # what the provider answered each time, for the error page
+            text += "\nupstream attempts:\n" + "\n".join(f"{k}. {a}" for k, a in enumerate(exc.attempts, 1))
+        finish(flight, _counted(flight), status=exc.status_code, error=text, overhead_ms=overhead_ms)
         metrics.UPSTREAM_ERRORS.labels(flight.model.name, type(exc).__name__).inc()
         exc.headers.update(flight.headers)  # the client can find the failed request's record by its id
         raise

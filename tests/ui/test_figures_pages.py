@@ -210,7 +210,10 @@ def test_refusals_are_found_by_request_id_in_the_ui_and_the_cli(store: dict[str,
 def test_an_upstream_error_and_each_door_show_on_their_pages(store: dict[str, Any], browser: Any) -> None:
     page = _page(browser)
     page.goto(store["gw"].url + f"/ui/requests/{store['failed']}")
-    assert "500" in page.locator("#error").inner_text() or "simulated" in page.locator("#error").inner_text()
+    assert "500" in page.locator("#error").inner_text()
+    detail = page.locator("#error-detail").inner_text()  # before: the last message only, no attempts
+    attempts = [line for line in detail.splitlines() if line[:1].isdigit()]
+    assert "upstream attempts" in detail and attempts and all("500: " in a and "simulated 500" in a for a in attempts)
     for door, request_id in store["doors"].items():
         page.goto(store["gw"].url + f"/ui/requests/{request_id}")
         assert page.locator("#route").inner_text() == door, "before: every request looked like chat"
