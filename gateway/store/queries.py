@@ -29,6 +29,7 @@ class SessionSummary:
     tokens_original: int
     tokens_assembled: int
     cached_tokens: int
+    caller: str = ""  # a session is a caller's: two callers sending one session id have two
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +115,13 @@ def list_sessions(engine: Engine, *, limit: int = DEFAULT_LIMIT, since: float | 
         func.sum(Request.tokens_original),
         func.sum(Request.tokens_assembled),
         func.sum(Request.cached_tokens),
-    ).group_by(Request.session_id)
+        Request.caller,
+    ).group_by(Request.caller, Request.session_id)
     if since is not None:
         query = query.where(Request.created_at >= since)
     with engine.connect() as conn:
         rows = conn.execute(query.order_by(last.desc()).limit(limit)).all()
-    return [SessionSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0), int(r[6] or 0)) for r in rows]
+    return [SessionSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0), int(r[6] or 0), r[7]) for r in rows]
 
 
 def list_requests(
