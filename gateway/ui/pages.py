@@ -114,7 +114,7 @@ def session_page(
         "components": BAR_COMPONENTS,
         "first_compaction": next((t.turn for t in turns if t.compacted), None),
         "compactions": sum(t.compacted for t in turns),
-        "tool_changes": sum(t.tool_set_changed for t in turns),
+        "tool_changes": sum(t.tool_set_changes for t in turns),
     }
 
 

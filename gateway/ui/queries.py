@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from sqlalchemy import ColumnElement, Connection, Engine, case, func, or_, select
 
+from gateway.decision_tally import tally_decisions
 from gateway.store.models import Blob, MessageNode, Request
 
 PAGE_SIZE = 100
@@ -106,14 +107,14 @@ class TurnRow:
         return self.has("compact_history", "checkpoint_reused")
 
     @property
+    def tool_set_changes(self) -> int:
+        """Changes of the tool set this turn, counted as the metric counts them (``decision_tally``): a new
+        pruned set (the session's first is no change) and each set a served ``find_tools`` search grew."""
+        return tally_decisions(self.decisions).tool_set_changes
+
+    @property
     def tool_set_changed(self) -> bool:
-        """The tool set differs from the previous turn's (the session's first set is no change)."""
-        return any(
-            d.get("pass") == "prune_tools"
-            and d.get("action") == "tool_set_changed"
-            and not (d.get("detail") or {}).get("first")
-            for d in self.decisions
-        )
+        return self.tool_set_changes > 0
 
 
 _LAST = func.max(Request.created_at)

@@ -175,6 +175,7 @@ def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_pat
     original0 = _sample("ventana_prompt_tokens_total", model=MODEL, stage="original")
     compactions0 = _sample("ventana_compactions_total", model=MODEL)
     billed0 = _sample("ventana_billed_tokens_total", model=MODEL, kind="prompt")
+    changes0 = _sample("ventana_tool_set_changes_total", model=MODEL)
     sim.reset()
     mp = pytest.MonkeyPatch()
     mp.setattr(chat_module, "FORWARD_PASSES", _passes())
@@ -233,6 +234,8 @@ def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_pat
     # served calls as steps with their tokens.
     compacted_turns = sum(_compacted(r.decisions) for r in stored)
     assert f"{compacted_turns} compaction" in pages["session"] and 'id="reverted-banner"' in pages["session"]
+    changes = _sample("ventana_tool_set_changes_total", model=MODEL) - changes0
+    assert changes > 0 and f"{int(changes)} tool-set change" in pages["session"]  # before: searches left out
     assert 'id="reverted-banner"' in pages[undone_compacting[0].summary.request_id]
     # The diff is by message identity: no message forwarded unchanged shows as removed and re-added,
     # and summarised or cleared ranges and unchanged runs are one line each.
