@@ -274,12 +274,33 @@ def migrate(config_path: str | None, revision: str) -> None:
 @click.option("--since", default=None, help="Only requests since a duration ago (30m, 2h, 7d) or an ISO time.")
 @click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def logs(config_path: str | None, session: str | None, since: str | None, limit: int, as_json: bool) -> None:
-    """List recorded requests, newest first: time, session, turn, model, tokens original -> sent, status, error."""
+@click.option("--caller", default=None, help="Only this caller (the short hash the records show).")
+@click.option("--request", "-r", "request_id", default=None, help="The request with this id (or id prefix).")
+def logs(
+    config_path: str | None,
+    session: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+    caller: str | None,
+    request_id: str | None,
+) -> None:
+    """List recorded requests, newest first: time, door, session, model, tokens original -> sent, billed, status.
+
+    Refusals (401, 404, 413, 429, bad input) are recorded too: ``--request`` finds the id a client was given."""
     from gateway.store.commands import run_logs
 
     try:
-        run_logs(_settings(config_path), _console(), session=session, since=since, limit=limit, as_json=as_json)
+        run_logs(
+            _settings(config_path),
+            _console(),
+            session=session,
+            since=since,
+            limit=limit,
+            as_json=as_json,
+            caller=caller,
+            request=request_id,
+        )
     except StoreError as exc:
         raise click.ClickException(str(exc)) from exc
 

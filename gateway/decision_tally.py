@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,13 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "place_cache_breakpoints": ("placed",),
     "lint_context": ("finding",),
     "verify_assembly": ("reverted",),
+    "served_tools": ("round",),
 }
+#: The pass name of the steps a served-tool loop records, one per upstream call (api/served_tools.py).
+STEP_PASS = "served_tools"
+#: Actions that undo what was decided before them in the same request: the safety check's
+#: revert, a pass that raised (the original went out), or any pass that undoes a plan.
+UNDO_ACTIONS = frozenset({"reverted", "pass_failed"})
 
 
 def safe_label(value: Any) -> str:
@@ -57,6 +63,53 @@ def _count(value: Any) -> int:
     return _int(value)
 
 
+def is_undo(decision: Mapping[str, Any]) -> bool:
+    """Whether ``decision`` undid what earlier decisions of its request did."""
+    return decision.get("action") in UNDO_ACTIONS
+
+
+def undone(decisions: Sequence[Mapping[str, Any]]) -> set[int]:
+    """The positions of the decisions a later revert undid: they did not reach the provider.
+
+    A revert (``UNDO_ACTIONS``) undoes every decision before it, or only those of the passes its
+    ``detail.undoes`` names (a fallback that keeps part of a plan). A decision marked
+    ``detail.undone: true`` is undone whatever follows it. Figures, compactions and pages skip
+    these: a step that was undone is recorded as undone, never counted as done.
+    """
+    out: set[int] = set()
+    for j, decision in enumerate(decisions):
+        detail = decision.get("detail")
+        detail = detail if isinstance(detail, Mapping) else {}
+        if detail.get("undone") is True:
+            out.add(j)
+        if not is_undo(decision):
+            continue
+        names = detail.get("undoes")
+        limit = {str(n) for n in names} if isinstance(names, list | tuple) else None
+        for i in range(j):
+            if not is_undo(decisions[i]) and (limit is None or decisions[i].get("pass") in limit):
+                out.add(i)
+    return out
+
+
+def reverted(decisions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The decision that reverted this request's assembly, if one did (the last such)."""
+    found: Mapping[str, Any] | None = None
+    for decision in decisions:
+        if is_undo(decision):
+            found = decision
+    return found
+
+
+def compacted(decisions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a summary first replaced a range in what this request forwarded (not undone)."""
+    gone = undone(decisions)
+    return any(
+        d.get("pass") == "compact_history" and d.get("action") == "compacted" and i not in gone
+        for i, d in enumerate(decisions)
+    )
+
+
 @dataclass(slots=True)
 class DecisionTally:
     """The numbers one request contributes; every field is a non-negative count."""
@@ -70,16 +123,32 @@ class DecisionTally:
     tool_set_changes: int = 0
     tools_pruned: int = 0
     lint_findings: Counter[tuple[str, str]] = field(default_factory=Counter)
+    reverted: int = 0  # requests whose assembly was reverted (0 or 1 per request)
+    upstream_calls: int = 0  # the served loop's steps: every upstream call (0: the request went up once)
 
 
 def tally_decisions(decisions: Iterable[Mapping[str, Any]]) -> DecisionTally:
-    """Add up one request's decisions: actions, tokens saved or added per pass, and the named events."""
+    """Add up one request's decisions: actions, tokens saved or added per pass, and the named events.
+
+    Decisions a later revert undid (``undone``) count as actions (they were decided) but neither
+    their tokens nor their events (a compaction, a pruned tool) count: what went out did not have
+    them. Summariser calls count either way: they were made and billed."""
+    decisions = list(decisions)
+    gone = undone(decisions)
     tally = DecisionTally()
-    for decision in decisions:
+    for i, decision in enumerate(decisions):
         name, action = safe_label(decision.get("pass")), safe_label(decision.get("action"))
         detail = decision.get("detail")
         detail = detail if isinstance(detail, Mapping) else {}
         tally.actions[(name, action)] += 1
+        if is_undo(decision):
+            tally.reverted = 1
+        if name == STEP_PASS:
+            tally.upstream_calls += 1
+        if i in gone:
+            if name == "compact_history" and action == "compacted":
+                tally.summarizer_calls += _int(detail.get("summarizer_calls"))
+            continue
         saved = _int(decision.get("tokens_before")) - _int(decision.get("tokens_after"))
         if saved > 0:
             tally.tokens_saved[name] += saved

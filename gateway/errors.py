@@ -126,6 +126,9 @@ class UpstreamError(VentanaError):
     status_code = 502
     error_type = "upstream_error"
     code = "upstream_error"
+    #: Each attempt the upstream made before giving up, oldest first ("500: <body excerpt>"): the
+    #: request's record shows them, so an error page says what the provider answered each time.
+    attempts: tuple[str, ...] = ()
 
 
 class UpstreamRateLimited(UpstreamError):

@@ -53,6 +53,11 @@ OVERHEAD_MS = Histogram(
 TTFB_MS = Histogram("ventana_upstream_ttfb_ms", "Provider time to first byte in ms", ["model"], buckets=_MS_BUCKETS)
 PROMPT_TOKENS = Counter("ventana_prompt_tokens_total", "Prompt tokens before and after assembly", ["model", "stage"])
 CACHED_TOKENS = Counter("ventana_cached_tokens_total", "Prompt tokens the provider read from cache", ["model"])
+BILLED_TOKENS = Counter(
+    "ventana_billed_tokens_total",
+    "Tokens the provider billed (its usage block, summed over every upstream call a request made), by kind",
+    ["model", "kind"],
+)
 LOOP_LAG_MS = Histogram(
     "ventana_event_loop_lag_ms",
     "How late the event loop woke up (only with diagnostics.loop_lag_probe_ms set), in ms",
@@ -117,6 +122,9 @@ PASS_TOKENS_ADDED = Counter(
     "ventana_pass_tokens_added_total", "Prompt tokens added by each pass (reminder, summary)", ["model", "pass"]
 )
 COMPACTIONS = Counter("ventana_compactions_total", "History compactions (a range replaced by a summary)", ["model"])
+REVERTED = Counter(
+    "ventana_reverted_total", "Requests whose assembly was undone (the original or a fallback went out)", ["model"]
+)
 SUMMARIZER_CALLS = Counter(
     "ventana_summarizer_calls_total", "Summariser calls made for compaction, by outcome", ["model", "outcome"]
 )
@@ -179,9 +187,12 @@ def start_series(model: str, passes: Sequence[str]) -> None:
     for child in (
         *(REQUESTS.labels(model, status) for status in STARTED_STATUSES),
         REQUEST_ERRORS.labels(model),
+        REVERTED.labels(model),
         PROMPT_TOKENS.labels(model, "original"),
         PROMPT_TOKENS.labels(model, "assembled"),
         CACHED_TOKENS.labels(model),
+        BILLED_TOKENS.labels(model, "prompt"),
+        BILLED_TOKENS.labels(model, "completion"),
         CACHE_WRITE_TOKENS.labels(model),
         PREDICTED_CACHED_TOKENS.labels(model),
         *(PREFIX_BREAKS.labels(model, c) for c in COMPONENTS),
@@ -256,6 +267,8 @@ def observe(record: RequestRecord) -> None:
     _child(PROMPT_TOKENS, model, "original").inc(_count(record.tokens_original))
     _child(PROMPT_TOKENS, model, "assembled").inc(_count(record.tokens_assembled))
     _child(CACHED_TOKENS, model).inc(_count(record.usage.cached_tokens))
+    _child(BILLED_TOKENS, model, "prompt").inc(_count(record.usage.prompt_tokens))
+    _child(BILLED_TOKENS, model, "completion").inc(_count(record.usage.completion_tokens))
     observe_cache(record)
     observe_decisions(record)
 
@@ -292,6 +305,7 @@ def observe_decisions(record: RequestRecord) -> None:
     # (.labels() creates the series, so it is called only when there is something to count.)
     for counter, labels, n in (
         (COMPACTIONS, (model,), tally.compactions),
+        (REVERTED, (model,), tally.reverted),
         (SUMMARIZER_CALLS, (model, "ok"), tally.summarizer_calls),
         (SUMMARIZER_CALLS, (model, "failed"), tally.summarizer_failures),
         (TOOL_SET_CHANGES, (model,), tally.tool_set_changes),

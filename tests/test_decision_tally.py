@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.decision_tally import OTHER, VOCABULARY, safe_label, tally_decisions
+from gateway.decision_tally import OTHER, VOCABULARY, compacted, safe_label, tally_decisions, undone
 
 
 def _d(name: str, action: str, before: int = 0, after: int = 0, **detail: Any) -> dict[str, Any]:
@@ -95,3 +95,32 @@ def test_a_sessions_first_tool_set_is_not_a_change() -> None:
     first = _d("prune_tools", "tool_set_changed", added=["a", "b"], removed=[], first=True)
     assert tally_decisions([first]).tool_set_changes == 0
     assert tally_decisions([first]).actions[("prune_tools", "tool_set_changed")] == 1, "the decision is still counted"
+
+
+def test_decisions_a_revert_undid_count_no_tokens_and_no_compaction() -> None:
+    """Before: a reverted turn's compaction counted as a compaction and its tokens as saved."""
+    tally = tally_decisions(
+        [
+            _d("clear_tool_results", "cleared", 3000, 100),
+            _d("compact_history", "compacted", 5000, 800, summarizer_calls=1),
+            _d("verify_assembly", "reverted", problems=["x"]),
+            _d("render_reminder", "rendered", 0, 40),  # after the revert: it went out
+        ]
+    )
+    assert tally.compactions == 0 and tally.reverted == 1
+    assert tally.summarizer_calls == 1  # the call was made and billed all the same
+    assert tally.tokens_saved == {} and tally.tokens_added == {"render_reminder": 40}
+    assert tally.actions[("compact_history", "compacted")] == 1
+
+
+def test_a_revert_naming_passes_undoes_only_theirs() -> None:
+    decisions = [
+        _d("prune_tools", "pruned", 900, 300, removed=["b"]),
+        _d("compact_history", "compacted", 5000, 800),
+        _d("fit_plan", "reverted", undoes=["compact_history"]),
+    ]
+    assert undone(decisions) == {1}
+    tally = tally_decisions(decisions)
+    assert tally.tools_pruned == 1 and tally.compactions == 0
+    assert compacted(decisions) is False
+    assert compacted(decisions[:2]) is True

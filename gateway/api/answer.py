@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import orjson
@@ -161,7 +161,10 @@ async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[
         finish(flight, _counted(flight), status=CLIENT_CLOSED, error="cancelled while waiting for the provider")
         raise
     except UpstreamError as exc:
-        finish(flight, _counted(flight), status=exc.status_code, error=exc.message, overhead_ms=overhead_ms)
+        text = exc.message
+        if exc.attempts:  # what the provider answered each time, for the error page
+            text += "\nupstream attempts:\n" + "\n".join(f"{k}. {a}" for k, a in enumerate(exc.attempts, 1))
+        finish(flight, _counted(flight), status=exc.status_code, error=text, overhead_ms=overhead_ms)
         metrics.UPSTREAM_ERRORS.labels(flight.model.name, type(exc).__name__).inc()
         exc.headers.update(flight.headers)  # the client can find the failed request's record by its id
         raise
@@ -201,7 +204,10 @@ def finish(
 ) -> None:
     """Build the request's record from its parts, then calibrate, count metrics, let the edges learn, record."""
     gw = flight.gw
-    sent = flight.sent if flight.served is None else flight.served.forwarded(flight.sent)
+    sent = flight.sent
+    if flight.served is not None:  # every upstream call is forwarded and billed: the record counts them all
+        sent, resent = flight.served.forwarded(flight.sent, gw.counter(flight.model), answer.usage)
+        counts = replace(counts, tokens_assembled=counts.tokens_assembled + resent)
     outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
     record = request_record(sent, counts, answer, outcome)
     try:  # bookkeeping: a failure here is logged, and the record below is still written

@@ -34,6 +34,7 @@ from gateway.api.edges import Edges
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.messages import count_tokens, create_message
 from gateway.api.rate_limit import RateLimiter
+from gateway.api.refusals import record_refusal
 from gateway.api.responses import add_responses_routes
 from gateway.config import Settings
 from gateway.errors import UpstreamError, VentanaError
@@ -156,6 +157,7 @@ def create_app(
         response = error_response(exc)
         if exc.status_code < 500 and not isinstance(exc, UpstreamError):  # upstream ones: counted in chat.py
             metrics.REJECTED.labels(exc.code or exc.error_type).inc()
+            record_refusal(gw, request, exc, response.headers[REQUEST_ID_HEADER])
             log.info(
                 "refused %s %s: %s %s (%s)",
                 request.method,

@@ -204,6 +204,7 @@ async def answer_chat(
     *,
     started: float | None = None,
     native: NativeDoor | None = None,
+    route: str = "chat",
 ) -> Response:
     """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
 
@@ -279,6 +280,7 @@ async def answer_chat(
         predicted_cached_tokens=prefix.predicted_cached_tokens,
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
+        route=route,
         # a writer process parses these bytes instead of unpickling the dicts
         original_json=(raw if native is None or native.raw is None else native.raw) if gw.recorder.wants_json else None,
         assembled_json=raw_out if gw.recorder.wants_json else None,

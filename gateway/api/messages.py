@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
@@ -34,6 +35,7 @@ from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.messages_native import NATIVE_PROVIDERS, NativeMessages
 from gateway.api.owned_stream import OwnedStream
+from gateway.api.refusals import record_refusal
 from gateway.errors import RequestError, UpstreamError, VentanaError
 from gateway.formats.anthropic_context_edits import apply_context_edits
 from gateway.formats.anthropic_messages import CLAUDE_PROVIDERS, chat_body, error_body, message_from_chat
@@ -127,9 +129,15 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
                 else _chat_bytes(parsed, provider, beta)
             )
         named = client_session(request.headers, body=parsed)
-        answer = await answer_chat(gw, chat, admitted(request), named, started=started, native=native)
+        answer = await answer_chat(
+            gw, chat, admitted(request), named, started=started, native=native, route="messages"
+        )
     except VentanaError as exc:
-        return anthropic_error(exc)
+        refused = anthropic_error(exc)
+        if exc.status_code < 500 and not isinstance(exc, UpstreamError):
+            refused.headers.setdefault("x-ventana-request-id", "req-" + os.urandom(10).hex())
+            record_refusal(gw, request, exc, refused.headers["x-ventana-request-id"])
+        return refused
     except Exception as exc:  # Anthropic's SDKs read only Anthropic's error shape, a 500 included
         log.exception("unexpected error on POST /v1/messages")
         return anthropic_error(VentanaError(f"internal gateway error: {type(exc).__name__}"))

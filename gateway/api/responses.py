@@ -96,7 +96,9 @@ class ResponsesRoute:
         named = request.headers.get("x-session-id") or (chain[-1].session_id if chain else None)
         # Codex names its session in headers and prompt_cache_key: its conversations all open alike
         named = named or client_session(request.headers, body.get("prompt_cache_key"))
-        answer = await answer_chat(self.gw, orjson.dumps(chat), principal, named, started=started, native=native)
+        answer = await answer_chat(
+            self.gw, orjson.dumps(chat), principal, named, started=started, native=native, route="responses"
+        )
         if native is not None and native.used:
             return answer  # the provider's own Response or events, stored by ``native.keep``
         headers = _ventana_headers(answer)

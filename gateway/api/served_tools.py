@@ -20,14 +20,28 @@ client as it is.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
 
 from gateway.assembly.context import Decision
 from gateway.assembly.tool_scoring import tool_name
+from gateway.decision_tally import STEP_PASS
 from gateway.store.record import Forwarded
+from gateway.tokens import TokenCounter
+from gateway.upstream.usage import Usage, normalise_usage
+
+
+@dataclass(slots=True)
+class Call:
+    """One upstream call of a served loop: the body sent, its usage, the served tool it asked for
+    (None: the answer the client got), and what the tool's handler decided before the next call."""
+
+    body: Mapping[str, Any]
+    usage: Mapping[str, Any] | None = None
+    called: str | None = None
+    decisions: list[Decision] = field(default_factory=list)
 
 
 class Stream(Protocol):
@@ -107,6 +121,7 @@ class ServedTools:
         self.usage: dict[str, Any] | None = None  # usage of the calls the client does not see
         self.decisions: list[Decision] = []  # the handlers' decisions, in the order they were made
         self.sent: dict[str, Any] | None = None  # the last body sent, once a handler made one
+        self.calls: list[Call] = []  # every upstream call, in order, once the loop has begun
 
     def served(self, outgoing: Mapping[str, Any], names: Sequence[str]) -> ServedTool | None:
         """The handler of the first served tool among ``names`` that ``outgoing`` offers, if any."""
@@ -123,8 +138,10 @@ class ServedTools:
             message = ((data.get("choices") or [{}])[0]).get("message") or {}
             tool = self.served(outgoing, called_names(message))
             if tool is None:
+                self.calls.append(Call(outgoing, data.get("usage")))
                 break  # an answer, or a call to a tool no longer served: the client gets it
             self.usage = add_usage(self.usage, data.get("usage"))
+            self.calls.append(Call(outgoing, data.get("usage"), tool.name))
             outgoing = await self.next_request(tool, outgoing, message)
             data = await send(outgoing, None)
         if self.usage:
@@ -141,15 +158,78 @@ class ServedTools:
         """The handler's next request, kept as what the model saw last."""
         body, decisions = await tool.answer(outgoing, message)
         self.decisions.extend(decisions)
+        if self.calls:
+            self.calls[-1].decisions.extend(decisions)
         self.sent = body
         return body
 
-    def forwarded(self, sent: Forwarded) -> Forwarded:
-        """``sent`` as it ended: the last body the provider answered, with the handlers' decisions."""
+    def forwarded(self, sent: Forwarded, counter: TokenCounter, billed: Usage) -> tuple[Forwarded, int]:
+        """``sent`` as it ended, and the prompt tokens of the calls after the first.
+
+        The record keeps the last body the provider answered as ``assembled``, and one
+        ``served_tools`` / ``round`` step per upstream call with the tokens it sent and what it was
+        billed, the handler's decisions after the call they answered. Every call is billed, so the
+        request forwarded the sum of their prompts: a step after the first adds its prompt, less
+        what its handler's decisions already count (the tools it added, the result it appended),
+        so the passes' net savings stay the original minus all that was forwarded.
+        """
         if self.sent is None:  # no handler answered: the request went out once, as forwarded
-            return sent
-        decisions = (*sent.decisions, *(d.to_dict() for d in self.decisions))
-        return replace(sent, assembled=self.sent, assembled_json=None, decisions=decisions)
+            return sent, 0
+        calls = list(self.calls)
+        if calls and calls[-1].called is not None:  # the last call sent failed: it was forwarded all the same
+            calls.append(Call(self.sent))
+        steps: list[dict[str, Any]] = []
+        resent = 0
+        left = billed
+        previous: list[Decision] = []
+        for k, call in enumerate(calls):
+            tokens = counter.request(call.body.get("messages") or (), call.body.get("tools"))
+            _, usage = normalise_usage(call.usage)
+            if call.called is None:  # the answer's usage is what the client was billed, less the served calls
+                usage = left
+            left = _minus(left, usage)
+            counted = sum(d.tokens_after - d.tokens_before for d in previous) if k else tokens
+            if k:
+                resent += tokens
+            net = tokens - counted  # what this call adds beyond its handler's decisions (k > 0)
+            before, after = (tokens, tokens) if not k else (0, net) if net >= 0 else (-net, 0)
+            steps.append(
+                Decision(
+                    STEP_PASS,
+                    "round",
+                    before,
+                    after,
+                    (
+                        f"call {k + 1}: the model called {call.called}, which the gateway answered"
+                        if call.called
+                        else f"call {k + 1}: the model answered"
+                    )
+                    + f"; {tokens:,} prompt tokens sent, {usage.prompt_tokens:,} billed",
+                    {
+                        "call": k + 1,
+                        "prompt_tokens": tokens,
+                        "called": call.called,
+                        "billed": {
+                            "prompt_tokens": usage.prompt_tokens,
+                            "completion_tokens": usage.completion_tokens,
+                            "cached_tokens": usage.cached_tokens,
+                        },
+                    },
+                ).to_dict()
+            )
+            steps.extend(d.to_dict() for d in call.decisions)
+            previous = call.decisions
+        decisions = (*sent.decisions, *steps)
+        return replace(sent, assembled=self.sent, assembled_json=None, decisions=decisions), resent
+
+
+def _minus(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        max(a.prompt_tokens - b.prompt_tokens, 0),
+        max(a.completion_tokens - b.completion_tokens, 0),
+        max(a.cached_tokens - b.cached_tokens, 0),
+        max(a.cache_write_tokens - b.cache_write_tokens, 0),
+    )
 
 
 class _ServingStream:
@@ -178,10 +258,12 @@ class _ServingStream:
             message, usage = _reassemble(held) if verdict == "served" else ({}, None)
             tool = self.loop.served(self.outgoing, called_names(message))
             if tool is None:
+                self.loop.calls.append(Call(self.outgoing))
                 for kept in held:
                     yield self._billed(kept)
                 return
             self.loop.usage = add_usage(self.loop.usage, usage)
+            self.loop.calls.append(Call(self.outgoing, usage, tool.name))
             await self.current.aclose()
             self.outgoing = await self.loop.next_request(tool, self.outgoing, message)
             self.current = await self.open(self.outgoing, None)

@@ -7,7 +7,8 @@ order the report prints them:
 - ``tools``: the tool definitions as the provider renders them;
 - ``history``: every earlier turn (including cleared tool results);
 - ``summary``: compacted history (``<summary`` blocks);
-- ``documents``: retrieved material (``<documents``, ``<recalled``, ``<memory`` blocks);
+- ``documents``: retrieved material (``<documents`` blocks); ``recalled``: passages the gateway recalled
+  (``<recalled``, ``<memory`` blocks);
 - ``query``: the last user message, the tool results that end the request, and the reply priming;
 - ``reminder``: the trailing ``<reminder>``;
 - ``reserve``: the generation reserve (``max_completion_tokens``/``max_tokens`` or a default).
@@ -32,7 +33,17 @@ from gateway.history_fold import Chunk
 from gateway.memos import Memos
 from gateway.tokens import REPLY_PRIMING, TokenCounter
 
-COMPONENTS: tuple[str, ...] = ("system", "tools", "history", "summary", "documents", "query", "reminder", "reserve")
+COMPONENTS: tuple[str, ...] = (
+    "system",
+    "tools",
+    "history",
+    "summary",
+    "documents",
+    "recalled",
+    "query",
+    "reminder",
+    "reserve",
+)
 DEFAULT_GENERATION_RESERVE = 4096
 WASTE_SHARE = 0.30
 MIN_TOKENS_TO_FLAG = 1024  # the smallest prompt a provider caches; below it nothing is worth cutting
@@ -42,9 +53,11 @@ SUGGESTIONS: Mapping[str, str] = {
     "history": "summarise history: enable compact_history or lower its threshold",
     "summary": "re-compact the summary hierarchically or lower its summary budget",
     "documents": "rerank documents and keep fewer, or chunk them smaller",
+    "recalled": "recall fewer passages: lower policy.memory.recall_budget_tokens or max_passages",
     "reminder": "restate fewer rules (lower rules.budget_tokens) or move fewer values to the reminder",
 }
-_DOCUMENT_MARKERS = ("<documents", "<recalled", "<memory")
+_DOCUMENT_MARKERS = ("<documents",)
+_RECALLED_MARKERS = ("<recalled", "<memory")  # passages the gateway recalled: labelled as such, not documents
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +118,8 @@ def _kind(message: Message) -> str:
         return "summary"
     if isinstance(content, str) and content.startswith(_DOCUMENT_MARKERS):
         return "documents"
+    if isinstance(content, str) and content.startswith(_RECALLED_MARKERS):
+        return "recalled"
     if is_system(message) and not is_gateway_block(message):
         return "system"
     return ""

@@ -36,11 +36,13 @@ from gateway.tokens import REPLY_PRIMING, TOOLS_OVERHEAD, TokenCounter, render_t
 
 #: Components in layout order. A break is labelled with the earlier of the two components
 #: found at the first differing position (a tool removed shows ``tools``, not ``system``).
-COMPONENTS: tuple[str, ...] = ("tools", "system", "summary", "documents", "history", "reminder")
+COMPONENTS: tuple[str, ...] = ("tools", "system", "summary", "documents", "recalled", "history", "reminder")
 CACHE_MINIMUM = 1024
 CACHE_STEP = 128
 _DIGEST_CHARS = 16
-_DOCUMENT_MARKERS = ("<documents", "<recalled", "<memory")
+_DOCUMENT_MARKERS = ("<documents",)
+#: Passages of this conversation (or the caller's memory) the gateway recalled: not documents.
+_RECALLED_MARKERS = ("<recalled", "<memory")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,8 @@ def component_of(message: Mapping[str, Any]) -> str:
             return "summary"
         if content.startswith(_DOCUMENT_MARKERS):
             return "documents"
+        if content.startswith(_RECALLED_MARKERS):
+            return "recalled"
     if message.get("role") in ("system", "developer"):
         return "system"
     return "history"

@@ -20,6 +20,7 @@ from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
 from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
+from gateway.decision_tally import tally_decisions
 from gateway.memos import Memos
 from gateway.providersim.cache_models import cache_model_for, default_kind, prompt_blocks
 from gateway.replay.transcripts import Conversation
@@ -139,10 +140,12 @@ def run_whatif(
             original_blocks = prompt_blocks(counter, ctx.messages, ctx.tools)
             original_accounted = baseline.account(original_blocks)
             decisions = [d.to_dict() for d in assembly.decisions]
+            # As the live gateway counts them (decision_tally): what a revert undid saved nothing and
+            # compacted nothing, so a reverted turn is no compaction here either.
+            tally = tally_decisions(decisions)
             saved: Counter[str] = Counter()
-            for d in decisions:
-                if d["tokens_before"] or d["tokens_after"]:
-                    saved[d["pass"]] += d["tokens_before"] - d["tokens_after"]
+            for name in {*tally.tokens_saved, *tally.tokens_added}:
+                saved[name] = tally.tokens_saved[name] - tally.tokens_added[name]
             sent = sum(len(b) for b in blocks.blocks)
             original = sum(len(b) for b in original_blocks.blocks)
             result.turns.append(
@@ -159,8 +162,8 @@ def run_whatif(
                         ln.component: ln.tokens for ln in budget_report(sent_ctx).lines if ln.component != "reserve"
                     },
                     saved_by_pass=dict(saved),
-                    compactions=_count(decisions, "compact_history", "compacted"),
-                    tool_set_changes=_changes(decisions),
+                    compactions=tally.compactions,
+                    tool_set_changes=_changes(decisions) if not tally.reverted else 0,
                     lint_findings=_count(decisions, "lint_context", "finding"),
                     reverted=assembly.reverted,
                 )

@@ -68,13 +68,15 @@ def run_logs(
     since: str | None,
     limit: int,
     as_json: bool,
+    caller: str | None = None,
+    request: str | None = None,
 ) -> None:
     try:
         since_ts = None if since is None else parse_since(since)
     except ValueError as exc:
         raise StoreError(str(exc)) from exc
     with reading(settings) as engine:
-        rows = list_requests(engine, session=session, since=since_ts, limit=limit)
+        rows = list_requests(engine, session=session, since=since_ts, limit=limit, caller=caller, request=request)
     if as_json:
         console.out(orjson.dumps([r.to_dict() for r in rows], option=orjson.OPT_INDENT_2).decode(), highlight=False)
         return

@@ -12,10 +12,12 @@ unified diff of a readable rendering.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -24,44 +26,78 @@ from sqlalchemy import Engine, select
 
 from gateway.cli_output import plain, printable
 from gateway.store.compaction_lines import compaction_lines
+from gateway.store.figures import Figures, of_summary
 from gateway.store.logs_table import format_time
 from gateway.store.models import Request
 from gateway.store.queries import StoredRequest
 from gateway.tokens import content_text
 
-ZONES = ("static prefix", "compacted summary", "recent history", "dynamic tail")
+ZONES = ("static prefix", "compacted summary", "recalled", "recent history", "dynamic tail")
 PREVIEW_CHARS = 400
 
 
+def zone_of(i: int, message: Mapping[str, Any], prefix_end: int, tail_start: int) -> str:
+    """The zone of message ``i``: the leading system messages, a summary (wherever it was placed),
+    recalled passages, the dynamic tail (the newest client message, the query, and what follows it:
+    the reminder), and the recent history between them."""
+    text = content_text(message.get("content"))[0].lstrip()
+    if i < prefix_end:
+        return "static prefix"
+    if text.startswith("<summary"):
+        return "compacted summary"
+    if text.startswith(("<recalled", "<memory")):
+        return "recalled"
+    if i >= tail_start:
+        return "dynamic tail"
+    return "recent history"
+
+
+def zone_runs(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[tuple[int, Mapping[str, Any]]]]]:
+    """The messages as runs of one zone each, in the order they were sent (a summary placed after the
+    task is drawn after it; the model read it there).
+
+    >>> runs = zone_runs([{"role": "system", "content": "s"}, {"role": "user", "content": "task"},
+    ...                   {"role": "user", "content": "<summary>x</summary>"}, {"role": "assistant", "content": "a"},
+    ...                   {"role": "tool", "tool_call_id": "1", "content": "r"},
+    ...                   {"role": "user", "content": "<reminder>r</reminder>"}])
+    >>> [(zone[:7], [i for i, _ in items]) for zone, items in runs]
+    [('static ', [0]), ('recent ', [1]), ('compact', [2]), ('recent ', [3]), ('dynamic', [4, 5])]
+    """
+    prefix_end = 0
+    while prefix_end < len(messages) and messages[prefix_end].get("role") in ("system", "developer"):
+        prefix_end += 1
+    client = [i for i, m in enumerate(messages) if m.get("role") in ("user", "tool") and not _is_gateway_text(m)]
+    tail_start = client[-1] if client else len(messages)  # the query: the newest client message
+    runs: list[tuple[str, list[tuple[int, Mapping[str, Any]]]]] = []
+    for i, message in enumerate(messages):
+        zone = zone_of(i, message, prefix_end, tail_start)
+        if runs and runs[-1][0] == zone:
+            runs[-1][1].append((i, message))
+        else:
+            runs.append((zone, [(i, message)]))
+    return runs
+
+
 def zones(messages: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
-    """Split messages (with their index) into the four zones, in order.
+    """Messages (with their index) by zone.
 
     >>> z = zones([{"role": "system", "content": "s"}, {"role": "user", "content": "<summary>x</summary>"},
     ...            {"role": "user", "content": "q"}, {"role": "user", "content": "<reminder>r</reminder>"}])
     >>> {k: [i for i, _ in v] for k, v in z.items()}
-    {'static prefix': [0], 'compacted summary': [1], 'recent history': [2], 'dynamic tail': [3]}
+    {'static prefix': [0], 'compacted summary': [1], 'recalled': [], 'recent history': [], 'dynamic tail': [2, 3]}
     """
     out: dict[str, list[tuple[int, Mapping[str, Any]]]] = {zone: [] for zone in ZONES}
-    prefix_end = 0
-    while prefix_end < len(messages) and messages[prefix_end].get("role") in ("system", "developer"):
-        prefix_end += 1
-    user_turns = [i for i, m in enumerate(messages) if m.get("role") == "user" and not _is_gateway_text(m)]
-    tail_start = user_turns[-1] + 1 if user_turns else len(messages)
-    for i, message in enumerate(messages):
-        if i < prefix_end:
-            zone = "static prefix"
-        elif i >= tail_start:
-            zone = "dynamic tail"
-        elif content_text(message.get("content"))[0].lstrip().startswith("<summary"):
-            zone = "compacted summary"
-        else:
-            zone = "recent history"
-        out[zone].append((i, message))
+    for zone, items in zone_runs(messages):
+        out[zone].extend(items)
     return out
 
 
 def _is_gateway_text(message: Mapping[str, Any]) -> bool:
-    return content_text(message.get("content"))[0].lstrip().startswith(("<reminder>", "<summary"))
+    return (
+        content_text(message.get("content"))[0]
+        .lstrip()
+        .startswith(("<reminder>", "<summary", "<recalled", "<memory", "<documents"))
+    )
 
 
 def _images(content: Any) -> list[str]:
@@ -113,17 +149,158 @@ def tool_difference(stored: StoredRequest) -> list[str]:
         return []
     kept = [n for n in original if n in set(sent)]
     lines = [f"tools: {len(original)} offered, {len(sent)} sent, {len(kept)} kept"]
+    steps = of_summary(stored.summary, stored.decisions, stored.budget).steps
+    if len(steps) > 1:
+        served = [st.called for st in steps if st.called]
+        lines[0] += (
+            f" (on the last of {len(steps)} upstream calls: the model called {', '.join(dict.fromkeys(served))} "
+            f"{len(served)} time(s), answered by the gateway)"
+        )
     lines += [f"-tool {n}" for n in original if n not in set(sent)]
     lines += [f"+tool {n}" for n in sent if n not in set(original)]
     return lines
 
 
-def diff_lines(stored: StoredRequest) -> list[str]:
-    """The tools' set difference, then a unified diff of the messages as rendered."""
-    messages = difflib.unified_diff(
-        render_body(stored.original), render_body(stored.assembled), "original", "assembled", lineterm=""
+@dataclass(frozen=True, slots=True)
+class DiffEntry:
+    """One line of the diff by message identity, and the messages it stands for (full text one click away)."""
+
+    kind: str  # kept, added, removed, replaced, summarised, cleared
+    text: str
+    removed: tuple[tuple[int, Mapping[str, Any]], ...] = ()
+    added: tuple[tuple[int, Mapping[str, Any]], ...] = ()
+
+
+def _identity(message: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(message, option=orjson.OPT_SORT_KEYS, default=str)
+
+
+def _span(i: int, j: int) -> str:
+    return f"#{i}" if j - i == 1 else f"#{i}-{j - 1}"
+
+
+def _signed(sign: str, i: int, message: Mapping[str, Any], limit: int | None) -> list[str]:
+    return [f"{sign}{i:>3} {line}" for line in render_message(message, limit=limit).splitlines()]
+
+
+def identity_diff(
+    original: Sequence[Mapping[str, Any]], assembled: Sequence[Mapping[str, Any]], *, limit: int | None = None
+) -> list[DiffEntry]:
+    """Original against assembled by message identity: a message forwarded unchanged is kept
+    wherever it moved (a summary shifts every index after it), a range the gateway replaced is one
+    line naming what replaced it, and runs of unchanged messages and of cleared tool results are
+    folded to one line each. ``limit`` cuts each rendered message's text (the page links the full text).
+    """
+    a = [_identity(m) for m in original]
+    b = [_identity(m) for m in assembled]
+    entries: list[DiffEntry] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        gone = tuple((i, original[i]) for i in range(i1, i2))
+        new = tuple((j, assembled[j]) for j in range(j1, j2))
+        if tag == "equal":
+            moved = f", now #{j1}" + (f"-{j2 - 1}" if j2 - j1 > 1 else "") if i1 != j1 else ""
+            entries.append(DiffEntry("kept", f"= {_span(i1, i2)} kept as sent ({i2 - i1} messages{moved})"))
+        elif tag == "insert":
+            entries += [DiffEntry("added", line, added=((j, m),)) for j, m in new for line in _signed("+", j, m, limit)]
+        elif tag == "delete":
+            entries.append(DiffEntry("removed", f"- {_span(i1, i2)} removed ({i2 - i1} messages)", removed=gone))
+        elif _all_tool_results(gone, new):
+            for (i, _), (j, n) in zip(gone, new, strict=True):
+                text = f"~ #{i} tool result cleared: {render_message(n, limit=120)}"
+                entries.append(DiffEntry("cleared", text, removed=((i, original[i]),), added=((j, n),)))
+        elif tag == "replace" and _edited_in_place(gone, new):  # one message edited (a value moved out)
+            (i, m), (j, n) = gone[0], new[0]
+            entries += [DiffEntry("replaced", x, removed=((i, m),)) for x in _signed("-", i, m, limit)]
+            entries += [DiffEntry("replaced", x, added=((j, n),)) for x in _signed("+", j, n, limit)]
+            rest = identity_diff(original[i1 + 1 : i2], assembled[j1 + 1 : j2], limit=limit)
+            entries += [_shifted(e, i1 + 1, j1 + 1) for e in rest]
+        elif any(_is_gateway_text(m) for _, m in new) and len(gone) > 1:
+            entries.append(
+                DiffEntry("summarised", f"- {_span(i1, i2)} summarised ({i2 - i1} messages) into:", removed=gone)
+            )
+            entries += [DiffEntry("added", line, added=((j, m),)) for j, m in new for line in _signed("+", j, m, limit)]
+        else:
+            entries += [
+                DiffEntry("removed", ln, removed=((i, m),)) for i, m in gone for ln in _signed("-", i, m, limit)
+            ]
+            entries += [DiffEntry("added", ln, added=((j, m),)) for j, m in new for ln in _signed("+", j, m, limit)]
+    return _fold_clearing(entries)
+
+
+def _edited_in_place(
+    gone: Sequence[tuple[int, Mapping[str, Any]]], new: Sequence[tuple[int, Mapping[str, Any]]]
+) -> bool:
+    """The first message of a replaced range is the client's, edited (same role, not a gateway block),
+    and more follows: it is diffed on its own, the rest of the range after it."""
+    if len(gone) + len(new) <= 2:
+        return len(gone) == len(new) == 1 and gone[0][1].get("role") == new[0][1].get("role")
+    first, second = gone[0][1], new[0][1]
+    return first.get("role") == second.get("role") and not _is_gateway_text(second) and not _is_gateway_text(first)
+
+
+def _shifted(entry: DiffEntry, di: int, dj: int) -> DiffEntry:
+    """An entry of a sub-range's diff with its positions in the whole lists."""
+
+    def renumber(text: str) -> str:
+        if text[:1] in "+-" and text[1:4].strip().isdigit():
+            base = dj if text[0] == "+" else di
+            return f"{text[0]}{int(text[1:4]) + base:>3}{text[4:]}"
+        text = re.sub(r"now #(\d+)(?:-(\d+))?", lambda m: _moved(m, dj), text)
+        return re.sub(r"#(\d+)(?:-(\d+))?", lambda m: _moved(m, di, ""), text, count=1)
+
+    return DiffEntry(
+        entry.kind,
+        renumber(entry.text),
+        tuple((i + di, m) for i, m in entry.removed),
+        tuple((j + dj, m) for j, m in entry.added),
     )
-    return [*tool_difference(stored), *messages]
+
+
+def _moved(match: re.Match[str], by: int, prefix: str = "now ") -> str:
+    start, end = match.group(1), match.group(2)
+    return f"{prefix}#{int(start) + by}" + (f"-{int(end) + by}" if end else "")
+
+
+def _all_tool_results(
+    gone: Sequence[tuple[int, Mapping[str, Any]]], new: Sequence[tuple[int, Mapping[str, Any]]]
+) -> bool:
+    """Each of ``gone`` is a tool result replaced, one for one, by a tool result (a cleared stub)."""
+    if len(gone) != len(new):
+        return False
+    return all(m.get("role") == "tool" == n.get("role") for (_, m), (_, n) in zip(gone, new, strict=True))
+
+
+def _fold_clearing(entries: list[DiffEntry]) -> list[DiffEntry]:
+    """Runs of cleared tool results (with the kept calls between them) become one line."""
+    out: list[DiffEntry] = []
+    k = 0
+    while k < len(entries):
+        end = k  # a run starts at a cleared result
+        while entries[k].kind == "cleared" and end < len(entries) and entries[end].kind in ("cleared", "kept"):
+            end += 1
+        while end > k and entries[end - 1].kind == "kept":
+            end -= 1
+        run = entries[k:end]
+        cleared = [e for e in run if e.kind == "cleared"]
+        if len(cleared) >= 2:
+            first, last = cleared[0].removed[0][0], cleared[-1].removed[0][0]
+            removed = tuple(r for e in cleared for r in e.removed)
+            added = tuple(r for e in cleared for r in e.added)
+            text = f"~ #{first}-{last}: {len(cleared)} tool results cleared (the calls between them kept)"
+            out.append(DiffEntry("cleared", text, removed, added))
+            k = end
+            continue
+        out.append(entries[k])
+        k += 1
+    return out
+
+
+def diff_lines(stored: StoredRequest) -> list[str]:
+    """The tools' set difference, then the messages' diff by identity, one line per entry."""
+    entries = identity_diff(stored.original.get("messages") or (), stored.assembled.get("messages") or ())
+    if all(e.kind == "kept" for e in entries):
+        entries = []
+    return [*tool_difference(stored), *(e.text for e in entries)]
 
 
 def styled_diff(lines: Sequence[str]) -> Text:
@@ -136,6 +313,8 @@ def styled_diff(lines: Sequence[str]) -> Text:
             style = "cyan"
         elif line.startswith("+"):
             style = "green"
+        elif line.startswith("~"):
+            style = "yellow"
         elif line.startswith("-"):
             style = "red"
         else:
@@ -174,11 +353,13 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
     head = Text.assemble(
         (printable(s.request_id), "bold"),
         printable(f"  session {s.session_id}  turn {s.turn}  {format_time(s.created_at)} UTC\n"),
-        printable(f"model {s.model} ({s.provider})  status {s.status}  stream {s.stream}"),
+        printable(f"door {s.route}  caller {s.caller}  model {s.model} ({s.provider})  status {s.status}"),
+        printable(f"  stream {s.stream}"),
         printable(f"  replay of {s.replay_of}" if s.replay_of else ""),
         (printable(f"\nerror: {s.error}"), "red") if s.error else "",
     )
     console.print(head)  # every value here is data a client or a provider wrote: Text, not markup
+    console.print(figures_text(of_summary(s, stored.decisions, stored.budget)))
     if diff:
         lines = diff_lines(stored)
         console.print(styled_diff(lines) if lines else "original and assembled are identical", end="")
@@ -187,7 +368,7 @@ def print_inspect(stored: StoredRequest, console: Console, *, diff: bool = False
     compaction = compaction_lines(stored.decisions)
     if compaction:
         console.print(Panel(plain("\n".join(line for _, line in compaction)), title="compaction", title_align="left"))
-    console.print(_decisions_table(stored.decisions))
+    console.print(_decisions_table(stored.decisions, of_summary(s, stored.decisions, stored.budget)))
     console.print(_budget_table(stored))
     console.print(_usage_table(stored))
     answer = stored.response_text or ""
@@ -210,11 +391,18 @@ def budget_rows(stored: StoredRequest) -> list[BudgetRow]:
     is not a reason to "enable compact_history", which is on; the suggestion says so.
     """
     components = (stored.budget or {}).get("components") or {}
-    compacted = any(d.get("pass") == "compact_history" for d in stored.decisions)
+    figures = of_summary(stored.summary, stored.decisions, stored.budget)
+    gone = figures.undone
+    compacted = any(
+        d.get("pass") == "compact_history" and d.get("action") in ("compacted", "checkpoint_reused") and i not in gone
+        for i, d in enumerate(stored.decisions)
+    )
     out = []
     for name, line in components.items():
         suggestion = str(line.get("suggestion") or "")
-        if name == "history" and compacted and suggestion:
+        if figures.reverted is not None and suggestion:
+            suggestion = f"the plan was reverted, so this is the client's request as sent: {suggestion}"
+        elif name == "history" and compacted and suggestion:
             suggestion = "history is compacted already: lower compaction.threshold or keep_recent_turns"
         out.append(BudgetRow(name, int(line.get("tokens") or 0), float(line.get("share_of_window") or 0), suggestion))
     return out
@@ -244,14 +432,39 @@ def _print_zones(body: Mapping[str, Any], console: Console) -> None:
         console.print(Panel(Group(*parts), title=f"{zone} ({len(split[zone])} messages)", title_align="left"))
 
 
-def _decisions_table(decisions: Sequence[Mapping[str, Any]]) -> Table:
+def figures_text(f: Figures) -> Text:
+    """The request's figures and its banners: refused, reverted (with the reason), over the window,
+    the saving (negative shown as more sent), and each upstream call of a served-tool loop."""
+    out = Text()
+    if f.refused:
+        out.append("REFUSED before forwarding: nothing was sent upstream\n", style="bold red")
+        return out
+    if f.reverted is not None:
+        out.append(printable(f"REVERTED: what the passes decided did not go out. {f.reverted}") + "\n", "bold red")
+    if f.over_window is not None:
+        prompt, window = f.over_window
+        out.append(f"OVER THE WINDOW: {prompt:,} prompt tokens went out for a {window:,}-token window\n", "bold red")
+    style = "" if f.saved >= 0 else "yellow"
+    out.append(f"prompt tokens: {f.tokens_original:,} sent by the client -> {f.tokens_forwarded:,} forwarded, ")
+    out.append(f.saved_text() + "\n", style)
+    for st in f.steps:
+        what = f"called {st.called} (answered by the gateway)" if st.called else "answered"
+        out.append(
+            f"  call {st.call}: {st.prompt_tokens:,} prompt tokens sent, billed {st.billed_prompt:,} prompt "
+            f"({st.billed_cached:,} cached) + {st.billed_completion:,} completion; the model {what}\n"
+        )
+    return out
+
+
+def _decisions_table(decisions: Sequence[Mapping[str, Any]], f: Figures | None = None) -> Table:
     table = Table(title=f"decisions ({len(decisions)})", title_justify="left")
     for column in ("pass", "action", "tokens before -> after", "reason"):
         table.add_column(column)
-    for d in decisions:
+    gone = f.undone if f is not None else frozenset()
+    for i, d in enumerate(decisions):
         table.add_row(
             plain(d.get("pass")),
-            plain(d.get("action")),
+            plain(d.get("action")) + (" (undone)" if i in gone else ""),
             f"{d.get('tokens_before', 0)} -> {d.get('tokens_after', 0)}",
             plain(d.get("reason", "")),
         )
@@ -262,7 +475,8 @@ def _usage_table(stored: StoredRequest) -> Table:
     s = stored.summary
     table = Table(title="usage and latency", title_justify="left")
     rows = [
-        ("prompt tokens (original -> assembled)", f"{s.tokens_original} -> {s.tokens_assembled}"),
+        ("prompt tokens (original -> forwarded, every call)", f"{s.tokens_original} -> {s.tokens_assembled}"),
+        ("upstream calls", str(s.upstream_calls)),
         ("prompt tokens billed", str(s.prompt_tokens)),
         ("cached tokens", str(s.cached_tokens)),
         ("cache write tokens", str(s.cache_write_tokens)),

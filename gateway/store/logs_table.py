@@ -48,33 +48,65 @@ ERROR_CHARS = 80
 
 
 def logs_table(rows: Sequence[RequestSummary]) -> Table:
-    """One line per request: time, session, turn, model, tokens original -> assembled, cached, status, error."""
+    """One line per request: time, door, session, turn, model, tokens original -> forwarded, billed, status, flags."""
     table = Table(title=f"{len(rows)} requests (newest first)", title_justify="left")
     table.add_column("time (UTC)", no_wrap=True)
     table.add_column("request", no_wrap=True)
+    table.add_column("door", no_wrap=True)
+    table.add_column("caller", no_wrap=True)
     table.add_column("session", no_wrap=True)
     table.add_column("turn", justify="right", no_wrap=True)
     table.add_column("model")
-    table.add_column("tokens orig -> asm", justify="right", no_wrap=True)
+    table.add_column("tokens orig -> sent", justify="right", no_wrap=True)
+    table.add_column("billed prompt", justify="right")
     table.add_column("cached", justify="right")
     table.add_column("status", justify="right")
     table.add_column("ms", justify="right")
-    table.add_column("error", overflow="fold")
+    table.add_column("notes / error", overflow="fold")
     for row in rows:
         status = str(row.status) if row.status < 400 else f"[red]{row.status}[/red]"
+        notes = row_flags(row)
         table.add_row(
             format_time(row.created_at),
             plain(row.request_id),
+            plain(row.route),
+            plain(row.caller),
             plain(row.session_id),  # a client-chosen name: never markup, never terminal escapes
             str(row.turn),
             plain(row.model),
-            f"{row.tokens_original} -> {row.tokens_assembled}",
+            "-" if row.refused else f"{row.tokens_original} -> {row.tokens_assembled}",
+            str(row.prompt_tokens),
             str(row.cached_tokens),
             status,
             f"{row.total_ms:.0f}",
-            Text(printable(_short(row.error)), style="red") if row.error else "",
+            Text(printable(" · ".join([*notes, *([_short(row.error)] if row.error else [])])), style="red")
+            if row.error
+            else ", ".join(notes),
         )
     return table
+
+
+def row_flags(row: RequestSummary) -> list[str]:
+    """What a reader must know about a row before its numbers: refused, reverted, several calls."""
+    out = []
+    if row.refused:
+        out.append("refused")
+    if row.reverted:
+        out.append("reverted")
+    if row.upstream_calls > 1:
+        out.append(f"{row.upstream_calls} upstream calls")
+    return out
+
+
+def totals_line(rows: Sequence[RequestSummary]) -> str:
+    """The billed usage of the listed requests, summed (what the provider charged for them)."""
+    prompt = sum(r.prompt_tokens for r in rows)
+    cached = sum(r.cached_tokens for r in rows)
+    completion = sum(r.completion_tokens for r in rows)
+    return (
+        f"billed over {len(rows)} requests: prompt {prompt:,} (cached {cached:,}), completion {completion:,}; "
+        f"forwarded {sum(r.tokens_assembled for r in rows):,} of {sum(r.tokens_original for r in rows):,} sent"
+    )
 
 
 def _short(error: str) -> str:
@@ -87,3 +119,4 @@ def print_logs(rows: Sequence[RequestSummary], console: Console) -> None:
         console.print("no requests recorded (yet)")
         return
     console.print(logs_table(rows))
+    console.print(totals_line(rows), highlight=False)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Float, Index, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import false as sa_false
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -99,6 +100,11 @@ class Request(Base):
     ttfb_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     total_ms: Mapped[float] = mapped_column(Float, default=0.0)
     budget: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    # Revision 0006: the front door, and figures derived once from the decisions as they went out
+    route: Mapped[str] = mapped_column(String(16), default="chat", server_default="chat")
+    compactions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # not undone ones
+    reverted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    upstream_calls: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
 
 class SessionStateRow(Base):

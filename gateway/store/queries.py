@@ -29,6 +29,7 @@ class SessionSummary:
     tokens_original: int
     tokens_assembled: int
     cached_tokens: int
+    caller: str = ""  # a session is a caller's: two callers sending one session id have two
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,15 @@ class RequestSummary:
     total_ms: float
     replay_of: str | None
     caller: str
+    route: str = "chat"
+    compactions: int = 0  # compactions that went out (a reverted turn has none)
+    reverted: bool = False  # the assembly was undone
+    upstream_calls: int = 1  # every call a served-tool loop made (0: refused before forwarding)
+
+    @property
+    def refused(self) -> bool:
+        """Refused by the gateway before anything was forwarded (auth, rate limit, bad input...)."""
+        return self.upstream_calls == 0 and self.status >= 400
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,21 +117,33 @@ def list_sessions(engine: Engine, *, limit: int = DEFAULT_LIMIT, since: float | 
         func.sum(Request.tokens_original),
         func.sum(Request.tokens_assembled),
         func.sum(Request.cached_tokens),
-    ).group_by(Request.session_id)
+        Request.caller,
+    ).group_by(Request.caller, Request.session_id)
     if since is not None:
         query = query.where(Request.created_at >= since)
     with engine.connect() as conn:
         rows = conn.execute(query.order_by(last.desc()).limit(limit)).all()
-    return [SessionSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0), int(r[6] or 0)) for r in rows]
+    return [SessionSummary(r[0], r[1], r[2], r[3], int(r[4] or 0), int(r[5] or 0), int(r[6] or 0), r[7]) for r in rows]
 
 
 def list_requests(
-    engine: Engine, *, session: str | None = None, since: float | None = None, limit: int = DEFAULT_LIMIT
+    engine: Engine,
+    *,
+    session: str | None = None,
+    since: float | None = None,
+    limit: int = DEFAULT_LIMIT,
+    caller: str | None = None,
+    request: str | None = None,
 ) -> list[RequestSummary]:
-    """Requests, newest first, optionally of one session and not older than ``since`` (unix s)."""
+    """Requests, newest first, optionally of one session (of one ``caller``), not older than ``since``
+    (unix s), or the one whose id starts with ``request`` (a refusal's id finds its record too)."""
     query = select(Request.__table__)
     if session is not None:
         query = query.where(Request.session_id == session)
+    if caller is not None:
+        query = query.where(Request.caller == caller)
+    if request is not None:
+        query = query.where(Request.__table__.c.request_id.startswith(request, autoescape=True))
     if since is not None:
         query = query.where(Request.created_at >= since)
     query = query.order_by(Request.created_at.desc(), Request.request_id).limit(limit)

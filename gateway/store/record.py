@@ -12,6 +12,10 @@ from typing import Any, Protocol
 
 from gateway.upstream.usage import Usage
 
+#: The front doors a request can come through, as stored in ``requests.route``; ``refused`` bodies
+#: carry the door they were refused at too.
+ROUTES = ("chat", "responses", "messages")
+
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
@@ -46,6 +50,7 @@ class RequestRecord:
     predicted_cached_tokens: int = 0  # the gateway's own cache prediction (assembly/prefix.py)
     prefix_break: str | None = None  # component that broke the session's previous prefix, if any
     component_tokens: dict[str, int] = field(default_factory=dict)  # assembled prompt tokens by component
+    route: str = "chat"  # the front door the client used: chat, responses or messages (``ROUTES``)
     # Transient, never stored: the two bodies as the JSON bytes the gateway already had (the
     # client's request, the body sent upstream). The store's writer process parses these
     # instead of receiving the dicts pickled, which would cost the request path's GIL time.
@@ -74,6 +79,7 @@ class Forwarded:
     prefix_break: str | None = None
     component_tokens: dict[str, int] = field(default_factory=dict)
     replay_of: str | None = None  # the recorded request this one sends again (``ventana replay send``)
+    route: str = "chat"
     original_json: bytes | None = field(default=None, repr=False)
     assembled_json: bytes | None = field(default=None, repr=False)
 
@@ -118,6 +124,35 @@ class Outcome:
     total_ms: float = 0.0
 
 
+def refusal_record(
+    request_id: str,
+    *,
+    caller: str,
+    route: str,
+    status: int,
+    reason: str,
+    created_at: float,
+    session_id: str = "",
+    model: str = "",
+) -> RequestRecord:
+    """The record of a request the gateway refused before forwarding (auth, rate limit, bad input,
+    body too large, unknown model): who, at which door, the status and the reason, and no body, so
+    a client holding the request id finds it in ``ventana logs`` and ``/ui``."""
+    return RequestRecord(
+        request_id=request_id,
+        session_id=session_id,
+        created_at=created_at,
+        model=model,
+        provider="",
+        caller=caller,
+        original={},
+        assembled={},
+        status=status,
+        error=reason,
+        route=route,
+    )
+
+
 def request_record(sent: Forwarded, counts: Counts, answer: Answer, outcome: Outcome) -> RequestRecord:
     """The record of one request, combined from what each step returned."""
     return RequestRecord(
@@ -149,6 +184,7 @@ def request_record(sent: Forwarded, counts: Counts, answer: Answer, outcome: Out
         predicted_cached_tokens=sent.predicted_cached_tokens,
         prefix_break=sent.prefix_break,
         component_tokens=sent.component_tokens,
+        route=sent.route,
         original_json=sent.original_json,
         assembled_json=sent.assembled_json,
     )

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from gateway.decision_tally import tally_decisions
 from gateway.history_fold import CHUNK_LIMIT, chunks
 from gateway.object_memo import ObjectMemo
 from gateway.store.content import ROOT, canonical_json, content_hash, node_hash
@@ -223,6 +224,7 @@ def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, 
     a_head, a_count = batch.messages(a_msgs, now)
     answer = answer_message(record)
     usage = record.usage
+    tally = tally_decisions(record.decisions)
     return {
         "request_id": record.request_id,
         "session_id": record.session_id,
@@ -259,6 +261,10 @@ def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, 
         "ttfb_ms": record.ttfb_ms,
         "total_ms": record.total_ms,
         "budget": record.budget,
+        "route": record.route,
+        "compactions": tally.compactions,
+        "reverted": bool(tally.reverted),
+        "upstream_calls": max(tally.upstream_calls, 1) if record.assembled else 0,
     }
 
 

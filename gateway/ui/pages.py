@@ -9,8 +9,10 @@ so that the login form itself is the only page reachable without a key).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +25,26 @@ from starlette.responses import HTMLResponse
 
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
-from gateway.store.inspect_request import budget_rows, diff_lines, zones
+from gateway.store.figures import of_summary
+from gateway.store.inspect_request import budget_rows, identity_diff, render_message, tool_difference, zone_runs
 from gateway.store.queries import StoredRequest, get_request
 from gateway.tokens import TokenCounter, counter_for, encoding_for_model
 from gateway.ui.login import require_ui_admin
-from gateway.ui.queries import TurnRow, callers_seen, list_session_rows, models_seen, neighbours, session_turns
-from gateway.ui.request_view import changes, chat_message, outcome, tool_names
+from gateway.ui.queries import (
+    TurnRow,
+    callers_seen,
+    list_session_rows,
+    models_seen,
+    neighbours,
+    requests_by_id,
+    session_turns,
+)
+from gateway.ui.request_view import changes, chat_message, cost_usd, outcome, tool_names
 from gateway.ui.session_view import SessionsForm, session_cost, turn_chart
 from gateway.upstream.model_info import ModelInfo
 
 #: In the order the context is laid out (the summary replaces the oldest history, so it comes first).
-BAR_COMPONENTS = ("system", "tools", "summary", "history", "documents", "query", "reminder")
+BAR_COMPONENTS = ("system", "tools", "summary", "history", "documents", "recalled", "query", "reminder")
 _TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -43,6 +54,24 @@ _TEMPLATES = Environment(
 _TEMPLATES.filters["t"] = lambda ts: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 _TEMPLATES.filters["n"] = lambda v: f"{int(v or 0):,}"
 _TEMPLATES.filters["pct"] = lambda v: f"{100 * float(v or 0):.0f}%"
+_TEMPLATES.filters["usd"] = lambda v: usd(v)
+
+
+def usd(value: float | None) -> str:
+    """A cost with enough digits to be non-zero: $0.0000 hid every cheap session's cost.
+
+    >>> usd(0.000012345), usd(0.5), usd(12.3456), usd(0.0), usd(None)
+    ('$0.00001234', '$0.5000', '$12.35', '$0', '–')
+    """
+    if value is None:
+        return "–"
+    if value == 0:
+        return "$0"
+    if abs(value) >= 10:
+        return f"${value:,.2f}"
+    if abs(value) >= 0.01:
+        return f"${value:.4f}"
+    return f"${value:.{max(4, 3 - math.floor(math.log10(abs(value))))}f}"
 
 
 def _page(name: str, *, status_code: int = 200, **values: Any) -> HTMLResponse:
@@ -60,18 +89,72 @@ def bar_segments(budget: dict[str, Any] | None, scale: float) -> list[tuple[str,
     return out
 
 
-def session_page(session_id: str, turns: Sequence[TurnRow]) -> dict[str, Any]:
-    """The session page's values: the chart, one bar per turn on a shared scale, the counts."""
+def session_page(
+    session_id: str, turns: Sequence[TurnRow], *, caller: str | None = None, info: ModelInfo | None = None
+) -> dict[str, Any]:
+    """The session page's values: the chart, one bar per turn on a shared scale, the counts, and
+    the totals billed (the sum of the turns' billed usage, as the list and ``ventana logs`` sum it)."""
     scale = max((t.prompt_tokens or t.tokens_assembled) for t in turns) or 1
+    totals = SessionTotals(
+        prompt_tokens=sum(t.prompt_tokens for t in turns),
+        cached_tokens=sum(t.cached_tokens for t in turns),
+        completion_tokens=sum(t.completion_tokens for t in turns),
+        tokens_original=sum(t.tokens_original for t in turns),
+        tokens_assembled=sum(t.tokens_assembled for t in turns),
+    )
     return {
         "session_id": session_id,
+        "caller": caller,
+        "totals": totals,
+        "cost": cost_usd(totals, info),
+        "reverted": sum(t.reverted for t in turns),
+        "served_calls": sum(max(t.upstream_calls - 1, 0) for t in turns),
         "rows": [(t, bar_segments(t.budget, scale), 100 * t.cached_tokens / scale) for t in turns],
         "chart": turn_chart(turns),
         "components": BAR_COMPONENTS,
         "first_compaction": next((t.turn for t in turns if t.compacted), None),
         "compactions": sum(t.compacted for t in turns),
-        "tool_changes": sum(t.tool_set_changed for t in turns),
+        "tool_changes": sum(t.tool_set_changes for t in turns),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTotals:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    tokens_original: int
+    tokens_assembled: int
+
+    @property
+    def saved(self) -> int:
+        return self.tokens_original - self.tokens_assembled
+
+
+def diff_entries(stored: StoredRequest) -> list[tuple[str, str, list[str]]]:
+    """(kind, line, full texts) per diff line: the tools' set difference, then the messages by
+    identity with each folded range's full text one click away."""
+    out: list[tuple[str, str, list[str]]] = [
+        ("del" if line.startswith("-") else "add" if line.startswith("+") else "ctx", line, [])
+        for line in tool_difference(stored)
+    ]
+    entries = identity_diff(
+        stored.original.get("messages") or (), stored.assembled.get("messages") or (), limit=DIFF_LINE_CHARS
+    )
+    if all(e.kind == "kept" for e in entries):
+        return out
+    for e in entries:
+        kind = {"kept": "ctx", "added": "add", "removed": "del", "summarised": "del", "cleared": "mod"}.get(e.kind)
+        if e.kind == "replaced":
+            kind = "add" if e.text.startswith("+") else "del"
+        folded = len(e.removed) > 1 or len(e.added) > 1 or e.kind == "cleared"
+        cut = any(len(render_message(m)) > DIFF_LINE_CHARS + 40 for _, m in (*e.removed, *e.added))
+        full = [f"#{i} {render_message(m)}" for i, m in (*e.removed, *e.added)] if folded or cut else []
+        out.append((kind or "ctx", e.text, full))
+    return out
+
+
+DIFF_LINE_CHARS = 300
 
 
 def request_page(
@@ -82,19 +165,18 @@ def request_page(
 ) -> dict[str, Any]:
     """The request page's values: the outcome and changes first, then the chat zone by zone."""
     messages = stored.assembled.get("messages") or []
-    zoned = [
-        (zone, [chat_message(i, m, counter.message(m)) for i, m in items]) for zone, items in zones(messages).items()
-    ]
+    zoned = [(zone, [chat_message(i, m, counter.message(m)) for i, m in items]) for zone, items in zone_runs(messages)]
     return {
         "stored": stored,
         "zones": zoned,
         "tools_tokens": counter.tools(stored.assembled.get("tools")),
         "tools_sent": tool_names(stored.assembled.get("tools")),
         "lint": [d for d in stored.decisions if d.get("pass") == "lint_context"],
-        "diff": diff_lines(stored),
+        "diff": diff_entries(stored),
         "usage": stored.summary,
         "outcome": outcome(stored, info),
         "changes": changes(stored),
+        "figures": of_summary(stored.summary, stored.decisions, stored.budget),
         "budget": budget_rows(stored),
         "prev_id": around[0],
         "next_id": around[1],
@@ -115,23 +197,41 @@ def ui_router(gw: Gateway) -> APIRouter:
         model = gw.settings.model(model_name)
         return gw.info(model) if model is not None else None
 
+    def prices() -> dict[str, tuple[float, float, float]]:
+        out = {}
+        for m in gw.settings.models:
+            info = gw.info(m)
+            out[m.name] = (info.input_cost_per_token, info.cache_read_cost_per_token, info.output_cost_per_token)
+        return out
+
     @router.get("")
     @router.get("/")
     async def _sessions(request: Request) -> HTMLResponse:
         form = SessionsForm.parse(request.query_params)
-        page = await asyncio.to_thread(
-            list_session_rows, engine(), form.filters(time.time()), offset=form.offset, limit=form.per_page
-        )
+
+        def read() -> Any:
+            filters = form.filters(time.time())
+            page = list_session_rows(engine(), filters, offset=form.offset, limit=form.per_page, prices=prices())
+            if not page.rows and page.total and form.offset >= page.total:  # past the end: the last page
+                last = form.within(page.total)
+                page = list_session_rows(engine(), filters, offset=last.offset, limit=last.per_page, prices=prices())
+                return last, page
+            return form, page
+
+        shown, page = await asyncio.to_thread(read)
+        hits = await asyncio.to_thread(requests_by_id, engine(), form.q) if form.q else []
         models, callers = await asyncio.to_thread(lambda: (models_seen(engine()), callers_seen(engine())))
-        costs = {r.session_id: session_cost(r, price(r.model)) for r in page.rows}
-        return _page("sessions.html", page=page, form=form, models=models, callers=callers, costs=costs)
+        costs = {(r.caller, r.session_id): session_cost(r, price(r.model)) for r in page.rows}
+        return _page("sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs, hits=hits)
 
     @router.get("/sessions/{session_id:path}")
-    async def _session(session_id: str) -> HTMLResponse:
-        turns = await asyncio.to_thread(session_turns, engine(), session_id)
+    async def _session(request: Request, session_id: str) -> HTMLResponse:
+        caller = request.query_params.get("caller") or None
+        turns = await asyncio.to_thread(session_turns, engine(), session_id, caller=caller)
         if not turns:
             return _missing("session", session_id)
-        return _page("session.html", **session_page(session_id, turns))
+        info = price(turns[-1].model)
+        return _page("session.html", **session_page(session_id, turns, caller=caller, info=info))
 
     @router.get("/requests/{request_id}")
     async def _request(request_id: str) -> HTMLResponse:
@@ -140,10 +240,16 @@ def ui_router(gw: Gateway) -> APIRouter:
             return _missing("request", request_id)
         model = gw.settings.model(stored.summary.model)
         counter = counter_for(model.tokenizer or encoding_for_model(model.litellm_model) if model else "o200k_base")
-        around = await asyncio.to_thread(neighbours, engine(), stored.summary.session_id, stored.summary.created_at)
+        s = stored.summary
+        around = await asyncio.to_thread(neighbours, engine(), s.session_id, s.created_at, s.caller)
         # Counting every message and diffing two bodies is milliseconds for a long agent turn: a thread.
         values = await asyncio.to_thread(request_page, stored, counter, price(stored.summary.model), around)
         return _page("request.html", **values)
+
+    @router.get("/{rest:path}")
+    async def _nothing(rest: str) -> HTMLResponse:
+        """Any other path under /ui: a page saying so, not the API's JSON 404."""
+        return _missing("page", "/ui/" + rest)
 
     return router
 

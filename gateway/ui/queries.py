@@ -8,12 +8,14 @@ thousands of sessions shows every one of them a page at a time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, Connection, Engine, Text, case, cast, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, case, func, or_, select
 
+from gateway.decision_tally import tally_decisions
 from gateway.store.models import Blob, MessageNode, Request
 
 PAGE_SIZE = 100
@@ -84,34 +86,41 @@ class TurnRow:
     cached_tokens: int
     budget: dict[str, Any] | None
     decisions: list[dict[str, Any]]
+    compactions: int = 0  # as stored: compactions that went out
+    reverted: bool = False
+    route: str = "chat"
+    upstream_calls: int = 1
+    completion_tokens: int = 0
+    model: str = ""
 
     def has(self, pass_name: str, action: str) -> bool:
         return any(d.get("pass") == pass_name and d.get("action") == action for d in self.decisions)
 
     @property
     def compacted(self) -> bool:
-        """This turn replaced a range by a summary (not: it resent a summary an earlier turn made)."""
-        return self.has("compact_history", "compacted")
+        """This turn replaced a range by a summary that went out (not: it resent a summary an earlier
+        turn made, nor a compaction its revert undid)."""
+        return self.compactions > 0
 
     @property
     def summary_reused(self) -> bool:
         return self.has("compact_history", "checkpoint_reused")
 
     @property
+    def tool_set_changes(self) -> int:
+        """Changes of the tool set this turn, counted as the metric counts them (``decision_tally``): a new
+        pruned set (the session's first is no change) and each set a served ``find_tools`` search grew."""
+        return tally_decisions(self.decisions).tool_set_changes
+
+    @property
     def tool_set_changed(self) -> bool:
-        """The tool set differs from the previous turn's (the session's first set is no change)."""
-        return any(
-            d.get("pass") == "prune_tools"
-            and d.get("action") == "tool_set_changed"
-            and not (d.get("detail") or {}).get("first")
-            for d in self.decisions
-        )
+        return self.tool_set_changes > 0
 
 
 _LAST = func.max(Request.created_at)
 _ERRORS = func.sum(case((Request.status >= 400, 1), else_=0))
 _SAVED = func.sum(Request.tokens_original) - func.sum(Request.tokens_assembled)
-_COMPACTIONS = func.sum(case((cast(Request.decisions, Text).like('%"compacted"%'), 1), else_=0))
+_COMPACTIONS = func.sum(Request.compactions)  # compactions that went out: a reverted turn stored 0
 SORTS: dict[str, ColumnElement[Any]] = {
     "last": _LAST,
     "first": func.min(Request.created_at),
@@ -121,6 +130,10 @@ SORTS: dict[str, ColumnElement[Any]] = {
     "prompt": func.sum(Request.prompt_tokens),
     "compactions": _COMPACTIONS,
     "errors": _ERRORS,
+    "cache": func.sum(Request.cached_tokens) * 1.0 / func.nullif(func.sum(Request.prompt_tokens), 0),
+    "model": func.max(Request.model),
+    "caller": func.max(Request.caller),
+    "completion": func.sum(Request.completion_tokens),
 }
 
 
@@ -128,7 +141,7 @@ def _grouped(filters: SessionFilter) -> Any:
     query: Any = select(  # Select of 13 columns; typed per column by SQLAlchemy 2.1
         Request.session_id,
         func.max(Request.model),
-        func.max(Request.caller),
+        Request.caller,
         func.min(Request.created_at),
         _LAST,
         func.count(),
@@ -139,12 +152,22 @@ def _grouped(filters: SessionFilter) -> Any:
         func.sum(Request.completion_tokens),
         _COMPACTIONS,
         _ERRORS,
-    ).group_by(Request.session_id)
+    ).group_by(Request.caller, Request.session_id)  # two callers' sessions of one name are two sessions
     if filters.search:
         pattern = f"%{filters.search}%"
-        # Sessions whose id or any request id matches, aggregated over all their requests.
+        # Sessions whose id, any request id or any message text matches, aggregated over all their requests.
+        by_text = (
+            select(MessageNode.hash)
+            .join(Blob, Blob.hash == MessageNode.message)
+            .where(Blob.kind.in_(("message", "answer")), Blob.content.like(pattern))
+        )
         matching = select(Request.session_id).where(
-            or_(Request.session_id.like(pattern), Request.request_id.like(pattern))
+            or_(
+                Request.session_id.like(pattern),
+                Request.request_id.like(pattern),
+                Request.original_head.in_(by_text),
+                Request.answer.in_(select(Blob.hash).where(Blob.kind == "answer", Blob.content.like(pattern))),
+            )
         )
         query = query.where(Request.session_id.in_(matching))
     if filters.model:
@@ -160,18 +183,41 @@ def _grouped(filters: SessionFilter) -> Any:
     return query
 
 
+def cost_expression(prices: Mapping[str, tuple[float, float, float]]) -> ColumnElement[Any] | None:
+    """A session's provider cost in SQL, from each model's (input, cache read, output) price per token."""
+    if not prices:
+        return None
+    uncached = Request.prompt_tokens - Request.cached_tokens
+    column: ColumnElement[str] = Request.__table__.c.model
+    whens: list[tuple[ColumnElement[bool], Any]] = [
+        (column == model, uncached * p_in + Request.cached_tokens * p_cache + Request.completion_tokens * out)
+        for model, (p_in, p_cache, out) in prices.items()
+    ]
+    per_request = case(*whens, else_=0.0)
+    return func.sum(per_request)
+
+
 def list_session_rows(
-    engine: Engine, filters: SessionFilter | None = None, *, offset: int = 0, limit: int = PAGE_SIZE
+    engine: Engine,
+    filters: SessionFilter | None = None,
+    *,
+    offset: int = 0,
+    limit: int = PAGE_SIZE,
+    prices: Mapping[str, tuple[float, float, float]] | None = None,
 ) -> SessionPage:
-    """One page of sessions matching ``filters``, sorted, with the total that match."""
+    """One page of sessions matching ``filters``, sorted, with the total that match.
+
+    A session is a (caller, session id) pair everywhere: two callers that send the same
+    ``X-Session-Id`` have two sessions. ``prices`` let the list sort by cost in SQL."""
+    cost = cost_expression(prices or {})
     filters = filters or SessionFilter()
     grouped = _grouped(filters)
-    key = SORTS.get(filters.sort, _LAST)
-    order = (key.desc() if filters.descending else key.asc(), Request.session_id)
+    key = cost if filters.sort == "cost" and cost is not None else SORTS.get(filters.sort, _LAST)
+    order = (key.desc() if filters.descending else key.asc(), Request.session_id, Request.caller)
     with engine.connect() as conn:
         total = int(conn.scalar(select(func.count()).select_from(grouped.subquery())) or 0)
         rows = conn.execute(grouped.order_by(*order).offset(max(offset, 0)).limit(limit)).all()
-        out = [_session_row(r, _preview(conn, r[0])) for r in rows]
+        out = [_session_row(r, _preview(conn, r[0], r[2])) for r in rows]
     return SessionPage(out, total, max(offset, 0))
 
 
@@ -180,11 +226,11 @@ def _session_row(r: Any, preview: str) -> SessionRow:
     return SessionRow(r[0], r[1], r[2], r[3], r[4], int(r[5]), n[0], n[1], n[2], n[3], n[4], n[5], n[6], preview)
 
 
-def _preview(conn: Connection, session_id: str) -> str:
+def _preview(conn: Connection, session_id: str, caller: str) -> str:
     """The start of the session's last user message: walk back from its newest request's last message."""
     node = conn.scalar(
         select(Request.original_head)
-        .where(Request.session_id == session_id)
+        .where(Request.session_id == session_id, Request.caller == caller)
         .order_by(Request.created_at.desc())
         .limit(1)
     )
@@ -219,7 +265,8 @@ def _text(content: Any) -> str:
     return ""
 
 
-def session_turns(engine: Engine, session_id: str, *, limit: int = 2000) -> list[TurnRow]:
+def session_turns(engine: Engine, session_id: str, *, limit: int = 2000, caller: str | None = None) -> list[TurnRow]:
+    """The turns of one session: of one caller when ``caller`` is given (a session is a caller's)."""
     columns = (
         Request.request_id,
         Request.turn,
@@ -231,11 +278,41 @@ def session_turns(engine: Engine, session_id: str, *, limit: int = 2000) -> list
         Request.cached_tokens,
         Request.budget,
         Request.decisions,
+        Request.compactions,
+        Request.reverted,
+        Request.route,
+        Request.upstream_calls,
+        Request.completion_tokens,
+        Request.model,
     )
-    query = select(*columns).where(Request.session_id == session_id).order_by(Request.created_at).limit(limit)
+    query = select(*columns).where(Request.session_id == session_id)
+    if caller is not None:
+        query = query.where(Request.caller == caller)
+    query = query.order_by(Request.created_at).limit(limit)
     with engine.connect() as conn:
         rows = conn.execute(query).all()
-    return [TurnRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], list(r[9] or ())) for r in rows]
+    return [_turn_row(r) for r in rows]
+
+
+def _turn_row(r: Any) -> TurnRow:
+    return TurnRow(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        list(r[9] or ()),
+        compactions=int(r[10] or 0),
+        reverted=bool(r[11]),
+        route=str(r[12]),
+        upstream_calls=int(r[13] or 0),
+        completion_tokens=int(r[14] or 0),
+        model=str(r[15]),
+    )
 
 
 def models_seen(engine: Engine) -> list[str]:
@@ -248,9 +325,13 @@ def callers_seen(engine: Engine) -> list[str]:
         return [r[0] for r in conn.execute(select(Request.caller).distinct().order_by(Request.caller))]
 
 
-def neighbours(engine: Engine, session_id: str, created_at: float) -> tuple[str | None, str | None]:
+def neighbours(
+    engine: Engine, session_id: str, created_at: float, caller: str | None = None
+) -> tuple[str | None, str | None]:
     """The request ids of the session's turn before and after the one made at ``created_at``."""
     same = Request.session_id == session_id
+    if caller is not None:
+        same = same & (Request.caller == caller)
     with engine.connect() as conn:
         prev_id = conn.scalar(
             select(Request.request_id)
@@ -265,3 +346,27 @@ def neighbours(engine: Engine, session_id: str, created_at: float) -> tuple[str 
             .limit(1)
         )
     return prev_id, next_id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHit:
+    request_id: str
+    session_id: str
+    caller: str
+    route: str
+    status: int
+    error: str | None
+
+
+def requests_by_id(engine: Engine, prefix: str, *, limit: int = 5) -> list[RequestHit]:
+    """Requests whose id starts with ``prefix``: a client holding a request id (a refusal's too) finds it."""
+    if len(prefix) < 6:  # "req-" alone would match every request
+        return []
+    query = (
+        select(Request.request_id, Request.session_id, Request.caller, Request.route, Request.status, Request.error)
+        .where(Request.__table__.c.request_id.startswith(prefix, autoescape=True))
+        .order_by(Request.request_id)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [RequestHit(*r) for r in conn.execute(query).all()]

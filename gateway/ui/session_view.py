@@ -39,10 +39,12 @@ class SessionsForm:
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> SessionsForm:
         def number(key: str, default: int, top: int) -> int:
+            """A positive whole number up to ``top``; anything else (0, -5, "x") is the default."""
             try:
-                return min(max(int(query.get(key, default)), 1), top)
+                value = int(query.get(key, default))
             except ValueError:
                 return default
+            return min(value, top) if value >= 1 else default
 
         return cls(
             q=query.get("q", "").strip(),
@@ -50,7 +52,7 @@ class SessionsForm:
             caller=query.get("caller", ""),
             status=query.get("status", "") if query.get("status") in ("errors", "ok") else "",
             range=query.get("range", "all") if query.get("range") in RANGES else "all",
-            sort=query.get("sort", "last") if query.get("sort") in SORTS else "last",
+            sort=query.get("sort", "last") if query.get("sort") in (*SORTS, "cost") else "last",
             dir="asc" if query.get("dir") == "asc" else "desc",
             page=number("page", 1, 1_000_000),
             per_page=number("per", PAGE_SIZE, PER_PAGE_MAX),
@@ -100,6 +102,10 @@ class SessionsForm:
 
     def pages(self, total: int) -> int:
         return max((total + self.per_page - 1) // self.per_page, 1)
+
+    def within(self, total: int) -> SessionsForm:
+        """This form with its page inside the list (``?page=999`` of 3 pages shows page 3)."""
+        return replace(self, page=min(self.page, self.pages(total)))
 
 
 def session_cost(row: SessionRow, info: ModelInfo | None) -> float | None:

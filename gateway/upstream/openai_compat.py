@@ -44,6 +44,10 @@ def _provider_message(content: bytes, reason: str) -> str:
     return message or content[:500].decode("utf-8", "replace") or reason
 
 
+#: How much of a failed attempt's body the record keeps.
+ATTEMPT_CHARS = 500
+
+
 def error_for_status(status: int, headers: Mapping[str, str], content: bytes, reason: str = "") -> UpstreamError:
     """Map a provider's error status to the error the client sees, keeping retry-after."""
     message = f"upstream returned {status}: {_provider_message(content, reason)}"
@@ -248,23 +252,30 @@ class OpenAICompatUpstream:
     ) -> aiohttp.ClientResponse:
         url, payload, headers = self._prepare(model, body, api_key, raw, path)
         attempt = 0
+        tried: list[str] = []  # what each failed attempt got, for the request's record
         while True:
             try:
                 response = await self._client().post(url, data=payload, headers=headers)
             except (TimeoutError, aiohttp.ClientError) as exc:
+                tried.append(f"{type(exc).__name__}: {exc}"[:ATTEMPT_CHARS])
                 if attempt < self._config.max_retries and _retryable_exception(exc):
                     attempt += 1
                     await asyncio.sleep(self._config.retry_backoff_s * attempt)
                     continue
-                raise error_for_exception(exc) from exc
+                error = error_for_exception(exc)
+                error.attempts = tuple(tried)
+                raise error from exc
             if response.status < 400:
                 return response
             content = await _read(response)
+            tried.append(f"{response.status}: {content[:ATTEMPT_CHARS].decode('utf-8', 'replace')}")
             if attempt < self._config.max_retries and self._retryable(response):
                 attempt += 1
                 await asyncio.sleep(self._delay(response, attempt))
                 continue
-            raise error_for_status(response.status, response.headers, content, response.reason or "")
+            error = error_for_status(response.status, response.headers, content, response.reason or "")
+            error.attempts = tuple(tried)
+            raise error
 
     def _retryable(self, response: aiohttp.ClientResponse) -> bool:
         if response.status in RETRY_STATUSES:

@@ -88,6 +88,8 @@ def scrub_key(exc: UpstreamError, api_key: str | None) -> UpstreamError:
     if api_key and api_key in exc.message:
         exc.message = exc.message.replace(api_key, REDACTED)
         exc.args = (exc.message,)
+    if api_key and any(api_key in a for a in exc.attempts):  # each attempt's body is recorded too
+        exc.attempts = tuple(a.replace(api_key, REDACTED) for a in exc.attempts)
     return exc
 
 

@@ -22,6 +22,7 @@ from gateway.memory.archive import archive, passages_of
 from gateway.store.migrate import upgrade
 from gateway.store.record import Forwarded
 from gateway.tokens import counter_for
+from gateway.upstream.usage import Usage
 
 COUNTER = counter_for("o200k_base")
 LOOKUP = {"type": "function", "function": {"name": "lookup", "description": "Look a booking up"}}
@@ -92,9 +93,16 @@ def test_a_recall_call_is_answered_from_the_archive_and_the_usage_summed(tmp_pat
     asked, result = sent[1]["messages"][-2:]
     assert asked["tool_calls"][0]["id"] == "r1" and result["tool_call_id"] == "r1"
     assert result["content"].startswith("<recalled") and "beagle" in result["content"]
-    record = loop.forwarded(_sent())
-    assert [d["action"] for d in record.decisions] == ["recall_served"]
+    record, resent = loop.forwarded(_sent(), COUNTER, Usage(250, 12))
+    steps = [(d["pass"], d["action"]) for d in record.decisions]
+    assert steps == [("served_tools", "round"), ("recall_memory", "recall_served"), ("served_tools", "round")]
     assert record.assembled == sent[1] and record.assembled_json is None
+    # every call is a step with the tokens it sent and what it was billed; the second call is forwarded too
+    first, _, second = record.decisions
+    assert resent == second["detail"]["prompt_tokens"] == COUNTER.request(sent[1]["messages"], sent[1]["tools"])
+    assert first["detail"]["billed"]["prompt_tokens"] == 100 and second["detail"]["billed"]["prompt_tokens"] == 150
+    added = sum(d["tokens_after"] - d["tokens_before"] for d in record.decisions)
+    assert added == resent  # the handler's decision and the resend's step add up to the second call's prompt
     runtime.close()
 
 
@@ -106,7 +114,8 @@ def test_another_scope_finds_nothing_and_the_tool_is_dropped_after_max_recalls(t
     asyncio.run(loop.complete(_scripted(replies, sent), outgoing, None))
     assert sent[1]["messages"][-1]["content"] == NOTHING_FOUND
     assert [t["function"]["name"] for t in sent[1]["tools"]] == ["lookup"], "the last recall: tool dropped"
-    assert loop.forwarded(_sent()).decisions[0]["detail"]["passages"] == []
+    served = [d for d in loop.forwarded(_sent(), COUNTER, Usage())[0].decisions if d["pass"] == "recall_memory"]
+    assert served[0]["detail"]["passages"] == []
     runtime.close()
 
 

@@ -90,8 +90,8 @@ def test_inspect_shows_the_zones_decisions_and_usage(store: tuple[Path, list]) -
     assert list(zones) == sorted(zones, key=zones.get)  # printed in order
     assert zones["static prefix"] < out.index("You are terse.") < zones["compacted summary"]
     assert zones["compacted summary"] < out.index("Earlier: the user asked") < zones["recent history"]
-    assert zones["recent history"] < out.index("and tomorrow?") < zones["dynamic tail"]
-    assert zones["dynamic tail"] < out.index("<reminder>Time: 10:31")
+    # the query (the newest client message) opens the dynamic tail, the reminder closes it
+    assert zones["dynamic tail"] < out.index("and tomorrow?") < out.index("<reminder>Time: 10:31")
     assert "move_volatile" in out and "moved" in out and "9 -> 6" in out
     assert "cached tokens" in out and "no budget report recorded" in out and "Rain." in out
 

@@ -227,7 +227,7 @@ def _rejected_total() -> float:
     )
 
 
-def test_requests_refused_before_forwarding_are_counted_not_recorded(cut_sim: SimHandle) -> None:
+def test_requests_refused_before_forwarding_are_counted_and_recorded_without_a_body(cut_sim: SimHandle) -> None:
     keys = [f"sk-refused-{i}" for i in range(4)]  # one per caller: the rate limit is per key
     config = {
         "models": sim_models(cut_sim.base_url),
@@ -245,14 +245,25 @@ def test_requests_refused_before_forwarding_are_counted_not_recorded(cut_sim: Si
         (keys[3], ok, 429),  # the same key again within the minute
     ]
     before = _rejected_total()
+    ids: dict[int, str] = {}
     with serve_in_thread(create_app(parse_settings(config), recorder=recorder)) as url:
         for key, body, expected in refused:
             headers = {"authorization": f"Bearer {key}"} if key else {}
             r = httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
             assert r.status_code == expected, (expected, r.text)
             assert expected == 200 or r.json()["error"]["message"], "a refusal names the problem"
+            ids[expected] = r.headers["x-ventana-request-id"]
         deadline = time.monotonic() + 5
-        while not recorder.records and time.monotonic() < deadline:
+        while len(recorder.records) < len(refused) and time.monotonic() < deadline:
             time.sleep(0.05)
-    assert [r.status for r in recorder.records] == [200], "only the forwarded request is recorded"
+    # Before: only the 200 was recorded, and a client holding a refusal's id found nothing.
+    by_id = {r.request_id: r for r in recorder.records}
+    assert sorted(r.status for r in recorder.records) == [200, 400, 401, 404, 413, 429]
+    for status, request_id in ids.items():
+        record = by_id[request_id]
+        assert record.status == status and record.route == "chat"
+        if status != 200:
+            assert record.error and record.original == {} and record.assembled == {}, "no body is kept"
+            assert record.caller == ("anonymous" if status == 401 else record.caller)
+    assert by_id[ids[429]].caller == by_id[ids[200]].caller, "the caller is the one the rate limit named"
     assert _rejected_total() - before == 5, "each refusal is counted in ventana_rejected_requests_total"

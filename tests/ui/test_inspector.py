@@ -212,7 +212,7 @@ def test_session_list_session_page_and_request_page(served: GatewayHandle, brows
     page.goto(served.url + "/ui?sort=turns")
     row = page.locator("tr.session-row", has_text=SESSION)
     assert row.count() == 1
-    assert row.locator("td").nth(5).inner_text() == "25"
+    assert row.locator("td").nth(4).inner_text() == "25"
     _shot(page, "ui-sessions")
 
     row.locator("a").click()
@@ -272,11 +272,20 @@ def test_the_diff_shows_one_line_per_rendered_line(served: GatewayHandle, browse
     page.locator("tr.turn-row.compacted a").first.click()
     page.wait_for_selector("#diff")
     lines = page.locator("#diff .line")
-    assert lines.count() > 10, "the diff must have its lines, not one run-on line"
-    text = page.inner_text("#diff").splitlines()
-    assert len(text) == lines.count()
+    assert lines.count() >= 3, "the diff must have its lines, not one run-on line"
+    text = [lines.nth(i).inner_text().split(" full text (", 1)[0] for i in range(lines.count())]
     assert any(line.startswith("+") and "<summary" in line for line in text), "the summary is an added line"
     assert page.locator("#diff .line.del").count() >= 1
+    # by identity: the summarised range is one line, with its full text one click away, and a message
+    # forwarded unchanged is never both removed and added (before: every index after the summary shifted)
+    summarised = [line for line in text if line.startswith("- #") and "summarised" in line]
+    assert len(summarised) == 1
+    removed = {line[1:].split("]", 1)[-1] for line in text if line.startswith("-") and "[" in line}
+    added = {line[1:].split("]", 1)[-1] for line in text if line.startswith("+") and "[" in line}
+    assert not (removed & added)
+    full = page.locator("#diff .line.del details.full").first
+    full.locator("summary").click()
+    assert full.locator("pre").inner_text().count("#") >= 2
     context.close()
 
 
