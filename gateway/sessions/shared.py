@@ -137,6 +137,21 @@ class SharedSessionStore:
             done = conn.execute(stmt).rowcount == 1
         return replace(state, version=expected + 1) if done else None
 
+    def _overwrite(self, conn: Connection, state: SessionState) -> SessionState:
+        """A save without a base: the whole state wins, whatever is stored (the version still moves on)."""
+        stmt = insert_for(self._engine, session_states).values(
+            session_id=state.session_id, state=orjson.dumps(state.to_dict()).decode(), updated_at=time.time(), version=1
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["session_id"],
+            set_={
+                "state": stmt.excluded.state,
+                "updated_at": stmt.excluded.updated_at,
+                "version": session_states.c.version + 1,
+            },
+        ).returning(session_states.c.version)
+        return replace(state, version=int(conn.execute(stmt).scalar_one()))
+
     def _apply(self, session_id: str, change: Callable[[SessionState], SessionState]) -> SessionState:
         """Read, change, compare-and-set; again from the new stored state while another save wins the race."""
         for _ in range(MAX_WRITE_TRIES):
@@ -153,7 +168,7 @@ class SharedSessionStore:
         lost: list[tuple[SessionState, SessionState | None]] = []
         with self._engine.begin() as conn:
             for state, base in saves.values():
-                done = self._write(conn, state, (base or state).version)
+                done = self._write(conn, state, base.version) if base is not None else self._overwrite(conn, state)
                 if done is None:
                     lost.append((state, base))
                 else:
