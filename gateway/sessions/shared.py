@@ -127,7 +127,8 @@ class SharedSessionStore:
             stmt = insert_for(self._engine, session_states).values(
                 session_id=state.session_id, state=payload, updated_at=now, version=1
             )
-            done = conn.execute(stmt.on_conflict_do_nothing(index_elements=["session_id"])).rowcount == 1
+            stmt = stmt.on_conflict_do_nothing(index_elements=["session_id"]).returning(session_states.c.version)
+            done = conn.execute(stmt).first() is not None  # rowcount is not reliable here on every driver
         else:
             stmt = (
                 update(session_states)
