@@ -57,6 +57,8 @@ WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to st
 
 #: ``SessionState.extra`` key holding a background summariser failure owed to the session's next request.
 OWED_KEY = "compaction_owed"
+#: Reports held between a request's ``before`` and ``after``; past this many the oldest go.
+MAX_OWED_REPORTS = 10_000
 
 
 def _owed_decision(data: Mapping[str, Any]) -> Decision:
@@ -143,6 +145,8 @@ class CompactionRuntime:
         owed = adopted.extra.get(OWED_KEY)
         if isinstance(owed, Mapping):  # reported by this turn, so dropped from the state it saves
             self._owed[turn.request_id] = _owed_decision(owed)
+            while len(self._owed) > MAX_OWED_REPORTS:  # requests that failed before ``after`` took theirs
+                self._owed.pop(next(iter(self._owed)))
             adopted = replace(adopted, extra={k: v for k, v in adopted.extra.items() if k != OWED_KEY})
         return ctx if adopted is ctx.session else ctx.replace(session=adopted)
 

@@ -162,7 +162,10 @@ class MemoryRuntime:
         """The edge's ``after``: archive and learn in the background; nothing to record now."""
         token = self.learn(original, decisions, turn.body, turn.caller)
         if token is not None and self._shared is not None:  # seen by the next turn, whichever process gets it
-            await self._shared.update(original.session.session_id, partial(_marked, token))
+            try:
+                await self._shared.update(original.session.session_id, partial(_marked, token))
+            except Exception:  # memory degrades, never fails a request: another replica then need not wait
+                log.exception("could not mark the archive of session %s", original.session.session_id)
         return []
 
     def finish(self, record: RequestRecord) -> None:

@@ -26,8 +26,8 @@ index lives in the store, so every worker and replica names a request as one pro
 request's chain digest is remembered under ``conv:<digest>`` (an append-only claim: a message list
 belongs to the session that first served it), and each request's list under
 ``convnew:<hash of caller and session>:<time>`` (claims are append-only, so the session's newest
-list is its latest such row). A request then costs one read
-of its chain's digests, one of the found session's newest lists, and one insert of two rows.
+list is its latest such row). A request then costs one worker-thread hop: a read of
+its chain's newest digests, one of the found session's newest list, and one insert of two rows.
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ from typing import Any
 import orjson
 
 from gateway.object_memo import ObjectMemo
-from gateway.sessions.protocol import SessionStore
+from gateway.sessions.protocol import SessionStore, store_call
 
 CONV_PREFIX = "conv:"
+#: Digests looked up first in the shared index (the newest end of the request's chain).
+RECENT_FIRST = 16
 NEWEST_PREFIX = "convnew:"
 #: Message lists remembered across all callers (each entry is ~100 bytes).
 DEFAULT_LIMIT = 200_000
@@ -57,6 +59,30 @@ def _newest_prefix(caller: str, session: str) -> str:
     """The claims holding a session's message lists by length (a hash: names and callers are long)."""
     key = hashlib.blake2b(f"{caller}\x00{session}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
     return f"{NEWEST_PREFIX}{key}:"
+
+
+def _name_in_store(store: SessionStore, caller: str, opening: str, chain: list[bytes]) -> str:
+    """``name``'s decision against the shared index (blocking: one worker-thread hop for all of it).
+
+    The list a request extends is nearly always its conversation's previous request, a few
+    messages shorter, so the newest digests are looked up first and the rest only on a miss."""
+    keys = [CONV_PREFIX + d.hex() for d in chain]
+    recent = keys[-RECENT_FIRST:]
+    known = store.remembered(recent)
+    if not known and len(keys) > len(recent):
+        known = store.remembered(keys[: -len(recent)])
+    found = next((known[k] for k in reversed(keys) if k in known), None)
+    session = opening
+    if found is not None:
+        session = found
+        newest = store.newest(_newest_prefix(caller, found))  # keys end in the time they were written
+        if newest is not None:
+            length, _, digest = newest.partition(":")
+            if int(length) > len(chain) or chain[int(length) - 1].hex() != digest:
+                session = f"{opening}-{chain[-1].hex()[:12]}"  # it went on along another branch: parts here
+    newest_key = f"{_newest_prefix(caller, session)}{time.time_ns():020d}"
+    store.remember({keys[-1]: session, newest_key: f"{len(chain)}:{chain[-1].hex()}"})
+    return session
 
 
 def _message_digest(message: Mapping[str, Any]) -> bytes:
@@ -112,23 +138,7 @@ class ConversationIndex:
             chain = self._chain(caller, messages)
         if not chain:
             return opening
-        keys = [CONV_PREFIX + d.hex() for d in chain]
-        known = await store.remembered(keys)
-        found = next((known[k] for k in reversed(keys) if k in known), None)
-        session = opening
-        if found is not None:
-            session = found
-            lists = await store.read_claims(_newest_prefix(caller, found))
-            newest = lists[max(lists)] if lists else None  # keys end in the time they were written
-            if newest is not None:
-                length, _, digest = newest.partition(":")
-                if int(length) > len(chain) or chain[int(length) - 1].hex() != digest:
-                    session = (
-                        f"{opening}-{chain[-1].hex()[:12]}"  # it went on along another branch: this one parts here
-                    )
-        newest_key = f"{_newest_prefix(caller, session)}{time.time_ns():020d}"
-        await store.remember({keys[-1]: session, newest_key: f"{len(chain)}:{chain[-1].hex()}"})
-        return session
+        return await store_call(store, _name_in_store, store, caller, opening, chain)
 
     def name_local(self, caller: str, opening: str, messages: Sequence[Mapping[str, Any]]) -> str:
         """``name`` in this process's own index."""

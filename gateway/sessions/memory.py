@@ -59,14 +59,18 @@ class MemorySessionStore:
             self._states.popitem(last=False)
         return state
 
-    async def remembered(self, keys: list[str]) -> dict[str, str]:
+    def remembered(self, keys: list[str]) -> dict[str, str]:
         found = {k: self.result(k) for k in keys}
         return {k: v for k, v in found.items() if v is not None}
 
-    async def remember(self, values: dict[str, str]) -> None:
+    def remember(self, values: dict[str, str]) -> None:
         for key, value in values.items():
             if self.claim(key):
                 self.finish(key, value)
+
+    def newest(self, prefix: str) -> str | None:
+        found = {k: v for k, v in self.claimed(prefix).items() if v is not None}
+        return found[max(found)] if found else None
 
     def claim(self, key: str) -> bool:
         """Return True for the first caller per key."""

@@ -21,7 +21,8 @@ class SessionStore(Protocol):
     shared store). Finished checkpoints are also stored append-only through
     ``claim``/``finish``, and read back with ``claimed``.
 
-    ``claim``, ``finish``, ``result`` and ``finished`` block when ``blocking`` is true (a
+    ``claim``, ``finish``, ``result``, ``claimed``, ``remembered``, ``remember`` and ``newest``
+    block when ``blocking`` is true (a
     database round trip in the shared backend): call them through ``store_call``, which
     moves them off the event loop only then.
     """
@@ -38,12 +39,16 @@ class SessionStore(Protocol):
         """Apply ``change`` to the stored state atomically; the state stored."""
         ...
 
-    async def remembered(self, keys: list[str]) -> dict[str, str]:
+    def remembered(self, keys: list[str]) -> dict[str, str]:
         """Values ``remember`` stored under these keys, by any process sharing this store."""
         ...
 
-    async def remember(self, values: dict[str, str]) -> None:
+    def remember(self, values: dict[str, str]) -> None:
         """Store values under keys, first writer wins (append-only, as claims)."""
+        ...
+
+    def newest(self, prefix: str) -> str | None:
+        """The value remembered under the greatest key starting with ``prefix`` (None: none)."""
         ...
 
     def claim(self, key: str) -> bool:

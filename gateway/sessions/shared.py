@@ -216,11 +216,8 @@ class SharedSessionStore:
         await asyncio.to_thread(self._cache, [written])
         return written
 
-    async def remembered(self, keys: list[str]) -> dict[str, str]:
+    def remembered(self, keys: list[str]) -> dict[str, str]:
         """The values stored under ``keys`` by ``remember`` (any replica); absent keys are left out."""
-        return await asyncio.to_thread(self._remembered, keys)
-
-    def _remembered(self, keys: list[str]) -> dict[str, str]:
         out: dict[str, str] = {}
         with self._engine.connect() as conn:
             for start in range(0, len(keys), _IN_CHUNK):
@@ -232,11 +229,20 @@ class SharedSessionStore:
                         out[key] = value
         return out
 
-    async def remember(self, values: dict[str, str]) -> None:
-        """Store each value under its key, first writer wins (append-only claims, pruned with them)."""
-        await asyncio.to_thread(self._remember, values)
+    def newest(self, prefix: str) -> str | None:
+        """The value under the greatest key starting with ``prefix`` (one row read through the key's index)."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = (
+            select(session_claims.c.result)
+            .where(session_claims.c.claim_key.like(escaped + "%", escape="\\"), session_claims.c.result.is_not(None))
+            .order_by(session_claims.c.claim_key.desc())
+            .limit(1)
+        )
+        with self._engine.connect() as conn:
+            return conn.execute(stmt).scalar()
 
-    def _remember(self, values: dict[str, str]) -> None:
+    def remember(self, values: dict[str, str]) -> None:
+        """Store each value under its key, first writer wins (append-only claims, pruned with them)."""
         if not values:
             return
         now = time.time()
