@@ -17,6 +17,7 @@ database by the command) on the same interleaved loops.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import pytest
 import redis
 
 from gateway.store.migrate import upgrade
-from tests.procs import run_gateway, run_simulator, sim_models
+from tests.procs import SimHandle, run_gateway, run_simulator, sim_models
 from tests.store.databases import postgres_database
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -64,7 +65,7 @@ def _interleaved() -> list[list[dict[str, Any]]]:
     return [m for pair in zip(a, b, strict=True) for m in pair]
 
 
-def _run(sim: Any, base_urls: list[str], key: str) -> tuple[list[bytes], list[str]]:
+def _run(sim: SimHandle, base_urls: list[str], key: str) -> tuple[list[bytes], list[str]]:
     """Send every request to the next replica in turn; the bytes the provider got and the session names."""
     sim.reset()
     names = []
@@ -81,47 +82,55 @@ def _run(sim: Any, base_urls: list[str], key: str) -> tuple[list[bytes], list[st
     return sim.record_path.read_bytes().splitlines(), names
 
 
-def _config(sim: Any, **extra: Any) -> dict[str, Any]:
+def _config(sim: SimHandle, **extra: Any) -> dict[str, Any]:
     model = {**sim_models(sim.base_url)[1], "name": "agent-window", "context_window": WINDOW}
     return {"models": [model], "policy": {"compaction": {"keep_recent_turns": 2}}, **extra}
 
 
-def test_two_replicas_on_postgres_and_redis_forward_what_one_gateway_forwards(tmp_path: Path) -> None:
+KEY = "sk-client-" + uuid.uuid4().hex  # a caller of this run only: Redis keys of other runs are not ours
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
+    with run_simulator(tmp_path_factory.mktemp("sim-headerless")) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def single(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[bytes], list[str]]:
+    """The reference: one gateway, one worker, the default configuration."""
+    with run_gateway(tmp_path_factory.mktemp("gw-one"), _config(sim)) as one:
+        return _run(sim, [one.base_url], KEY)
+
+
+def test_two_replicas_on_postgres_and_redis_forward_what_one_gateway_forwards(
+    sim: SimHandle, single: tuple[list[bytes], list[str]], tmp_path: Path
+) -> None:
     if not _redis_up():
         pytest.skip(f"no Redis server at {REDIS_URL}")
-    key = "sk-client-" + uuid.uuid4().hex  # a caller of this run only: Redis keys of other runs are not ours
-    (tmp_path / "sim").mkdir()
-    (tmp_path / "one").mkdir()
-    with run_simulator(tmp_path / "sim") as sim:
-        with run_gateway(tmp_path / "one", _config(sim)) as one:
-            single, single_names = _run(sim, [one.base_url], key)
-        with postgres_database() as url, ExitStack() as stack:
-            upgrade(url)
-            config = _config(sim, database_url=url, session_state="database", redis_url=REDIS_URL)
-            replicas = []
-            for i in range(2):
-                (tmp_path / f"replica{i}").mkdir()
-                replicas.append(stack.enter_context(run_gateway(tmp_path / f"replica{i}", config)))
-            fleet, fleet_names = _run(sim, [r.base_url for r in replicas], key)
-    assert len(set(single_names)) == 2, "one gateway keeps the two loops apart"
-    assert fleet_names == single_names
-    assert any(b"<summary" in line for line in single), "the loops must be compacted"
-    assert len(fleet) == len(single) == 2 * TURNS
-    for i, (a, b) in enumerate(zip(single, fleet, strict=True)):
+    with postgres_database() as url, ExitStack() as stack:
+        upgrade(url)
+        config = _config(sim, database_url=url, session_state="database", redis_url=REDIS_URL)
+        replicas = []
+        for i in range(2):
+            (tmp_path / f"replica{i}").mkdir()
+            replicas.append(stack.enter_context(run_gateway(tmp_path / f"replica{i}", config)))
+        fleet, fleet_names = _run(sim, [r.base_url for r in replicas], KEY)
+    bodies, names = single
+    assert len(set(names)) == 2, "one gateway keeps the two loops apart"
+    assert any(b"<summary" in line for line in bodies), "the loops must be compacted"
+    assert len(fleet) == len(bodies) == 2 * TURNS
+    for i, (a, b) in enumerate(zip(bodies, fleet, strict=True)):
         assert a == b, f"request {i}: the replicas forwarded other bytes than one gateway"
+    assert fleet_names == names
 
 
-def test_serve_workers_2_with_the_default_config_forwards_what_one_worker_forwards(tmp_path: Path) -> None:
-    key = "sk-client-" + uuid.uuid4().hex
-    (tmp_path / "sim").mkdir()
-    (tmp_path / "one").mkdir()
-    (tmp_path / "two").mkdir()
-    with run_simulator(tmp_path / "sim") as sim:
-        with run_gateway(tmp_path / "one", _config(sim)) as one:
-            single, single_names = _run(sim, [one.base_url], key)
-        with run_gateway(tmp_path / "two", _config(sim), workers=2) as two:  # the default store: SQLite
-            workers, worker_names = _run(sim, [two.base_url], key)
-            log = two.log()
+def test_serve_workers_2_with_the_default_config_forwards_what_one_worker_forwards(
+    sim: SimHandle, single: tuple[list[bytes], list[str]], tmp_path: Path
+) -> None:
+    with run_gateway(tmp_path, _config(sim), workers=2) as two:  # the default store: a SQLite file
+        workers, worker_names = _run(sim, [two.base_url], KEY)
+        log = two.log()
     assert "session state is shared through the database" in log
-    assert worker_names == single_names
-    assert workers == single
+    assert worker_names == single[1]
+    assert workers == single[0]
