@@ -133,6 +133,7 @@ class MemoryRuntime:
         a store the archive would be the only copy of what users said (switch it on explicitly).
         ``sessions``: a shared store carries the archive marks across processes."""
         self._shared = sessions if sessions is not None and sessions.blocking else None
+        self._marking: dict[str, asyncio.Future[None]] = {}  # archive mark -> stored (``after`` waits for it)
         self.policy = settings.policy.memory
         if not stored and "enabled" not in self.policy.model_fields_set:
             self.policy = self.policy.model_copy(update={"enabled": False})
@@ -161,11 +162,9 @@ class MemoryRuntime:
     ) -> list[Decision]:
         """The edge's ``after``: archive and learn in the background; nothing to record now."""
         token = self.learn(original, decisions, turn.body, turn.caller)
-        if token is not None and self._shared is not None:  # seen by the next turn, whichever process gets it
-            try:
-                await self._shared.update(original.session.session_id, partial(_marked, token))
-            except Exception:  # memory degrades, never fails a request: another replica then need not wait
-                log.exception("could not mark the archive of session %s", original.session.session_id)
+        marked = self._marking.pop(token, None) if token is not None else None
+        if marked is not None:  # the mark is stored before the answer: the next turn, anywhere, sees it
+            await asyncio.shield(marked)
         return []
 
     def finish(self, record: RequestRecord) -> None:
@@ -302,17 +301,36 @@ class MemoryRuntime:
             while len(self._archived) > MAX_TRACKED_SESSIONS:
                 self._archived.popitem(last=False)
         token = os.urandom(8).hex() if ranges else None
-        task = asyncio.get_running_loop().create_task(self._archive(original, ranges, learn, owner or ANONYMOUS, token))
+        loop = asyncio.get_running_loop()
+        marked: asyncio.Future[None] | None = None
+        if token is not None and self._shared is not None:
+            marked = self._marking[token] = loop.create_future()
+        task = loop.create_task(self._archive(original, ranges, learn, owner or ANONYMOUS, token, marked))
         for key in (session_id, *([f"owner:{owner}"] if owner else [])):
             self._pending[key] = task
             task.add_done_callback(partial(self._forget_task, key))
         return token
 
     async def _archive(
-        self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str, token: str | None
+        self,
+        original: Context,
+        ranges: list[tuple[int, int]],
+        learn: list[str],
+        owner: str,
+        token: str | None,
+        marked: asyncio.Future[None] | None,
     ) -> None:
-        """Write in a thread; what the loop tracks (``_archived``, the mark) is changed here, on the loop."""
+        """Mark (shared store), write in a thread, unmark; what the loop tracks (``_archived``, the mark)
+        is changed here, on the loop, never from the thread."""
         session_id = original.session.session_id
+        if token is not None and marked is not None and self._shared is not None:
+            try:
+                await self._shared.update(session_id, partial(_marked, token))
+            except Exception:  # memory degrades, never fails a request: other replicas then do not wait
+                log.exception("could not mark the archive of session %s", session_id)
+            finally:
+                if not marked.done():
+                    marked.set_result(None)
         if not await asyncio.to_thread(self._write, original, ranges, learn, owner):
             self._archived.pop(session_id, None)  # try again on the next compacted turn
         if token is not None and self._shared is not None:
