@@ -24,7 +24,7 @@ from gateway.api.edges import Turn
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
 from gateway.api.own_tools import own_tools
 from gateway.api.raw_forward import untouched_bytes, with_params_added
-from gateway.api.token_offload import count_off_loop
+from gateway.api.token_offload import BODY_BYTES_KEY, count_off_loop
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -223,14 +223,15 @@ async def answer_chat(
     headers = {"x-ventana-request-id": request_id}
     body, reused, model, session_id = await read_and_name(gw, raw, caller, named)
     if not named:  # two conversations that open alike and then diverge are two sessions
-        session_id = gw.conversations.name(caller, session_id, body["messages"])
+        session_id = await gw.conversations.name(caller, session_id, body["messages"], gw.sessions)
     headers["x-ventana-session-id"] = session_id
     scoped = scope_session(caller, session_id)  # state is the caller's own, whatever name a client sends
     recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)
     turn = Turn(request_id, scoped, caller, body)
-    await count_off_loop(gw.counter(model), body, len(raw), scoped)
+    loaded = await gw.sessions.load(scoped)
+    await count_off_loop(gw.counter(model), body, len(raw), loaded.extra.get(BODY_BYTES_KEY))
     summarizer = gw.edges.compaction.summarizer_for(model)
-    ctx = build_context(body, gw, model, await gw.sessions.load(scoped), caller, summarizer)
+    ctx = build_context(body, gw, model, loaded, caller, summarizer)
     for edge in gw.edges.ordered:  # api/edges.py: checkpoints adopted, memory looked up, usage profiles
         ctx = await edge.before(ctx, turn)
     state = ctx.session
@@ -247,7 +248,11 @@ async def answer_chat(
         assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
     else:
         assembly, prefix = assemble_and_track(ctx, policy, passes)
-    await gw.sessions.save(replace(assembly.assembled.session, turn=state.turn + 1, previous_prefix=prefix.keys()))
+    assembled = assembly.assembled.session
+    extra = {**assembled.extra, BODY_BYTES_KEY: len(raw)}
+    # Merged onto whatever a concurrent turn or find_tools saved meanwhile, on any worker (sessions/merge.py).
+    saved = replace(assembled, turn=state.turn + 1, previous_prefix=prefix.keys(), extra=extra)
+    await gw.sessions.save(saved, base=loaded)
     edge_decisions = [
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
     ]

@@ -16,17 +16,20 @@ being prepared), so a turn sees the same checkpoints whichever replica receives 
 
 A summariser that fails or times out in the background cannot fail a request (the
 extractive summary is prepared instead, by ``summarize_range``), but it must not go
-unseen either: the ``summarizer_failed`` decision is owed to the session's next request
-(``reports``), which records it beside its own decisions.
+unseen either: the ``summarizer_failed`` decision is owed to the session's next request,
+which records it beside its own decisions. It is owed in the session's state (``OWED_KEY``,
+written with the store's atomic ``update``), so the next request sees it whichever worker or
+replica receives it; the turn that reports it drops it from the state it saves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from gateway.assembly.context import Checkpoint, Context, Decision, SessionState, Summarizer
 from gateway.assembly.plan_compaction import CompactionPlan, plan_compaction
@@ -52,9 +55,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("ventana.compaction")
 WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to store its result
 
-#: Sessions whose background summariser failure is waiting for their next request; past this
-#: many, the oldest are forgotten (the failure is still logged and the summary still prepared).
+#: ``SessionState.extra`` key holding a background summariser failure owed to the session's next request.
+OWED_KEY = "compaction_owed"
+#: Reports held between a request's ``before`` and ``after``; past this many the oldest go.
 MAX_OWED_REPORTS = 10_000
+
+
+def _owed_decision(data: Mapping[str, Any]) -> Decision:
+    return Decision(
+        str(data["pass"]),
+        str(data["action"]),
+        int(data.get("tokens_before", 0)),
+        int(data.get("tokens_after", 0)),
+        str(data.get("reason", "")),
+        dict(data.get("detail") or {}),
+    )
+
+
+def _owe(owed: Mapping[str, Any], state: SessionState) -> SessionState:
+    return replace(state, extra={**state.extra, OWED_KEY: dict(owed)})
 
 
 class CompactionRuntime:
@@ -68,6 +87,7 @@ class CompactionRuntime:
         #: The summariser named by ``summarizer_model`` (None: each session's model decides).
         self.summarizer: Summarizer | None = self.summarizer_for(None)
         self._running: dict[str, asyncio.Task[None]] = {}
+        #: request id -> the failure its session owed it, taken from the state in ``before``
         self._owed: dict[str, Decision] = {}
 
     @property
@@ -122,6 +142,12 @@ class CompactionRuntime:
     async def before(self, ctx: Context, turn: Turn) -> Context:
         """The context with the session's published checkpoints adopted (the edge's ``before``)."""
         adopted = await self.adopt(ctx.session)
+        owed = adopted.extra.get(OWED_KEY)
+        if isinstance(owed, Mapping):  # reported by this turn, so dropped from the state it saves
+            self._owed[turn.request_id] = _owed_decision(owed)
+            while len(self._owed) > MAX_OWED_REPORTS:  # requests that failed before ``after`` took theirs
+                self._owed.pop(next(iter(self._owed)))
+            adopted = replace(adopted, extra={k: v for k, v in adopted.extra.items() if k != OWED_KEY})
         return ctx if adopted is ctx.session else ctx.replace(session=adopted)
 
     async def after(
@@ -130,14 +156,14 @@ class CompactionRuntime:
         """Publish this turn's checkpoints, prepare the next one ahead; the preparation's decisions."""
         await self.publish(original.session, assembled.session)
         prepared = await self.prepare(original, assembled)
-        return [*([prepared] if prepared else []), *self.reports(turn.scoped)]
+        return [*([prepared] if prepared else []), *self.reports(turn.request_id)]
 
     def finish(self, record: RequestRecord) -> None:
         """Nothing to learn from the answer."""
 
-    def reports(self, session_id: str) -> list[Decision]:
-        """Decisions from this session's background preparation, owed to its next recorded request."""
-        owed = self._owed.pop(session_id, None)
+    def reports(self, request_id: str) -> list[Decision]:
+        """Decisions from its session's background preparation owed to this request (found in ``before``)."""
+        owed = self._owed.pop(request_id, None)
         return [owed] if owed is not None else []
 
     async def prepare(self, original: Context, assembled: Context) -> Decision | None:
@@ -194,20 +220,17 @@ class CompactionRuntime:
             return
         cp = result.checkpoint
         if result.failures:
-            self._owe_failure(session_id, cp, result.failures, getattr(summarizer, "name", "?"))
+            await self._owe_failure(session_id, cp, result.failures, getattr(summarizer, "name", "?"))
         await store_call(self._sessions, self._sessions.finish, key, checkpoint_result(cp))
 
-    def _owe_failure(self, session_id: str, cp: Checkpoint, failures: tuple[str, ...], name: str) -> None:
+    async def _owe_failure(self, session_id: str, cp: Checkpoint, failures: tuple[str, ...], name: str) -> None:
         log.warning(
             "summariser %s failed preparing session %s (%s); the extractive summary was prepared instead",
             name,
             session_id,
             failures[0],
         )
-        self._owed.pop(session_id, None)
-        while len(self._owed) >= MAX_OWED_REPORTS:
-            self._owed.pop(next(iter(self._owed)))
-        self._owed[session_id] = Decision(
+        owed = Decision(
             "compact_history",
             "summarizer_failed",
             reason="the configured summariser failed while preparing a summary ahead; the extractive one was prepared",
@@ -220,6 +243,10 @@ class CompactionRuntime:
                 "prepared_ahead": True,
             },
         )
+        try:
+            await self._sessions.update(session_id, partial(_owe, owed.to_dict()))
+        except Exception:  # the store failing only loses the report; the failure is logged above
+            log.exception("could not record the owed summariser failure of session %s", session_id)
 
     async def drain(self) -> None:
         """Wait for every preparation in flight (shutdown, tests, benchmarks)."""

@@ -89,7 +89,7 @@ class Edges:
         """``stored``: the gateway records to its database (recall is on by default only then)."""
         return cls(
             compaction=CompactionRuntime(settings, sessions),
-            memory=MemoryRuntime(settings, stored=stored),
+            memory=MemoryRuntime(settings, stored=stored, sessions=sessions),
             tool_usage=ToolUsageRuntime(settings, tool_profiles),
         )
 

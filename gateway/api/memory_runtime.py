@@ -18,6 +18,11 @@ In ``mode: tool`` nothing is searched before assembly: ``before`` only says whet
 (or owner) has an archive, and ``search`` answers the model's ``recall_archive`` calls
 (``api/recall_tool.py``) with the same ranking, scoped the same way.
 
+With a shared session store (``session_state: database``; ``--workers N``) the wait spans
+processes: before its archive task starts, a turn marks the session's state (``ARCHIVING_KEY``,
+through the store's atomic ``update``) and the task clears the mark when done; a turn on another
+worker or replica that finds the mark waits for it to clear (at most ``ARCHIVE_WAIT_S``).
+
 A database error degrades memory (logged, counted in no decision) and never fails a request.
 """
 
@@ -25,16 +30,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.assembly.context import Checkpoint, Context, Decision, Message
+from gateway.assembly.context import Checkpoint, Context, Decision, Message, SessionState
 from gateway.assembly.memory_blocks import ARCHIVED_KEY, CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
@@ -43,6 +50,7 @@ from gateway.memory.archive import archive, archived_count, passages_of, search
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
+from gateway.sessions.protocol import SessionStore
 from gateway.store.engine import make_engine
 from gateway.store.record import RequestRecord
 from gateway.upstream.router import UpstreamRouter
@@ -59,6 +67,21 @@ MAX_TRACKED_SESSIONS = 50_000
 #: because rows can leave the archive from outside this process (``ventana memory forget``,
 #: retention in another replica): such a removal reaches recall within this many seconds.
 RANKING_MAX_AGE_S = 30.0
+#: ``SessionState.extra`` key marking an archive task in flight (its value names the task).
+ARCHIVING_KEY = "memory_archiving"
+#: How long a turn waits for an archive another process is writing (a crashed writer's mark expires).
+ARCHIVE_WAIT_S = 10.0
+_POLL_S = 0.05
+
+
+def _marked(token: str | None, state: SessionState) -> SessionState:
+    """``state`` with the archive mark set to ``token`` (None: cleared, if it is still this task's)."""
+    extra = dict(state.extra)
+    if token is not None:
+        extra[ARCHIVING_KEY] = token
+    elif ARCHIVING_KEY in extra:
+        del extra[ARCHIVING_KEY]
+    return replace(state, extra=extra)
 
 
 def user_texts(messages: Sequence[Message]) -> list[str]:
@@ -99,17 +122,25 @@ def _fact_extractor(settings: Settings) -> Callable[[Sequence[str]], list[Fact]]
     return LLMFactExtractor(model=model, api_key=UpstreamRouter.provider_key(model), timeout_s=timeout)
 
 
+def _unmarked(token: str, state: SessionState) -> SessionState:
+    """``state`` without the archive mark, if the mark is still ``token`` (a later task's stays)."""
+    return _marked(None, state) if state.extra.get(ARCHIVING_KEY) == token else state
+
+
 class MemoryRuntime:
-    def __init__(self, settings: Settings, *, stored: bool = True) -> None:
+    def __init__(self, settings: Settings, *, stored: bool = True, sessions: SessionStore | None = None) -> None:
         """``stored``: the gateway records to its database. Recall is on by default only then: without
-        a store the archive would be the only copy of what users said (switch it on explicitly)."""
+        a store the archive would be the only copy of what users said (switch it on explicitly).
+        ``sessions``: a shared store carries the archive marks across processes."""
+        self._shared = sessions if sessions is not None and sessions.blocking else None
+        self._marking: dict[str, asyncio.Future[None]] = {}  # archive mark -> stored (``after`` waits for it)
         self.policy = settings.policy.memory
         if not stored and "enabled" not in self.policy.model_fields_set:
             self.policy = self.policy.model_copy(update={"enabled": False})
         self.extract: Callable[[Sequence[str]], list[Fact]] = _fact_extractor(settings)
         self._url = settings.database_url
         self._engine: Engine | None = None
-        self._pending: dict[str, asyncio.Future[bool]] = {}  # by session id and by owner
+        self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
         # session -> end of the furthest range archived (bounded: a forgotten session only re-offers
         # rows the unique key then skips)
         self._archived: OrderedDict[str, int] = OrderedDict()
@@ -130,7 +161,10 @@ class MemoryRuntime:
         self, turn: Turn, original: Context, assembled: Context, decisions: Sequence[Decision]
     ) -> list[Decision]:
         """The edge's ``after``: archive and learn in the background; nothing to record now."""
-        self.learn(original, decisions, turn.body, turn.caller)
+        token = self.learn(original, decisions, turn.body, turn.caller)
+        marked = self._marking.pop(token, None) if token is not None else None
+        if marked is not None:  # the mark is stored before the answer: the next turn, anywhere, sees it
+            await asyncio.shield(marked)
         return []
 
     def finish(self, record: RequestRecord) -> None:
@@ -143,6 +177,8 @@ class MemoryRuntime:
         session_id = ctx.session.session_id
         owner = owner_of(body, caller)
         await self._written(session_id, owner)
+        if ARCHIVING_KEY in ctx.session.extra:
+            await self._archived_elsewhere(session_id)
         if self.policy.recall and self.policy.mode == "tool":  # the pass offers the tool once there is an archive
             ctx = ctx.annotate(**{ARCHIVED_KEY: await self._has_archive(session_id, owner)})
         question, by_owner = self._question(ctx, owner)
@@ -170,6 +206,16 @@ class MemoryRuntime:
         waits = [t for t in (self._pending.get(session_id), self._pending.get(f"owner:{owner}")) if t]
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)
+
+    async def _archived_elsewhere(self, session_id: str) -> None:
+        """Wait (bounded) while the session's state says an archive task, maybe in another process, runs."""
+        if self._shared is None:
+            return
+        deadline = time.monotonic() + ARCHIVE_WAIT_S
+        while time.monotonic() < deadline:
+            if ARCHIVING_KEY not in (await self._shared.load(session_id)).extra:
+                return
+            await asyncio.sleep(_POLL_S)
 
     def _by_owner(self, owner: str | None) -> bool:
         """Whether recall ranks the owner's passages (``scope: owner``) rather than the session's."""
@@ -228,42 +274,70 @@ class MemoryRuntime:
 
         Waits for the session's archive task first; a database error gives no passage, never a failure."""
         await self._written(session_id, owner)
+        await self._archived_elsewhere(session_id)
         try:
             return await asyncio.to_thread(self._rank, question, session_id, owner if self._by_owner(owner) else None)
         except SQLAlchemyError:
             log.exception("recall search failed for session %s; the model gets no passage", session_id)
             return []
 
-    def learn(self, original: Context, decisions: Sequence[Decision], body: Mapping[str, Any], caller: str) -> None:
-        """Archive what compaction replaced and learn the user's new facts, in a background task."""
+    def learn(
+        self, original: Context, decisions: Sequence[Decision], body: Mapping[str, Any], caller: str
+    ) -> str | None:
+        """Archive what compaction replaced and learn the user's new facts, in a background task.
+
+        Returns the task's archive mark when it archives ranges (None otherwise)."""
         if not self.policy.enabled:
-            return
+            return None
         session_id = original.session.session_id
         owner = owner_of(body, caller)
         ranges = [(s, e) for s, e in compacted_ranges(decisions) if e > self._archived.get(session_id, 0)]
         learn = self._new_statements(original, owner)
         if not ranges and not learn:
-            return
+            return None
         if ranges:
             self._archived[session_id] = max(e for _, e in ranges)
             self._archived.move_to_end(session_id)
             while len(self._archived) > MAX_TRACKED_SESSIONS:
                 self._archived.popitem(last=False)
-        task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(self._write, original, ranges, learn, owner or ANONYMOUS)
-        )
-        if ranges:
-            task.add_done_callback(partial(self._retry_if_failed, session_id))
+        token = os.urandom(8).hex() if ranges else None
+        loop = asyncio.get_running_loop()
+        marked: asyncio.Future[None] | None = None
+        if token is not None and self._shared is not None:
+            marked = self._marking[token] = loop.create_future()
+        task = loop.create_task(self._archive(original, ranges, learn, owner or ANONYMOUS, token, marked))
         for key in (session_id, *([f"owner:{owner}"] if owner else [])):
             self._pending[key] = task
             task.add_done_callback(partial(self._forget_task, key))
+        return token
 
-    def _retry_if_failed(self, session_id: str, task: asyncio.Future[bool]) -> None:
-        """On the loop, like every other change of ``_archived``: a failed write is tried again on the
-        session's next compacted turn. (The worker thread used to pop it itself while the loop could be
-        moving or evicting entries of the same OrderedDict, issue 35.)"""
-        if not task.cancelled() and task.exception() is None and not task.result():
-            self._archived.pop(session_id, None)
+    async def _archive(
+        self,
+        original: Context,
+        ranges: list[tuple[int, int]],
+        learn: list[str],
+        owner: str,
+        token: str | None,
+        marked: asyncio.Future[None] | None,
+    ) -> None:
+        """Mark (shared store), write in a thread, unmark; what the loop tracks (``_archived``, the mark)
+        is changed here, on the loop, never from the thread."""
+        session_id = original.session.session_id
+        if token is not None and marked is not None and self._shared is not None:
+            try:
+                await self._shared.update(session_id, partial(_marked, token))
+            except Exception:  # memory degrades, never fails a request: other replicas then do not wait
+                log.exception("could not mark the archive of session %s", session_id)
+            finally:
+                if not marked.done():
+                    marked.set_result(None)
+        if not await asyncio.to_thread(self._write, original, ranges, learn, owner):
+            self._archived.pop(session_id, None)  # try again on the next compacted turn
+        if token is not None and self._shared is not None:
+            try:
+                await self._shared.update(session_id, partial(_unmarked, token))
+            except Exception:  # the mark then expires for waiters after ARCHIVE_WAIT_S
+                log.exception("could not clear the archive mark of session %s", session_id)
 
     def _new_statements(self, original: Context, owner: str | None) -> list[str]:
         """The user messages to read for facts: all on a session's first turn, else the newest."""
@@ -274,12 +348,12 @@ class MemoryRuntime:
         newest = last_client_user(original.messages)
         return [] if newest < 0 else [text_of(original.messages[newest].get("content"))]
 
-    def _forget_task(self, key: str, task: asyncio.Future[bool]) -> None:
+    def _forget_task(self, key: str, task: asyncio.Future[None]) -> None:
         if self._pending.get(key) is task:
             del self._pending[key]
 
     def _write(self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str) -> bool:
-        """Archive and learn (in a worker thread); False if the database failed."""
+        """Runs in a worker thread; False when the database failed (touches nothing the loop changes)."""
         session_id = original.session.session_id
         count = original.env.counter.text
         try:

@@ -16,7 +16,6 @@ most the growth, and looking (a pass over the whole history) would cost more tha
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,30 +27,25 @@ OFFLOAD_BODY_BYTES = 64 * 1024
 OFFLOAD_CHARS = 16_000
 
 
-#: Sessions whose last body size is remembered (an LRU; a forgotten one is simply looked at).
-_REMEMBERED_SESSIONS = 10_000
-_last_size: OrderedDict[str, int] = OrderedDict()
+#: ``SessionState.extra`` key holding the size of the session's previous body. It lives in the session
+#: state, which every worker and replica shares, so a turn on another worker knows the growth too.
+BODY_BYTES_KEY = "body_bytes"
 
 
-def _growth(session_id: str | None, body_bytes: int) -> int:
+def _growth(previous_bytes: int | None, body_bytes: int) -> int:
     """Bytes the body grew by since this session's previous turn (all of it for a new session)."""
-    if session_id is None:
-        return body_bytes
-    previous = _last_size.pop(session_id, 0)
-    _last_size[session_id] = body_bytes
-    if len(_last_size) > _REMEMBERED_SESSIONS:
-        _last_size.popitem(last=False)
-    return body_bytes - previous
+    return body_bytes - (previous_bytes or 0)
 
 
 async def count_off_loop(
-    counter: TokenCounter, body: Mapping[str, Any], body_bytes: int, session_id: str | None = None
+    counter: TokenCounter, body: Mapping[str, Any], body_bytes: int, previous_bytes: int | None = None
 ) -> int:
     """Pre-count the unseen texts of ``body`` in a thread when they are many; return their characters.
 
+    ``previous_bytes``: the session's previous body size (``BODY_BYTES_KEY`` in its state), if any.
     Returns 0 when nothing was moved off the loop (small body, small growth, or little new text).
     """
-    if body_bytes < OFFLOAD_BODY_BYTES or _growth(session_id, body_bytes) < OFFLOAD_BODY_BYTES:
+    if body_bytes < OFFLOAD_BODY_BYTES or _growth(previous_bytes, body_bytes) < OFFLOAD_BODY_BYTES:
         return 0
     missing = counter.missing(body.get("messages") or (), body.get("tools"))
     chars = sum(len(text) for text in missing)

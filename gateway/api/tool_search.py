@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from gateway.api.deps import Gateway
 from gateway.api.served_tools import call_arguments, offers_own
-from gateway.assembly.context import Decision
+from gateway.assembly.context import Decision, SessionState
 from gateway.assembly.prune_tools import ToolPolicy
 from gateway.assembly.tool_modes import FIND_TOOLS, FIND_TOOLS_NAME
 from gateway.assembly.tool_scoring import get_scorer, tool_document, tool_name
@@ -106,11 +107,20 @@ class ToolSearch:
         return [hidden[i] for i in ranked[: self.policy.find_top] if scores[i] > 0]
 
     async def _grow_session(self, names: Sequence[str]) -> None:
-        """The next turn's assembly starts from the grown set: it stays byte-stable from here on."""
-        state = await self.sessions.load(self.session_id)
-        if tuple(names) != state.tool_set:
-            changes = state.tool_set_changes + (1 if state.tool_set else 0)
-            await self.sessions.save(replace(state, tool_set=tuple(names), tool_set_changes=changes))
+        """The next turn's assembly starts from the grown set: it stays byte-stable from here on.
+
+        Applied atomically to what is stored now (``SessionStore.update``): a concurrent turn's
+        save, or another request's search, on any worker, neither loses this growth nor is lost
+        to it. Tools another request added meanwhile stay, before this request's new ones."""
+        await self.sessions.update(self.session_id, partial(_grown, tuple(names)))
+
+
+def _grown(names: tuple[str, ...], state: SessionState) -> SessionState:
+    """``state`` with ``names`` in its tool set (kept in order, after what it holds that they lack)."""
+    merged = names if not state.tool_set else (*names, *(n for n in state.tool_set if n not in names))
+    if merged == state.tool_set:
+        return state
+    return replace(state, tool_set=merged, tool_set_changes=state.tool_set_changes + (1 if state.tool_set else 0))
 
 
 def tool_search(

@@ -93,6 +93,9 @@ class SessionState:
     checkpoints: tuple[Checkpoint, ...] = ()
     previous_prefix: tuple[str, ...] = ()  # hashes of the previous assembled blocks, in order
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: The stored version this state was loaded at (0: none stored); not part of the state's value,
+    #: a save compares it to the stored one so concurrent saves merge instead of overwriting.
+    version: int = field(default=0, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

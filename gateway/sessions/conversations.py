@@ -19,15 +19,22 @@ longest of its own prefixes the index knows:
 
 What a caller's requests look like is that caller's own: the index is keyed by caller, and it
 is bounded (the oldest digests are forgotten first; a forgotten conversation continues under
-its opening's name, as before). It lives in the process: with ``--workers N`` a fork is told
-apart by the worker that saw both branches, and a continued conversation keeps its session in
-any worker, since its name is found from its opening.
+its opening's name, as before).
+
+With a shared session store (``session_state: database``, which ``--workers N`` switches on) the
+index lives in the store, so every worker and replica names a request as one process would: each
+request's chain digest is remembered under ``conv:<digest>`` (an append-only claim: a message list
+belongs to the session that first served it), and each request's list under
+``convnew:<hash of caller and session>:<time>`` (claims are append-only, so the session's newest
+list is its latest such row). A request then costs one worker-thread hop: a read of
+its chain's newest digests, one of the found session's newest list, and one insert of two rows.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,12 +42,47 @@ from typing import Any
 import orjson
 
 from gateway.object_memo import ObjectMemo
+from gateway.sessions.protocol import SessionStore, store_call
 
+CONV_PREFIX = "conv:"
+#: Digests looked up first in the shared index (the newest end of the request's chain).
+RECENT_FIRST = 16
+NEWEST_PREFIX = "convnew:"
 #: Message lists remembered across all callers (each entry is ~100 bytes).
 DEFAULT_LIMIT = 200_000
 #: Callers whose previous request's messages are kept to extend their chain (they are alive anyway
 #: in the resent-history cache while the conversation goes on).
 MAX_CALLERS_REMEMBERED = 1024
+
+
+def _newest_prefix(caller: str, session: str) -> str:
+    """The claims holding a session's message lists by length (a hash: names and callers are long)."""
+    key = hashlib.blake2b(f"{caller}\x00{session}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return f"{NEWEST_PREFIX}{key}:"
+
+
+def _name_in_store(store: SessionStore, caller: str, opening: str, chain: list[bytes]) -> str:
+    """``name``'s decision against the shared index (blocking: one worker-thread hop for all of it).
+
+    The list a request extends is nearly always its conversation's previous request, a few
+    messages shorter, so the newest digests are looked up first and the rest only on a miss."""
+    keys = [CONV_PREFIX + d.hex() for d in chain]
+    recent = keys[-RECENT_FIRST:]
+    known = store.remembered(recent)
+    if not known and len(keys) > len(recent):
+        known = store.remembered(keys[: -len(recent)])
+    found = next((known[k] for k in reversed(keys) if k in known), None)
+    session = opening
+    if found is not None:
+        session = found
+        newest = store.newest(_newest_prefix(caller, found))  # keys end in the time they were written
+        if newest is not None:
+            length, _, digest = newest.partition(":")
+            if int(length) > len(chain) or chain[int(length) - 1].hex() != digest:
+                session = f"{opening}-{chain[-1].hex()[:12]}"  # it went on along another branch: parts here
+    newest_key = f"{_newest_prefix(caller, session)}{time.time_ns():020d}"
+    store.remember({keys[-1]: session, newest_key: f"{len(chain)}:{chain[-1].hex()}"})
+    return session
 
 
 def _message_digest(message: Mapping[str, Any]) -> bytes:
@@ -79,8 +121,27 @@ class ConversationIndex:
             self._previous.popitem(last=False)
         return out
 
-    def name(self, caller: str, opening: str, messages: Sequence[Mapping[str, Any]]) -> str:
-        """The session these messages continue, ``opening`` (their opening's name) for a new one."""
+    async def name(
+        self, caller: str, opening: str, messages: Sequence[Mapping[str, Any]], store: SessionStore | None = None
+    ) -> str:
+        """The session these messages continue, ``opening`` (their opening's name) for a new one.
+
+        ``store``: a shared session store keeps the index for every process sharing it."""
+        if store is not None and store.blocking:
+            return await self._name_shared(store, caller, opening, messages)
+        return self.name_local(caller, opening, messages)
+
+    async def _name_shared(
+        self, store: SessionStore, caller: str, opening: str, messages: Sequence[Mapping[str, Any]]
+    ) -> str:
+        with self._lock:
+            chain = self._chain(caller, messages)
+        if not chain:
+            return opening
+        return await store_call(store, _name_in_store, store, caller, opening, chain)
+
+    def name_local(self, caller: str, opening: str, messages: Sequence[Mapping[str, Any]]) -> str:
+        """``name`` in this process's own index."""
         with self._lock:
             chain = self._chain(caller, messages)
             found = next((self._sessions[d] for d in reversed(chain) if d in self._sessions), None)

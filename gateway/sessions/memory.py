@@ -8,8 +8,11 @@ checkpoints is one lookup, not a scan. Both maps are bounded; the oldest go firs
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
 
 from gateway.assembly.context import SessionState
+from gateway.sessions.merge import merge_states
 
 DEFAULT_MAX_SESSIONS = 50_000
 DEFAULT_MAX_CLAIMS = 200_000
@@ -36,11 +39,38 @@ class MemorySessionStore:
         self._states.move_to_end(session_id)
         return state
 
-    async def save(self, state: SessionState) -> None:
+    async def save(self, state: SessionState, base: SessionState | None = None) -> None:
+        """Store ``state``; merged onto a state another turn saved since ``base`` (``merge.py``)."""
+        stored = self._states.get(state.session_id)
+        if base is not None and stored is not None and stored.version != base.version:
+            state = merge_states(base, state, stored)
+        self._put(state, stored)
+
+    async def update(self, session_id: str, change: Callable[[SessionState], SessionState]) -> SessionState:
+        """Apply ``change`` to the stored state (atomic: nothing else runs on the loop meanwhile)."""
+        stored = self._states.get(session_id)
+        return self._put(change(stored or SessionState(session_id=session_id)), stored)
+
+    def _put(self, state: SessionState, stored: SessionState | None) -> SessionState:
+        state = replace(state, version=(stored.version if stored else 0) + 1)
         self._states[state.session_id] = state
         self._states.move_to_end(state.session_id)
         while len(self._states) > self._max:
             self._states.popitem(last=False)
+        return state
+
+    def remembered(self, keys: list[str]) -> dict[str, str]:
+        found = {k: self.result(k) for k in keys}
+        return {k: v for k, v in found.items() if v is not None}
+
+    def remember(self, values: dict[str, str]) -> None:
+        for key, value in values.items():
+            if self.claim(key):
+                self.finish(key, value)
+
+    def newest(self, prefix: str) -> str | None:
+        found = {k: v for k, v in self.claimed(prefix).items() if v is not None}
+        return found[max(found)] if found else None
 
     def claim(self, key: str) -> bool:
         """Return True for the first caller per key."""

@@ -14,12 +14,15 @@ T = TypeVar("T")
 class SessionStore(Protocol):
     """Backends: in-process (one gateway) or shared (replicas behind a load balancer).
 
-    ``save`` is last-writer-wins on the whole state: concurrent turns of one session may
-    overwrite each other's state. Work that must never be lost that way (a finished
-    checkpoint) is stored append-only through ``claim``/``finish`` instead, and read back
-    with ``finished``.
+    ``save(state, base)`` names the state it was made from: when another turn saved the
+    session meanwhile (this worker, another worker, another replica), the two merge field by
+    field (``merge.py``) instead of the later overwriting the earlier. ``update`` applies a
+    change to whatever is stored, atomically (a compare-and-set on the row's version in the
+    shared store). Finished checkpoints are also stored append-only through
+    ``claim``/``finish``, and read back with ``claimed``.
 
-    ``claim``, ``finish``, ``result`` and ``finished`` block when ``blocking`` is true (a
+    ``claim``, ``finish``, ``result``, ``claimed``, ``remembered``, ``remember`` and ``newest``
+    block when ``blocking`` is true (a
     database round trip in the shared backend): call them through ``store_call``, which
     moves them off the event loop only then.
     """
@@ -30,7 +33,23 @@ class SessionStore(Protocol):
 
     async def load(self, session_id: str) -> SessionState: ...
 
-    async def save(self, state: SessionState) -> None: ...
+    async def save(self, state: SessionState, base: SessionState | None = None) -> None: ...
+
+    async def update(self, session_id: str, change: Callable[[SessionState], SessionState]) -> SessionState:
+        """Apply ``change`` to the stored state atomically; the state stored."""
+        ...
+
+    def remembered(self, keys: list[str]) -> dict[str, str]:
+        """Values ``remember`` stored under these keys, by any process sharing this store."""
+        ...
+
+    def remember(self, values: dict[str, str]) -> None:
+        """Store values under keys, first writer wins (append-only, as claims)."""
+        ...
+
+    def newest(self, prefix: str) -> str | None:
+        """The value remembered under the greatest key starting with ``prefix`` (None: none)."""
+        ...
 
     def claim(self, key: str) -> bool:
         """True for exactly one caller per key across every process sharing this store."""

@@ -115,6 +115,8 @@ class SessionStateRow(Base):
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     state: Mapped[str] = mapped_column(Text)  # SessionState.to_dict() as JSON
     updated_at: Mapped[float] = mapped_column(Float, index=True)
+    #: Bumped by every save; a save names the version it read (compare-and-set, ``sessions/merge.py``).
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
 
 class SessionClaim(Base):

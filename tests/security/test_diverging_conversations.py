@@ -58,15 +58,15 @@ def test_a_named_session_is_never_renamed(open_gateway: str, sim: SimHandle) -> 
 def test_the_index_is_per_caller_and_bounded() -> None:
     index = ConversationIndex(limit=4)
     opening = [SYSTEM, HELLO]
-    assert index.name("caller-a", "s-open", opening) == "s-open"
+    assert index.name_local("caller-a", "s-open", opening) == "s-open"
     a2 = [*opening, {"role": "assistant", "content": "Hi"}, {"role": "user", "content": "A"}]
-    assert index.name("caller-a", "s-open", a2) == "s-open"
+    assert index.name_local("caller-a", "s-open", a2) == "s-open"
     b2 = [*opening, {"role": "assistant", "content": "Hi"}, {"role": "user", "content": "B"}]
-    assert index.name("caller-b", "s-open", b2) == "s-open", "another caller's history is not this one's"
-    forked = index.name("caller-a", "s-open", b2)
+    assert index.name_local("caller-b", "s-open", b2) == "s-open", "another caller's history is not this one's"
+    forked = index.name_local("caller-a", "s-open", b2)
     assert forked.startswith("s-open-") and forked != "s-open"
     for n in range(10):
-        index.name("caller-c", f"s-{n}", [{"role": "user", "content": str(n)}])
+        index.name_local("caller-c", f"s-{n}", [{"role": "user", "content": str(n)}])
     assert len(index._sessions) <= 4
 
 
