@@ -24,6 +24,7 @@ A database error degrades memory (logged, counted in no decision) and never fail
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import OrderedDict
@@ -39,12 +40,13 @@ from gateway.assembly.memory_blocks import ARCHIVED_KEY, CANDIDATES_KEY, FACTS_K
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
-from gateway.memory.archive import archive, archived_count, passages_of, search
+from gateway.memory.archive import archive, archived_count, embed, passages_of, search
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
 from gateway.store.engine import make_engine
 from gateway.store.record import RequestRecord
+from gateway.summarize.transcript import render_transcript
 from gateway.upstream.router import UpstreamRouter
 
 if TYPE_CHECKING:
@@ -53,6 +55,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ventana.memory")
 #: Ranked candidates handed to the pass per max_passages it may place.
 CANDIDATES_PER_PASSAGE = 4
+#: The newest turns before the question (those not archived) that a passage must beat: one that
+#: scores no higher only resembles what the model still sees.
+TAIL_TURNS = 3
 _ARCHIVING = ("compacted", "checkpoint_reused")
 MAX_TRACKED_SESSIONS = 50_000
 #: How long a session's ranking is reused while its question and archive stay the same. Bounded
@@ -69,6 +74,23 @@ def last_user_text(messages: Sequence[Message]) -> str:
     """The newest user message's text ("" if none): the question recall ranks against."""
     newest = last_client_user(messages)
     return "" if newest < 0 else text_of(messages[newest].get("content"))
+
+
+def tail_turns(messages: Sequence[Message], archived_end: int, turns: int = TAIL_TURNS) -> list[str]:
+    """The newest ``turns`` turns before the question and after what was archived, rendered as passages are."""
+    question = last_client_user(messages)
+    if question <= archived_end:
+        return []
+    starts = [
+        i
+        for i in range(archived_end, question)
+        if messages[i].get("role") == "user" and not is_gateway_block(messages[i])
+    ][-turns:]
+    bounds = [*starts, question]
+    texts = [
+        render_transcript([m for m in messages[a:b] if not is_gateway_block(m)]) for a, b in itertools.pairwise(bounds)
+    ]
+    return [t for t in texts if t.strip()]
 
 
 class _RecallKey(NamedTuple):
@@ -146,6 +168,7 @@ class MemoryRuntime:
         if self.policy.recall and self.policy.mode == "tool":  # the pass offers the tool once there is an archive
             ctx = ctx.annotate(**{ARCHIVED_KEY: await self._has_archive(session_id, owner)})
         question, by_owner = self._question(ctx, owner)
+        tail = tuple(tail_turns(ctx.messages, self._seen_end(ctx))) if question else ()
         facts = self._wants_facts(ctx, owner)
         key = _RecallKey(question, ctx.session.checkpoints, self._archived.get(session_id, 0))
         known = self._ranked.get(session_id) if question and not by_owner else None
@@ -155,7 +178,9 @@ class MemoryRuntime:
         values: dict[str, Any] = {}
         try:
             values.update(
-                await asyncio.to_thread(self._lookup, session_id, owner, question if not reuse else "", by_owner, facts)
+                await asyncio.to_thread(
+                    self._lookup, session_id, owner, question if not reuse else "", by_owner, facts, tail
+                )
             )
         except SQLAlchemyError:
             log.exception("memory lookup failed for session %s; this turn goes without memory", session_id)
@@ -209,19 +234,37 @@ class MemoryRuntime:
         while len(self._ranked) > MAX_TRACKED_SESSIONS:
             self._ranked.popitem(last=False)
 
-    def _lookup(self, session_id: str, owner: str | None, question: str, by_owner: bool, facts: bool) -> dict[str, Any]:
+    def _seen_end(self, ctx: Context) -> int:
+        """Where the history the model still sees verbatim starts: after every archived or summarised range."""
+        ends = [c.end for c in ctx.session.checkpoints]
+        return max([self._archived.get(ctx.session.session_id, 0), *ends])
+
+    def _lookup(
+        self, session_id: str, owner: str | None, question: str, by_owner: bool, facts: bool, tail: Sequence[str] = ()
+    ) -> dict[str, Any]:
         """Runs in a worker thread: rank the archive against ``question`` (if any), read the facts (if asked)."""
         values: dict[str, Any] = {}
         if question:
-            values[CANDIDATES_KEY] = tuple(self._rank(question, session_id, owner if by_owner else None))
+            values[CANDIDATES_KEY] = tuple(self._rank(question, session_id, owner if by_owner else None, tail))
         if facts and owner:
             values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, self.policy.max_facts))
         return values
 
-    def _rank(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
-        """The best candidates for ``question``: the owner's passages when ``owner`` is given, else the session's."""
-        found = search(self.engine, question, session_id=None if owner else session_id, owner=owner)
-        return found[: max(1, self.policy.max_passages) * CANDIDATES_PER_PASSAGE]
+    def _rank(self, question: str, session_id: str, owner: str | None, tail: Sequence[str] = ()) -> list[Passage]:
+        """The best candidates for ``question`` and the turns next to them (the owner's passages when
+        ``owner`` is given, else the session's); none that only resembles the ``tail``."""
+        found = search(self.engine, question, session_id=None if owner else session_id, owner=owner, tail=tail)
+        top = [p for p in found[: max(1, self.policy.max_passages) * CANDIDATES_PER_PASSAGE] if p.score > 0]
+        ids = {p.passage_id for p in top}
+        edges = {(p.session_id, x) for p in top[: max(1, self.policy.max_passages) * 2] for x in (p.start, p.end)}
+        near = [
+            p
+            for p in found
+            if p.passage_id not in ids
+            and p.score > 0
+            and ((p.session_id, p.start) in edges or (p.session_id, p.end) in edges)
+        ]
+        return [*top, *near]
 
     async def search(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
         """The ranked candidates for a ``recall_archive`` call of this session (scoped as inline recall is).
@@ -240,7 +283,8 @@ class MemoryRuntime:
             return
         session_id = original.session.session_id
         owner = owner_of(body, caller)
-        ranges = [(s, e) for s, e in compacted_ranges(decisions) if e > self._archived.get(session_id, 0)]
+        prior = self._archived.get(session_id, 0)
+        ranges = [(s, e) for s, e in compacted_ranges(decisions) if e > prior]
         learn = self._new_statements(original, owner)
         if not ranges and not learn:
             return
@@ -250,7 +294,7 @@ class MemoryRuntime:
             while len(self._archived) > MAX_TRACKED_SESSIONS:
                 self._archived.popitem(last=False)
         task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(self._write, original, ranges, learn, owner or ANONYMOUS)
+            asyncio.to_thread(self._write, original, ranges, learn, owner or ANONYMOUS, prior)
         )
         for key in (session_id, *([f"owner:{owner}"] if owner else [])):
             self._pending[key] = task
@@ -269,13 +313,17 @@ class MemoryRuntime:
         if self._pending.get(key) is task:
             del self._pending[key]
 
-    def _write(self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str) -> None:
+    def _write(
+        self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str, prior: int = 0
+    ) -> None:
+        """Archive ``ranges`` (the turns from ``prior`` on: earlier ones are in already, and embedding
+        them again would cost the CPU for nothing) and store the facts learned."""
         session_id = original.session.session_id
         count = original.env.counter.text
         try:
             for start, end in ranges:
-                rows = passages_of(original.messages, start, end, self.policy.passage_tokens, count)
-                archive(self.engine, session_id, owner, rows)
+                rows = passages_of(original.messages, max(start, prior), end, self.policy.passage_tokens, count)
+                archive(self.engine, session_id, owner, embed(rows) if self.policy.embeddings else rows)
             facts = self.extract(learn) if learn else []
             if facts and owner != ANONYMOUS:
                 remember(self.engine, owner, session_id, facts)
