@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gateway.assembly.text_relevance import term_scores, terms
+from gateway.summarize.facts import PROSE_DATE
 
 BM25_WEIGHT = 0.5
 COS_FLOOR = 0.15
@@ -45,12 +46,7 @@ _TIME_QUESTION = re.compile(
     rf"since|until|week|month|year|yesterday|date|dates|{_MONTHS})\b",
     re.IGNORECASE,
 )
-_DATE = re.compile(
-    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}[/.]\d{{1,2}}[/.]\d{{2,4}}\b|\b({_MONTHS})\.? \d{{1,2}}(st|nd|rd|th)?\b|"
-    rf"\b\d{{1,2}}(st|nd|rd|th)? (of )?({_MONTHS})\b|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|"
-    r"\b\d{1,2}(:\d{2})? ?(am|pm)\b",
-    re.IGNORECASE,
-)
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 
 
 def is_time_question(question: str) -> bool:
@@ -59,7 +55,8 @@ def is_time_question(question: str) -> bool:
 
 
 def has_date(text: str) -> bool:
-    return _DATE.search(text) is not None
+    """Whether ``text`` states a date or a time (in figures or in words)."""
+    return _ISO_DATE.search(text) is not None or PROSE_DATE.search(text) is not None
 
 
 def semantic(cosines: np.ndarray) -> np.ndarray:
