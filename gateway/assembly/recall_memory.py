@@ -1,15 +1,17 @@
-"""Place recalled passages at the end of the request and the user's long-term facts after the system prompt.
+"""Place recalled passages just before the question and the user's long-term facts after the system prompt.
 
 Two memories, one pass (slot 6, after compaction decided what aged out of the window):
 
 - Episodic recall (on by default): the API layer archived every range compaction replaced and, for this
-  turn's question, hands in scored candidates (``memory_blocks.CANDIDATES_KEY``). The pass
-  keeps those at or above ``min_score`` whose text the model does not already see, best
-  first, at most ``max_passages`` and within ``recall_budget_tokens``, and places them in
-  one ``<recalled>`` user message after the last message the client sent (before the reminder):
-  the dynamic end, never inside the history. Placed before the question, it sat between turns the
-  next request resends, so every recall rewrote the cached history from there on (in agent loops,
-  from the task on). One ``recalled`` decision per passage (score, turns, tokens).
+  turn's question, hands in scored candidates (``memory_blocks.CANDIDATES_KEY``). When the question is
+  the newest client message, the pass keeps those at or above ``min_score`` whose text the model does
+  not already see, best first (with their adjacent turns), at most ``max_passages`` and within
+  ``recall_budget_tokens``, and places them in one ``<recalled>`` user message just before the
+  question, labelled with their turns and framed as earlier conversation: after the question it was
+  the last thing a small model read, and it answered the block ("Noted.") instead of the question.
+  The block and the question's key are frozen in the session state; the agent rounds that follow
+  the question get the same bytes at the same place, so each round extends the cached prefix, and
+  the next question replaces it. One ``recalled`` decision per passage (score, turns, tokens, reused).
 - Long-term memory (opt-in, ``long_term``): on a session's first turn the facts handed in
   (``memory_blocks.FACTS_KEY``) are rendered, newest first, within
   ``profile_budget_tokens`` into a ``<memory>`` system message right after the leading
