@@ -36,7 +36,15 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
-from gateway.assembly.memory_blocks import ARCHIVED_KEY, CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
+from gateway.assembly.memory_blocks import (
+    ARCHIVED_KEY,
+    CANDIDATES_KEY,
+    FACTS_KEY,
+    STATE_KEY,
+    Fact,
+    Passage,
+    asks_now,
+)
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
@@ -168,13 +176,13 @@ class MemoryRuntime:
         if self.policy.recall and self.policy.mode == "tool":  # the pass offers the tool once there is an archive
             ctx = ctx.annotate(**{ARCHIVED_KEY: await self._has_archive(session_id, owner)})
         question, by_owner = self._question(ctx, owner)
-        tail = tuple(tail_turns(ctx.messages, self._seen_end(ctx))) if question else ()
         facts = self._wants_facts(ctx, owner)
         key = _RecallKey(question, ctx.session.checkpoints, self._archived.get(session_id, 0))
         known = self._ranked.get(session_id) if question and not by_owner else None
         reuse = known is not None and known[0] == key and time.monotonic() - known[2] < RANKING_MAX_AGE_S
         if not facts and (not question or reuse):  # nothing to look up: no thread hop, no query
             return ctx.annotate(**{CANDIDATES_KEY: known[1]}) if reuse and known is not None else ctx
+        tail = tuple(tail_turns(ctx.messages, self._seen_end(ctx))) if question and not reuse else ()
         values: dict[str, Any] = {}
         try:
             values.update(
@@ -222,7 +230,10 @@ class MemoryRuntime:
         archived = session.checkpoints or session.session_id in self._archived or by_owner
         if not (policy.recall and policy.mode == "inline" and archived):
             return "", by_owner
-        return last_user_text(ctx.messages), by_owner
+        newest = last_client_user(ctx.messages)
+        if not asks_now(ctx.messages, newest):
+            return "", by_owner  # an agent round after the question: the pass resends the question's frozen block
+        return text_of(ctx.messages[newest].get("content")), by_owner
 
     def _wants_facts(self, ctx: Context, owner: str | None) -> bool:
         session = ctx.session

@@ -82,6 +82,19 @@ class Fact:
     text: str
 
 
+def asks_now(messages: Sequence[Mapping[str, Any]], question: int) -> bool:
+    """Whether the user message at ``question`` is the newest the client sent (only gateway blocks
+    after it): the model answers it now. In the agent rounds that follow it, it does not.
+
+    Walks back from the end over gateway blocks only, so a 400-round loop costs one step."""
+    from gateway.assembly.verify_assembly import is_gateway_block
+
+    end = len(messages) - 1
+    while end > question and is_gateway_block(messages[end]):
+        end -= 1
+    return question >= 0 and end == question
+
+
 def _escape(text: str, tag: str) -> str:
     """Defuse every gateway closer (``tag`` is kept for callers; all tags are escaped)."""
     return defuse_closers(text)

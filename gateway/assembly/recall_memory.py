@@ -47,6 +47,7 @@ from gateway.assembly.memory_blocks import (
     STATE_KEY,
     Fact,
     Passage,
+    asks_now,
     memory_message,
     recalled_message,
 )
@@ -55,7 +56,7 @@ from gateway.assembly.pass_policy import PassPolicy
 from gateway.assembly.select_passages import passage_detail, select_passages
 from gateway.assembly.tool_modes import is_restricting_choice
 from gateway.assembly.tool_scoring import tool_name
-from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
+from gateway.assembly.verify_assembly import last_client_user
 
 PASS = "recall_memory"
 DEFAULT_RECALL_BUDGET_TOKENS = 800
@@ -165,7 +166,7 @@ def _recall_block(
     if not policy.recall or policy.mode != "inline":
         return None, [], frozen if isinstance(frozen, Mapping) else None
     key = _question_key(ctx.messages[question])
-    if all(is_gateway_block(m) for m in ctx.messages[question + 1 :]):  # the question is what the model answers now
+    if asks_now(ctx.messages, question):  # the question is what the model answers now
         passages, decisions = _select(ctx, policy)
         if not passages:
             return None, [], None
