@@ -37,7 +37,7 @@ _NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][\w'-]+(?: [A-Z][\w'-]+)*")
 _DECISION = re.compile(
     r"\b(decid\w*|agree[ds]?|agreed to|confirm\w*|chose|choose|approv\w*|reject\w*|cancel\w*|need to|have to|"
     r"must (?!have been|be so|be really|be such)\w+|todo|to-do|deadline|due|plan\w*|going to|gonna|will (?!be so)\w+|"
-    r"schedul\w*|book(?:ed|ing)|sign(?:ed)? up|remember to|prefer\w*|favou?rite|allerg\w*|always|never|"
+    r"booked|sign(?:ed)? up|remember to|prefer\w*|favou?rite|allerg\w*|always|never|"
     r"love to|loves?|hates?|can't stand|next (?:week|month|year|weekend|time)|tomorrow)\b",
     re.IGNORECASE,
 )
