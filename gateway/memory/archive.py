@@ -125,8 +125,9 @@ def search(
 ) -> list[Passage]:
     """Every archived passage of the session (or owner) with its score against ``question``, best first.
 
-    ``tail``: the newest turns the model still sees (rendered as passages are); a passage that
-    scores no higher than the best of them only resembles what is there and scores 0."""
+    ``tail``: the newest turns the model still sees (rendered as passages are); a passage that,
+    with its neighbours, matches no better than the best of them only resembles what is there
+    and scores 0."""
     t = passages_table.c
     query = select(
         t.id, t.session_id, t.start, t.end, t.part, t.turn_start, t.turn_end, t.text, t.terms, t.dated, t.vector
@@ -168,7 +169,7 @@ def search(
             r.turn_start,
             r.turn_end,
             r.text,
-            score if score > bar else 0.0,
+            score if max(own[i], *(own[j] for j in near[i] if j >= 0)) > bar else 0.0,
             dated=r.dated or "",
         )
         for i, (r, score) in enumerate(zip(rows, scores, strict=True))
