@@ -22,6 +22,7 @@ The same input always gives the same bytes: checkpoints depend on it.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from gateway.summarize.transcript import transcript_lines
 from gateway.tokens import TokenCounter
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][\w'-]+(?: [A-Z][\w'-]+)*")
+_NAME = re.compile(r"(?<=[a-z,;:] )(?!I\b|I['’])[A-Z][\w'’-]+(?: [A-Z][\w'’-]+)*")
 _DECISION = re.compile(
     r"\b(decid\w*|agree[ds]?|agreed to|confirm\w*|chose|choose|approv\w*|reject\w*|cancel\w*|need to|have to|"
     r"must (?!have been|be so|be really|be such)\w+|todo|to-do|deadline|due|plan\w*|going to|gonna|will (?!be so)\w+|"
@@ -63,6 +64,12 @@ _ELLIPSIS = " …"
 _SUMMARY_LINE = re.compile(r"^- ([a-z][\w -]*?): (.*)$")
 
 
+def _decision_bonus(decision: bool, facts: frozenset[str]) -> int:
+    """A decision, plan or preference counts fully with a fact in it ("booked TP174 for May 3"), a
+    little without one: chat is full of "I'd love to" and "I always", which settle nothing."""
+    return 0 if not decision else (3 if facts else 1)
+
+
 @dataclass(frozen=True, slots=True)
 class _Unit:
     index: int
@@ -73,7 +80,7 @@ class _Unit:
 
     @property
     def score(self) -> int:
-        return self.weight * (2 * sum(map(fact_weight, self.facts)) + (3 if self.decision else 0))
+        return self.weight * (2 * sum(map(fact_weight, self.facts)) + _decision_bonus(self.decision, self.facts))
 
 
 def _pieces(sentence: str) -> list[str]:
@@ -118,7 +125,8 @@ def _unit(index: int, text: str, body: str, speaker: str, noise: frozenset[str])
         return _Unit(index, text, frozenset(), False, weight(speaker))
     names = _NAME.findall(body)
     facts = frozenset(extract_facts(body, extra=[*names, *prose_dates(body)])) - noise
-    return _Unit(index, text, facts, bool(_DECISION.search(body)), weight(speaker))
+    decided = bool(_DECISION.search(body)) and not body.rstrip().endswith("?")  # asking is not deciding
+    return _Unit(index, text, facts, decided, weight(speaker))
 
 
 def _previous_lines(previous: str | None) -> list[tuple[str, str, str]]:
@@ -152,20 +160,36 @@ def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
     return units
 
 
+def _gain(unit: _Unit, covered: set[str]) -> int:
+    """What ``unit`` adds once ``covered`` facts are kept: its new facts, weighted, and its decision."""
+    new = unit.facts - covered
+    return unit.weight * (2 * sum(fact_weight(f) for f in new) + _decision_bonus(unit.decision, new))
+
+
 def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Unit]:
-    """Pick the units adding the most uncovered facts, best first, until the budget is spent."""
+    """Pick the units adding the most uncovered facts per token, until the budget is spent.
+
+    Per token, not per unit: a long sentence holding two facts must not take the room of three
+    short ones holding six (a summary of a chatty span filled up with its longest sentences).
+    Lazy greedy: a unit's gain only falls as facts get covered, so a stale gain on the heap is
+    an upper bound and is recomputed when it comes to the top."""
     covered: set[str] = set()
     seen_text: set[str] = set()
     chosen: list[_Unit] = []
     spent = 0
-    for unit in sorted(units, key=lambda u: (-u.score, u.index)):
-        if unit.score == 0 or unit.text in seen_text:
+    costs = {u.index: counter.text(u.text) + 1 for u in units if u.score > 0}
+    heap = [(-u.score / costs[u.index], u.index, u) for u in units if u.score > 0]
+    heapq.heapify(heap)
+    while heap:
+        stale, _, unit = heapq.heappop(heap)
+        cost = costs[unit.index]
+        if unit.text in seen_text or spent + cost > budget:
             continue
-        new = unit.facts - covered
-        if not new and not unit.decision:
+        if not (unit.facts - covered) and not unit.decision:
             continue
-        cost = counter.text(unit.text) + 1
-        if spent + cost > budget:
+        fresh = -_gain(unit, covered) / cost
+        if heap and fresh > heap[0][0] + 1e-12 and fresh != stale:  # worth less now: back in line
+            heapq.heappush(heap, (fresh, unit.index, unit))
             continue
         chosen.append(unit)
         seen_text.add(unit.text)
