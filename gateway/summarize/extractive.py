@@ -22,7 +22,6 @@ The same input always gives the same bytes: checkpoints depend on it.
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -160,36 +159,37 @@ def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
     return units
 
 
-def _gain(unit: _Unit, covered: set[str]) -> int:
-    """What ``unit`` adds once ``covered`` facts are kept: its new facts, weighted, and its decision."""
-    new = unit.facts - covered
-    return unit.weight * (2 * sum(fact_weight(f) for f in new) + _decision_bonus(unit.decision, new))
+def _owned(units: list[_Unit]) -> list[_Unit]:
+    """Units without the facts a heavier speaker also stated: a reply restating the user's or a
+    tool's figure adds nothing, so the fact is kept in the words of whoever stated it."""
+    best: dict[str, int] = {}
+    for u in units:
+        for f in u.facts:
+            best[f] = max(best.get(f, 0), u.weight)
+    out = []
+    for u in units:
+        lighter = frozenset(f for f in u.facts if best[f] > u.weight)
+        out.append(_Unit(u.index, u.text, u.facts - lighter, u.decision, u.weight) if lighter else u)
+    return out
 
 
 def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Unit]:
-    """Pick the units adding the most uncovered facts per token, until the budget is spent.
+    """Pick the units whose facts weigh most (the shorter first among equals), skipping those adding
+    no uncovered fact, until the budget is spent.
 
-    Per token, not per unit: a long sentence holding two facts must not take the room of three
-    short ones holding six (a summary of a chatty span filled up with its longest sentences).
-    Lazy greedy: a unit's gain only falls as facts get covered, so a stale gain on the heap is
-    an upper bound and is recomputed when it comes to the top."""
+    Dividing by length was tried (benchmarks/RESULTS.md, session 34): short bare ids (an agent's
+    flight rows) then beat the records that say what their id is about, so it is a tie-break only."""
     covered: set[str] = set()
     seen_text: set[str] = set()
     chosen: list[_Unit] = []
     spent = 0
-    costs = {u.index: counter.text(u.text) + 1 for u in units if u.score > 0}
-    heap = [(-u.score / costs[u.index], u.index, u) for u in units if u.score > 0]
-    heapq.heapify(heap)
-    while heap:
-        stale, _, unit = heapq.heappop(heap)
+    owned = [u for u in _owned(units) if u.score > 0]
+    costs = {u.index: counter.text(u.text) + 1 for u in owned}
+    for unit in sorted(owned, key=lambda u: (-u.score, costs[u.index], u.index)):
         cost = costs[unit.index]
         if unit.text in seen_text or spent + cost > budget:
             continue
         if not (unit.facts - covered) and not unit.decision:
-            continue
-        fresh = -_gain(unit, covered) / cost
-        if heap and fresh > heap[0][0] + 1e-12 and fresh != stale:  # worth less now: back in line
-            heapq.heappush(heap, (fresh, unit.index, unit))
             continue
         chosen.append(unit)
         seen_text.add(unit.text)
