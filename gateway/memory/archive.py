@@ -158,8 +158,9 @@ def search(
         )
         for i, r in enumerate(rows)
     ]
-    dated = [rank.has_date(r.text) for r in rows]
-    scores = rank.with_context(own, near, dated, rank.is_time_question(question))
+    timed = rank.is_time_question(question)
+    dated = [rank.has_date(r.text) for r in rows] if timed else [False] * len(rows)  # a scan only when asked when
+    scores = rank.with_context(own, near, dated, timed)
     found = [
         Passage(
             r.id,

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gateway.assembly.text_relevance import term_scores, terms
-from gateway.summarize.facts import PROSE_DATE
+from gateway.summarize.facts import prose_dates
 
 BM25_WEIGHT = 0.5
 COS_FLOOR = 0.15
@@ -56,7 +56,7 @@ def is_time_question(question: str) -> bool:
 
 def has_date(text: str) -> bool:
     """Whether ``text`` states a date or a time (in figures or in words)."""
-    return _ISO_DATE.search(text) is not None or PROSE_DATE.search(text) is not None
+    return _ISO_DATE.search(text) is not None or bool(prose_dates(text))
 
 
 def semantic(cosines: np.ndarray) -> np.ndarray:
