@@ -125,9 +125,8 @@ def search(
 ) -> list[Passage]:
     """Every archived passage of the session (or owner) with its score against ``question``, best first.
 
-    ``tail``: the newest turns the model still sees (rendered as passages are); a passage that,
-    with its neighbours, matches no better than the best of them only resembles what is there
-    and scores 0."""
+    ``tail``: the newest turns the model still sees (rendered as passages are); a passage that
+    only resembles them (``rank.resembles_tail``) scores 0."""
     t = passages_table.c
     query = select(
         t.id, t.session_id, t.start, t.end, t.part, t.turn_start, t.turn_end, t.text, t.terms, t.dated, t.vector
@@ -147,10 +146,12 @@ def search(
     if question_vector is not None and tail:
         encoded = vectors.encode_memo(tail)
         tail_vectors = list(encoded) if encoded is not None else tail_vectors
-    corpus = [*(r.terms.split() for r in rows), *(terms(x) for x in tail)]
-    own = rank.fused_scores(question, corpus, [*stored, *tail_vectors], question_vector)
-    bar = rank.tail_bar(own, len(tail))
-    own = own[: len(rows)]
+    tail_terms = [terms(x) for x in tail]
+    corpus = [*(r.terms.split() for r in rows), *tail_terms]
+    fused, meaning = rank.fused_scores(question, corpus, [*stored, *tail_vectors], question_vector)
+    own = fused[: len(rows)]
+    novel = set(terms(question)) - {t for ts in tail_terms for t in ts}
+    tail_meaning = max(meaning[len(rows) :], default=0.0)
     near = [
         (
             i - 1 if i > 0 and rows[i - 1].session_id == r.session_id else -1,
@@ -160,7 +161,11 @@ def search(
     ]
     timed = rank.is_time_question(question)
     dated = [rank.has_date(r.text) for r in rows] if timed else [False] * len(rows)  # a scan only when asked when
-    scores = rank.with_context(own, near, dated, timed)
+    echo = [
+        rank.resembles_tail(set(r.terms.split()), novel, meaning[i], tail_meaning, bool(tail))
+        for i, r in enumerate(rows)
+    ]
+    scores = rank.with_context([0.0 if e else o for e, o in zip(echo, own, strict=True)], near, dated, timed)
     found = [
         Passage(
             r.id,
@@ -170,7 +175,7 @@ def search(
             r.turn_start,
             r.turn_end,
             r.text,
-            score if max(own[i], *(own[j] for j in near[i] if j >= 0)) > bar else 0.0,
+            0.0 if echo[i] else score,
             dated=r.dated or "",
         )
         for i, (r, score) in enumerate(zip(rows, scores, strict=True))

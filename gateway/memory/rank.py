@@ -13,10 +13,12 @@ Pure (no I/O): the archive reads the rows, this scores them.
   holds the question's words ("Where did you and Monica eat in East Nashville?").
 - **Dates.** A question about time ("when", "before", "after", a month) adds ``DATED_BONUS`` to
   passages that state a date or time, so the turn that says when comes with the one that says what.
-- **The tail.** The newest turns, which the model still sees, are scored in the same corpus;
-  a passage that does not beat the best of them only resembles what is already there
-  (a templated "Turn 12: check the next item" against the visible "Turn 199: ...") and is
-  given the score 0.
+- **The tail.** The newest turns, which the model still sees, are scored in the same corpus.
+  A passage that matches no question word they lack, and means the question no more than
+  they do (``RESEMBLE_MARGIN``), only resembles what is already there (a templated "Turn 12:
+  check the next item" against the visible "Turn 199: ...", every "locker code at site N"
+  against the visible "give me every locker code") and is given the score 0; the one that
+  holds the question's own "site 1" stays.
 
 The constants were chosen on the tuning half of ``long_conversations/rhelm.jsonl`` (the split
 is in ``benchmarks/summaries.py``); benchmarks/RESULTS.md reports the held-out half.
@@ -37,6 +39,9 @@ COS_FLOOR = 0.15
 COS_CEIL = 0.65
 NEIGHBOUR_SHARE = 0.25
 DATED_BONUS = 0.1
+#: How much more a passage must mean the question than the newest turns do when it shares no word with
+#: the question that they lack.
+RESEMBLE_MARGIN = 0.1
 _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"
     "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
@@ -69,18 +74,30 @@ def fused_scores(
     corpus_terms: Sequence[Sequence[str]],
     vectors: Sequence[np.ndarray | None],
     question_vector: np.ndarray | None,
-) -> list[float]:
-    """Each document's own score on 0-1: BM25 and meaning averaged, BM25 alone without vectors."""
+) -> tuple[list[float], list[float]]:
+    """Each document's own score on 0-1 (BM25 and meaning averaged, BM25 alone without vectors),
+    and its meaning score alone (0 without a vector)."""
     lexical = np.array(term_scores(terms(question), corpus_terms) or [], dtype=np.float32)
+    meaning = np.zeros(len(lexical), dtype=np.float32)
     if question_vector is None or not len(lexical):
-        return [float(s) for s in lexical]
+        return [float(s) for s in lexical], [float(m) for m in meaning]
     have = [i for i, v in enumerate(vectors) if v is not None]
     fused = lexical.copy()
     if have:
         stacked = np.stack([vectors[i] for i in have])  # type: ignore[misc]
-        meaning = semantic(stacked @ question_vector)
-        fused[have] = BM25_WEIGHT * lexical[have] + (1 - BM25_WEIGHT) * meaning
-    return [float(s) for s in fused]
+        meaning[have] = semantic(stacked @ question_vector)
+        fused[have] = BM25_WEIGHT * lexical[have] + (1 - BM25_WEIGHT) * meaning[have]
+    return [float(s) for s in fused], [float(m) for m in meaning]
+
+
+def resembles_tail(
+    passage_terms: set[str], novel: set[str], meaning: float, tail_meaning: float, has_tail: bool
+) -> bool:
+    """Whether a passage only resembles the newest turns: every question word it matches is in them
+    too (``novel``: the question's words they lack), and it means the question no more than they do."""
+    if not has_tail:
+        return False
+    return not (passage_terms & novel) and meaning <= tail_meaning + RESEMBLE_MARGIN
 
 
 def with_context(
@@ -99,6 +116,3 @@ def with_context(
     return out
 
 
-def tail_bar(scores: Sequence[float], tail: int) -> float:
-    """The best score among the last ``tail`` documents (the newest turns the model still sees), 0 if none."""
-    return max(scores[len(scores) - tail :], default=0.0) if tail else 0.0
