@@ -114,5 +114,3 @@ def with_context(
             value += DATED_BONUS
         out.append(min(1.0, value))
     return out
-
-
