@@ -48,6 +48,7 @@ import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.locker_session import FINAL_QUESTION, SYSTEM, codes_present, locker_session
 from benchmarks.memory_recall import COMPACTION as BFCL_COMPACTION
 from benchmarks.memory_recall import REPLY, _window
+from benchmarks.rhelm_split import Half, in_half
 from gateway.tokens import counter_for
 from tests.procs import SimHandle, run_gateway, run_simulator
 from tests.shared_data import data_path, need
@@ -178,16 +179,18 @@ class Tally:
     asked: int = 0  # answer in the request that asks the question (recall included)
     truncated: int = 0  # answer in naive truncation to the asked request's budget
     recalled: int = 0  # questions that got a <recalled> block
-    by_type: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0]))
+    final_cut: int = 0  # answer in naive truncation to the final request's budget (what "kept" spent)
+    by_type: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0, 0, 0]))
 
-    def add(self, kind: str, kept: bool, asked: bool, truncated: bool, recalled: bool) -> None:
+    def add(self, kind: str, kept: bool, asked: bool, truncated: bool, recalled: bool, final_cut: bool) -> None:
         self.questions += 1
         self.kept += kept
         self.asked += asked
         self.truncated += truncated
         self.recalled += recalled
+        self.final_cut += final_cut
         row = self.by_type[kind]
-        for i, hit in enumerate((True, kept, asked, truncated)):
+        for i, hit in enumerate((True, kept, asked, truncated, final_cut)):
             row[i] += hit
 
 
@@ -250,6 +253,7 @@ def _score(
     final: str,
     received: list[dict[str, Any]],
     cut: list[dict[str, Any]],
+    final_cut: str,
 ) -> None:
     seen, truncated = _norm(_content(received)), _norm(_content(cut))
     tally.add(
@@ -258,7 +262,17 @@ def _score(
         any(_contains(a, seen) for a in answers),
         any(_contains(a, truncated) for a in answers),
         any(_is_gateway_block(m) and str(m.get("content")).startswith("<recalled") for m in received),
+        any(_contains(a, final_cut) for a in answers),
     )
+
+
+def final_kept(history: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """What the final replayed request carried without asking (its recalled and reminder blocks left
+    out), and naive truncation of the same conversation to the same number of tokens; both normalised."""
+    body = [m for m in last if not _is_gateway_block(m)]
+    users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+    covered = history[: users[-1] + 1] if users else history
+    return _norm(_content(body)), _norm(_content(truncate(covered, COUNTER.messages(body))))
 
 
 def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally:
@@ -272,37 +286,41 @@ def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally
             for case in tqdm(cases, desc="bfcl_memory"):
                 name = case["id"].rsplit("/", 1)[-1]
                 history, last = replay(client, sim, "mem-" + name, f"bfcl-{name}", case["messages"], REPLY)
-                full, final = _norm(_content(case["messages"])), _norm(_content(last))
+                full = _norm(_content(case["messages"]))
+                final, final_cut = final_kept(history, last)
                 for q in case["questions"][:questions]:
                     if not any(_contains(a, full) for a in q["answers"]):
                         continue
                     received, cut = ask(client, sim, "mem-" + name, f"bfcl-{name}", history, q["question"])
-                    _score(tally, name, q["answers"], final, received, cut)
+                    _score(tally, name, q["answers"], final, received, cut, final_cut)
     return tally
 
 
-def _rhelm_cases(count: int) -> list[dict[str, Any]]:
+def _rhelm_cases(count: int, half: Half = "all", window: int = WINDOW) -> list[dict[str, Any]]:
     path = need(data_path("long_conversations", "rhelm.jsonl"))
-    cases = [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
-    longer = sorted((c for c in cases if c["meta"]["tokens_o200k"] > WINDOW), key=lambda c: c["meta"]["tokens_o200k"])
+    cases = in_half([orjson.loads(line) for line in path.read_bytes().splitlines() if line], half)
+    longer = sorted((c for c in cases if c["meta"]["tokens_o200k"] > window), key=lambda c: c["meta"]["tokens_o200k"])
     return longer[:count]
 
 
-def rhelm(tmp: Path, count: int, stride: int, memory_mode: str = "inline") -> tuple[Tally, list[dict[str, Any]]]:
-    cases = _rhelm_cases(count)
+def rhelm(
+    tmp: Path, count: int, stride: int, memory_mode: str = "inline", half: Half = "all", window: int = WINDOW
+) -> tuple[Tally, list[dict[str, Any]]]:
+    cases = _rhelm_cases(count, half, window)
     tally = Tally()
-    with run_simulator(_dir(tmp / "sim-rhelm")) as sim:
-        config = {"models": [_model("rhelm", sim.base_url, WINDOW)], "policy": {"memory": {"mode": memory_mode}}}
-        with run_gateway(_dir(tmp / "gw-rhelm"), config) as gw:
+    with run_simulator(_dir(tmp / f"sim-rhelm-{half}-{window}")) as sim:
+        config = {"models": [_model("rhelm", sim.base_url, window)], "policy": {"memory": {"mode": memory_mode}}}
+        with run_gateway(_dir(tmp / f"gw-rhelm-{half}-{window}"), config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=300)
             for k, case in enumerate(tqdm(cases, desc="rhelm")):
                 history, last = replay(client, sim, "rhelm", f"rhelm-{k}", case["messages"], None, stride)
-                full, final = _norm(_content(case["messages"])), _norm(_content(last))
+                full = _norm(_content(case["messages"]))
+                final, final_cut = final_kept(history, last)
                 for q in case["questions"]:
                     if q["type"] in SKIPPED_TYPES or not _contains(q["answer"], full):
                         continue
                     received, cut = ask(client, sim, "rhelm", f"rhelm-{k}", history, q["question"])
-                    _score(tally, q["type"], [q["answer"]], final, received, cut)
+                    _score(tally, q["type"], [q["answer"]], final, received, cut, final_cut)
     return tally, cases
 
 
@@ -312,18 +330,21 @@ def _share(hit: int, of: int) -> str:
 
 def tally_rows(label: str, tally: Tally) -> list[str]:
     rows = [
-        f"| {label} | questions | in final request (kept) | present when asked (recall on) | "
-        "naive truncation, same budget | asked - truncation |",
-        "| --- | --- | --- | --- | --- | --- |",
+        f"| {label} | questions | present when asked (recall on) | naive truncation, asked budget | "
+        "asked - truncation | in final request, not asked (kept) | naive truncation, final budget | "
+        "kept - truncation |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for kind, (n, kept, asked, cut) in sorted(tally.by_type.items()):
+    for kind, (n, kept, asked, cut, final_cut) in sorted(tally.by_type.items()):
         rows.append(
-            f"| {kind} | {n} | {_share(kept, n)} | {_share(asked, n)} | {_share(cut, n)} | {(asked - cut) / n:+.2f} |"
+            f"| {kind} | {n} | {_share(asked, n)} | {_share(cut, n)} | {(asked - cut) / n:+.2f} | "
+            f"{_share(kept, n)} | {_share(final_cut, n)} | {(kept - final_cut) / n:+.2f} |"
         )
     n = tally.questions
     rows.append(
-        f"| **all** | {n} | **{_share(tally.kept, n)}** | **{_share(tally.asked, n)}** | "
-        f"**{_share(tally.truncated, n)}** | **{(tally.asked - tally.truncated) / max(1, n):+.2f}** |"
+        f"| **all** | {n} | **{_share(tally.asked, n)}** | {_share(tally.truncated, n)} | "
+        f"**{(tally.asked - tally.truncated) / max(1, n):+.2f}** | **{_share(tally.kept, n)}** | "
+        f"{_share(tally.final_cut, n)} | **{(tally.kept - tally.final_cut) / max(1, n):+.2f}** |"
     )
     rows.append(f"\n{tally.recalled} of {n} questions got a `<recalled>` block.")
     return rows
@@ -344,6 +365,13 @@ def main() -> None:
         help="bfcl, rhelm: policy.memory.mode (tool: the model asks the gateway's recall_archive tool)",
     )
     parser.add_argument("--stride", type=int, default=8, help="rhelm: send every n-th turn (and the last)")
+    parser.add_argument(
+        "--half",
+        choices=["tune", "held-out", "all"],
+        default="held-out",
+        help="rhelm: the chats tuned on or the held-out ones (benchmarks/rhelm_split.py)",
+    )
+    parser.add_argument("--rhelm-windows", default=str(WINDOW), help="rhelm: comma-separated context windows")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="ventana-summaries-bench-") as name:
@@ -354,13 +382,13 @@ def main() -> None:
         if "bfcl" in parts:
             print("\n### bfcl_memory.jsonl (window = conversation tokens / 4)\n")
             print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions, args.memory_mode))), flush=True)
-        if "rhelm" in parts:
-            tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode)
+        for window in [int(w) for w in args.rhelm_windows.split(",")] if "rhelm" in parts else []:
+            tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode, args.half, window)
             tokens = sorted(c["meta"]["tokens_o200k"] for c in cases)
             sizes = f"{tokens[0]}-{tokens[-1]}" if tokens else "no"
             print(
-                f"\n### long_conversations/rhelm.jsonl ({len(cases)} conversations of {sizes} tokens, "
-                f"{WINDOW} window, stride {args.stride}: every {args.stride}. turn sent)\n"
+                f"\n### long_conversations/rhelm.jsonl, {args.half} ({len(cases)} conversations of {sizes} tokens, "
+                f"{window} window, stride {args.stride}: every {args.stride}. turn sent)\n"
             )
             print("\n".join(tally_rows("question type", tally)), flush=True)
 

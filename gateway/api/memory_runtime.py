@@ -29,6 +29,7 @@ A database error degrades memory (logged, counted in no decision) and never fail
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import time
@@ -42,17 +43,26 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.assembly.context import Checkpoint, Context, Decision, Message, SessionState
-from gateway.assembly.memory_blocks import ARCHIVED_KEY, CANDIDATES_KEY, FACTS_KEY, STATE_KEY, Fact, Passage
+from gateway.assembly.memory_blocks import (
+    ARCHIVED_KEY,
+    CANDIDATES_KEY,
+    FACTS_KEY,
+    STATE_KEY,
+    Fact,
+    Passage,
+    asks_now,
+)
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
-from gateway.memory.archive import archive, archived_count, passages_of, search
+from gateway.memory.archive import archive, archived_count, embed, passages_of, search
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
 from gateway.sessions.protocol import SessionStore
 from gateway.store.engine import make_engine
 from gateway.store.record import RequestRecord
+from gateway.summarize.transcript import render_transcript
 from gateway.upstream.router import UpstreamRouter
 
 if TYPE_CHECKING:
@@ -61,6 +71,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ventana.memory")
 #: Ranked candidates handed to the pass per max_passages it may place.
 CANDIDATES_PER_PASSAGE = 4
+#: The newest turns before the question (those not archived) that a passage must beat: one that
+#: scores no higher only resembles what the model still sees.
+TAIL_TURNS = 3
 _ARCHIVING = ("compacted", "checkpoint_reused")
 MAX_TRACKED_SESSIONS = 50_000
 #: How long a session's ranking is reused while its question and archive stay the same. Bounded
@@ -92,6 +105,23 @@ def last_user_text(messages: Sequence[Message]) -> str:
     """The newest user message's text ("" if none): the question recall ranks against."""
     newest = last_client_user(messages)
     return "" if newest < 0 else text_of(messages[newest].get("content"))
+
+
+def tail_turns(messages: Sequence[Message], archived_end: int, turns: int = TAIL_TURNS) -> list[str]:
+    """The newest ``turns`` turns before the question and after what was archived, rendered as passages are."""
+    question = last_client_user(messages)
+    if question <= archived_end:
+        return []
+    starts = [
+        i
+        for i in range(archived_end, question)
+        if messages[i].get("role") == "user" and not is_gateway_block(messages[i])
+    ][-turns:]
+    bounds = [*starts, question]
+    texts = [
+        render_transcript([m for m in messages[a:b] if not is_gateway_block(m)]) for a, b in itertools.pairwise(bounds)
+    ]
+    return [t for t in texts if t.strip()]
 
 
 class _RecallKey(NamedTuple):
@@ -188,10 +218,13 @@ class MemoryRuntime:
         reuse = known is not None and known[0] == key and time.monotonic() - known[2] < RANKING_MAX_AGE_S
         if not facts and (not question or reuse):  # nothing to look up: no thread hop, no query
             return ctx.annotate(**{CANDIDATES_KEY: known[1]}) if reuse and known is not None else ctx
+        tail = tuple(tail_turns(ctx.messages, self._seen_end(ctx))) if question and not reuse else ()
         values: dict[str, Any] = {}
         try:
             values.update(
-                await asyncio.to_thread(self._lookup, session_id, owner, question if not reuse else "", by_owner, facts)
+                await asyncio.to_thread(
+                    self._lookup, session_id, owner, question if not reuse else "", by_owner, facts, tail
+                )
             )
         except SQLAlchemyError:
             log.exception("memory lookup failed for session %s; this turn goes without memory", session_id)
@@ -243,7 +276,10 @@ class MemoryRuntime:
         archived = session.checkpoints or session.session_id in self._archived or by_owner
         if not (policy.recall and policy.mode == "inline" and archived):
             return "", by_owner
-        return last_user_text(ctx.messages), by_owner
+        newest = last_client_user(ctx.messages)
+        if not asks_now(ctx.messages, newest):
+            return "", by_owner  # an agent round after the question: the pass resends the question's frozen block
+        return text_of(ctx.messages[newest].get("content")), by_owner
 
     def _wants_facts(self, ctx: Context, owner: str | None) -> bool:
         session = ctx.session
@@ -255,19 +291,37 @@ class MemoryRuntime:
         while len(self._ranked) > MAX_TRACKED_SESSIONS:
             self._ranked.popitem(last=False)
 
-    def _lookup(self, session_id: str, owner: str | None, question: str, by_owner: bool, facts: bool) -> dict[str, Any]:
+    def _seen_end(self, ctx: Context) -> int:
+        """Where the history the model still sees verbatim starts: after every archived or summarised range."""
+        ends = [c.end for c in ctx.session.checkpoints]
+        return max([self._archived.get(ctx.session.session_id, 0), *ends])
+
+    def _lookup(
+        self, session_id: str, owner: str | None, question: str, by_owner: bool, facts: bool, tail: Sequence[str] = ()
+    ) -> dict[str, Any]:
         """Runs in a worker thread: rank the archive against ``question`` (if any), read the facts (if asked)."""
         values: dict[str, Any] = {}
         if question:
-            values[CANDIDATES_KEY] = tuple(self._rank(question, session_id, owner if by_owner else None))
+            values[CANDIDATES_KEY] = tuple(self._rank(question, session_id, owner if by_owner else None, tail))
         if facts and owner:
             values[FACTS_KEY] = tuple(recall_facts(self.engine, owner, self.policy.max_facts))
         return values
 
-    def _rank(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
-        """The best candidates for ``question``: the owner's passages when ``owner`` is given, else the session's."""
-        found = search(self.engine, question, session_id=None if owner else session_id, owner=owner)
-        return found[: max(1, self.policy.max_passages) * CANDIDATES_PER_PASSAGE]
+    def _rank(self, question: str, session_id: str, owner: str | None, tail: Sequence[str] = ()) -> list[Passage]:
+        """The best candidates for ``question`` and the turns next to them (the owner's passages when
+        ``owner`` is given, else the session's); none that only resembles the ``tail``."""
+        found = search(self.engine, question, session_id=None if owner else session_id, owner=owner, tail=tail)
+        top = [p for p in found[: max(1, self.policy.max_passages) * CANDIDATES_PER_PASSAGE] if p.score > 0]
+        ids = {p.passage_id for p in top}
+        edges = {(p.session_id, x) for p in top[: max(1, self.policy.max_passages) * 2] for x in (p.start, p.end)}
+        near = [
+            p
+            for p in found
+            if p.passage_id not in ids
+            and p.score > 0
+            and ((p.session_id, p.start) in edges or (p.session_id, p.end) in edges)
+        ]
+        return [*top, *near]
 
     async def search(self, question: str, session_id: str, owner: str | None) -> list[Passage]:
         """The ranked candidates for a ``recall_archive`` call of this session (scoped as inline recall is).
@@ -291,7 +345,8 @@ class MemoryRuntime:
             return None
         session_id = original.session.session_id
         owner = owner_of(body, caller)
-        ranges = [(s, e) for s, e in compacted_ranges(decisions) if e > self._archived.get(session_id, 0)]
+        prior = self._archived.get(session_id, 0)
+        ranges = [(s, e) for s, e in compacted_ranges(decisions) if e > prior]
         learn = self._new_statements(original, owner)
         if not ranges and not learn:
             return None
@@ -305,7 +360,7 @@ class MemoryRuntime:
         marked: asyncio.Future[None] | None = None
         if token is not None and self._shared is not None:
             marked = self._marking[token] = loop.create_future()
-        task = loop.create_task(self._archive(original, ranges, learn, owner or ANONYMOUS, token, marked))
+        task = loop.create_task(self._archive(original, ranges, learn, owner or ANONYMOUS, token, marked, prior))
         for key in (session_id, *([f"owner:{owner}"] if owner else [])):
             self._pending[key] = task
             task.add_done_callback(partial(self._forget_task, key))
@@ -319,6 +374,7 @@ class MemoryRuntime:
         owner: str,
         token: str | None,
         marked: asyncio.Future[None] | None,
+        prior: int = 0,
     ) -> None:
         """Mark (shared store), write in a thread, unmark; what the loop tracks (``_archived``, the mark)
         is changed here, on the loop, never from the thread."""
@@ -331,7 +387,7 @@ class MemoryRuntime:
             finally:
                 if not marked.done():
                     marked.set_result(None)
-        if not await asyncio.to_thread(self._write, original, ranges, learn, owner):
+        if not await asyncio.to_thread(self._write, original, ranges, learn, owner, prior):
             self._archived.pop(session_id, None)  # try again on the next compacted turn
         if token is not None and self._shared is not None:
             try:
@@ -352,14 +408,19 @@ class MemoryRuntime:
         if self._pending.get(key) is task:
             del self._pending[key]
 
-    def _write(self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str) -> bool:
-        """Runs in a worker thread; False when the database failed (touches nothing the loop changes)."""
+    def _write(
+        self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str, prior: int = 0
+    ) -> bool:
+        """Runs in a worker thread; False when the database failed (touches nothing the loop changes).
+
+        Archives ``ranges`` from the turns from ``prior`` on (earlier ones are in already, and embedding
+        them again would cost the CPU for nothing) and stores the facts learned."""
         session_id = original.session.session_id
         count = original.env.counter.text
         try:
             for start, end in ranges:
-                rows = passages_of(original.messages, start, end, self.policy.passage_tokens, count)
-                archive(self.engine, session_id, owner, rows)
+                rows = passages_of(original.messages, max(start, prior), end, self.policy.passage_tokens, count)
+                archive(self.engine, session_id, owner, embed(rows) if self.policy.embeddings else rows)
             facts = self.extract(learn) if learn else []
             if facts and owner != ANONYMOUS:
                 remember(self.engine, owner, session_id, facts)

@@ -81,7 +81,9 @@ class RecallTool:
         self.calls += 1
         found = await self.memory.search(query, self.session_id, self.owner) if query.strip() else []
         chosen = select_passages(found, messages, self.policy, self.counter)
-        content = str(recalled_message([c.passage for c in chosen])["content"]) if chosen else NOTHING_FOUND
+        content = (
+            str(recalled_message([c.passage for c in chosen], inline=False)["content"]) if chosen else NOTHING_FOUND
+        )
         result = {"role": "tool", "tool_call_id": call_id, "content": content}
         passages = [passage_detail(c.passage) for c in chosen]
         decision = Decision(

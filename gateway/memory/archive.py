@@ -8,8 +8,15 @@ index), in ``memory_passages``. Archiving is idempotent: a passage is keyed by
 (session, first message, piece), so a range archived again (hierarchical compaction
 re-covers earlier turns) adds only what is new.
 
-Search loads the session's (or the owner's) passages and ranks them with BM25 on the
-0-1 scale of ``assembly/text_relevance.py``; a session holds at most a few hundred.
+Each passage also keeps the date it was said on when the conversation states one (``dated``:
+the newest short dated message at or before it, such as "[new session, 2024-01-12]") and, when
+the bundled encoder is installed, its MiniLM vector, computed here in the archive task
+(``memory/vectors.py``), never per request.
+
+Search loads the session's (or the owner's) passages and ranks them (``memory/rank.py``): BM25
+on the 0-1 scale of ``assembly/text_relevance.py`` fused with the embedding's cosine, a share of
+the neighbouring turn's score, dated turns first for a question about time, and nothing that
+only resembles the newest turns the model still sees. A session holds at most a few hundred.
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
+import numpy as np
 from sqlalchemy import Engine, Table, select
 
 from gateway.assembly.memory_blocks import Passage
-from gateway.assembly.text_relevance import term_scores, terms, windows
+from gateway.assembly.message_text import text_of
+from gateway.assembly.text_relevance import terms, windows
 from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.memory import rank, vectors
 from gateway.store.engine import insert_for
 from gateway.store.models import MemoryPassage
 from gateway.summarize.transcript import render_transcript
@@ -30,6 +40,18 @@ from gateway.summarize.transcript import render_transcript
 passages_table = cast(Table, MemoryPassage.__table__)
 #: At most this many passages of one session (or owner) are ranked per search, newest kept.
 MAX_RANKED = 2000
+#: A message this short that states a date marks when what follows was said ("[new session, 2024-01-12]").
+MAX_DATE_MARK_CHARS = 80
+DATE_LOOKBACK = 400
+
+
+def date_mark(messages: Sequence[Mapping[str, Any]], at: int) -> str:
+    """The newest short dated message at or before ``at`` (its text, "" when the history states none)."""
+    for i in range(min(at, len(messages) - 1), max(-1, at - DATE_LOOKBACK), -1):
+        text = text_of(messages[i].get("content")).strip()
+        if 0 < len(text) <= MAX_DATE_MARK_CHARS and rank.has_date(text):
+            return text
+    return ""
 
 
 def turn_numbers(messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -54,6 +76,7 @@ def passages_of(
         while j < end and turns[j] == turns[i]:
             j += 1
         text = render_transcript(messages[i:j])
+        dated = date_mark(messages, i)
         for part, piece in enumerate(windows(text, size, 0, count) if text else []):
             rows.append(
                 {
@@ -64,10 +87,19 @@ def passages_of(
                     "turn_end": turns[j - 1],
                     "text": piece.strip(),
                     "terms": " ".join(terms(piece)),
+                    "dated": dated[:MAX_DATE_MARK_CHARS] or None,
                 }
             )
         i = j
     return rows
+
+
+def embed(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with their MiniLM vectors (``vector`` None when the encoder is not installed).
+
+    CPU-bound (about 0.1 s a passage on one core): call it in the archive task, never on the loop."""
+    found = vectors.encode([str(r["text"]) for r in rows]) if rows else None
+    return [{**r, "vector": vectors.to_bytes(found[k]) if found is not None else None} for k, r in enumerate(rows)]
 
 
 def archive(engine: Engine, session_id: str, owner: str, rows: Sequence[Mapping[str, Any]]) -> int:
@@ -83,22 +115,80 @@ def archive(engine: Engine, session_id: str, owner: str, rows: Sequence[Mapping[
     return len(values)
 
 
-def search(engine: Engine, question: str, *, session_id: str | None = None, owner: str | None = None) -> list[Passage]:
-    """Every archived passage of the session (or owner) with its score against ``question``, best first."""
+def search(
+    engine: Engine,
+    question: str,
+    *,
+    session_id: str | None = None,
+    owner: str | None = None,
+    tail: Sequence[str] = (),
+) -> list[Passage]:
+    """Every archived passage of the session (or owner) with its score against ``question``, best first.
+
+    ``tail``: the newest turns the model still sees (rendered as passages are); a passage that
+    only resembles them (``rank.resembles_tail``) scores 0."""
     t = passages_table.c
-    query = select(t.id, t.session_id, t.start, t.end, t.turn_start, t.turn_end, t.text, t.terms)
+    query = select(
+        t.id, t.session_id, t.start, t.end, t.part, t.turn_start, t.turn_end, t.text, t.terms, t.dated, t.vector
+    )
     if session_id is not None:
         query = query.where(t.session_id == session_id)
     if owner is not None:
         query = query.where(t.owner == owner)
     with engine.connect() as conn:
         rows = conn.execute(query.order_by(t.id.desc()).limit(MAX_RANKED)).all()
-    scores = term_scores(terms(question), [r.terms.split() for r in rows])
+    if not rows:
+        return []
+    rows = sorted(rows, key=lambda r: (r.session_id, r.start, r.part))
+    question_vector = _question_vector(question, rows)
+    stored = [vectors.from_bytes(r.vector) if question_vector is not None else None for r in rows]
+    tail_vectors: list[np.ndarray | None] = [None] * len(tail)
+    if question_vector is not None and tail:
+        encoded = vectors.encode_memo(tail)
+        tail_vectors = list(encoded) if encoded is not None else tail_vectors
+    tail_terms = [terms(x) for x in tail]
+    corpus = [*(r.terms.split() for r in rows), *tail_terms]
+    fused, meaning = rank.fused_scores(question, corpus, [*stored, *tail_vectors], question_vector)
+    own = fused[: len(rows)]
+    novel = set(terms(question)) - {t for ts in tail_terms for t in ts}
+    tail_meaning = max(meaning[len(rows) :], default=0.0)
+    near = [
+        (
+            i - 1 if i > 0 and rows[i - 1].session_id == r.session_id else -1,
+            i + 1 if i + 1 < len(rows) and rows[i + 1].session_id == r.session_id else -1,
+        )
+        for i, r in enumerate(rows)
+    ]
+    timed = rank.is_time_question(question)
+    dated = [rank.has_date(r.text) for r in rows] if timed else [False] * len(rows)  # a scan only when asked when
+    echo = [
+        rank.resembles_tail(set(r.terms.split()), novel, meaning[i], tail_meaning, bool(tail))
+        for i, r in enumerate(rows)
+    ]
+    scores = rank.with_context([0.0 if e else o for e, o in zip(echo, own, strict=True)], near, dated, timed)
     found = [
-        Passage(r.id, r.session_id, r.start, r.end, r.turn_start, r.turn_end, r.text, score)
-        for r, score in zip(rows, scores, strict=True)
+        Passage(
+            r.id,
+            r.session_id,
+            r.start,
+            r.end,
+            r.turn_start,
+            r.turn_end,
+            r.text,
+            0.0 if echo[i] else score,
+            dated=r.dated or "",
+        )
+        for i, (r, score) in enumerate(zip(rows, scores, strict=True))
     ]
     return sorted(found, key=lambda p: (-p.score, p.start, p.passage_id))
+
+
+def _question_vector(question: str, rows: Sequence[Any]) -> np.ndarray | None:
+    """The question's vector when the archive has vectors to compare it with (else None: BM25 alone)."""
+    if not question.strip() or not any(r.vector for r in rows):
+        return None
+    found = vectors.encode_memo([question])
+    return None if found is None else found[0]
 
 
 def archived_count(engine: Engine, *, session_id: str | None = None, owner: str | None = None) -> int:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: The newest revision in ``migrations/versions``: a gateway starting on a database at this
 #: revision needs no Alembic at all (importing it is ~0.4 s of start-up). A test keeps it
 #: equal to what Alembic finds.
-HEAD_REVISION = "0008_session_version"
+HEAD_REVISION = "0009_memory"
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 

@@ -150,7 +150,9 @@ class MemoryPassage(Base):
 
     ``start``/``end`` index the client's original messages (end exclusive), ``turn_start``/
     ``turn_end`` count its user turns (1-based); ``part`` numbers the pieces of a long turn.
-    ``terms`` is the passage's lexical index (its BM25 terms, space-separated).
+    ``terms`` is the passage's lexical index (its BM25 terms, space-separated); ``vector`` its
+    MiniLM embedding (float16 bytes, ``memory/vectors.py``), absent when the encoder is not installed;
+    ``dated`` the newest short dated message at or before it ("[new session, 2024-01-12]"), if any.
     """
 
     __tablename__ = "memory_passages"
@@ -166,6 +168,8 @@ class MemoryPassage(Base):
     turn_end: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     terms: Mapped[str] = mapped_column(Text)
+    vector: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True, default=None)
+    dated: Mapped[str | None] = mapped_column(String(80), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
 
 

@@ -1,11 +1,16 @@
 """Summarise by keeping the sentences that carry facts: deterministic, no model, no I/O.
 
 Every message is cut into sentences; a sentence earns its place by the facts it
-carries (numbers, dates, identifiers, URLs, paths, names) and by decision words
-("decided", "must", "due", "todo", ...), weighted by who said it: the user's
+carries (numbers, dates in figures or in words, identifiers, URLs, paths, names and places)
+and by what it settles: a decision ("decided", "agreed", "booked", "due"), a plan ("going
+to", "next week") or a preference ("I prefer", "my favourite", "allergic"), weighted by who said it: the user's
 statements and tool results outrank an assistant restating them, and ids that only
 label a templated reply ("Simulated answer 3fa2b1c9 to: ...") count for nothing
-(``salience``). Filler is dropped. When the kept sentences exceed the budget, the ones
+(``salience``). Filler and small talk are dropped: greetings, thanks, reactions ("Congrats -
+you must be so stoked!", "Must have been such an adrenaline rush!") and the assistant's own
+questions state nothing, and a name in a greeting ("Hey John!") does not make it a fact
+(measured against truncation to the same tokens in benchmarks/RESULTS.md, session 34).
+When the kept sentences exceed the budget, the ones
 adding the most facts not yet covered win, so a fact restated in later chunks or
 replies is kept once, in the words of whoever said it first with most weight; the
 survivors are printed in their original order, each a whole sentence (or clause) so
@@ -22,18 +27,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.summarize.facts import extract_facts
-from gateway.summarize.salience import fact_weight, is_template, template_heads, template_ids, weight
+from gateway.summarize.facts import extract_facts, prose_dates
+from gateway.summarize.salience import fact_weight, is_template, speaker_kind, template_heads, template_ids, weight
 from gateway.summarize.transcript import transcript_lines
 from gateway.tokens import TokenCounter
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][\w'-]+(?: [A-Z][\w'-]+)*")
+_NAME = re.compile(r"(?<=[a-z,;:] )(?!I\b|I['’])[A-Z][\w'’-]+(?: [A-Z][\w'’-]+)*")
 _DECISION = re.compile(
-    r"\b(decid\w*|agree\w*|confirm\w*|chose|choose|approv\w*|reject\w*|cancel\w*|must|need to|todo|to-do|"
-    r"deadline|due|plan\w*|will|remember|prefer\w*|allerg\w*|always|never)\b",
+    r"\b(decid\w*|agree[ds]?|agreed to|confirm\w*|chose|choose|approv\w*|reject\w*|cancel\w*|need to|have to|"
+    r"must (?!have been|be so|be really|be such)\w+|todo|to-do|deadline|due|plan\w*|going to|gonna|will (?!be so)\w+|"
+    r"booked|sign(?:ed)? up|remember to|prefer\w*|favou?rite|allerg\w*|always|never|"
+    r"love to|loves?|hates?|can't stand|next (?:week|month|year|weekend|time)|tomorrow)\b",
     re.IGNORECASE,
 )
+#: Openings of a sentence that only greets, thanks or reacts; with no figure in it, it states nothing.
+_SMALL_TALK = re.compile(
+    r"^[\W_]*(hi|hey|hello|hiya|yo|thanks|thank you|thx|congrat\w*|wow|whoa|aw+|oh|ooh|ha(ha)+|lol|yay|"
+    r"great|awesome|amazing|nice|cool|lovely|wonderful|fantastic|perfect|ok(ay)?|sure|"
+    r"good (morning|night|luck|for you)|"
+    r"sounds (great|good|like|amazing|fun|lovely|wonderful)|that('s| is| was| sounds) (great|awesome|amazing|wonderful|"
+    r"so|really|such|fantastic|lovely|fun|exciting|incredible|impressive)|must (have been|be)|you must|"
+    r"so (glad|happy|cool|exciting)|i'?m (so )?(glad|happy|sorry|excited for)|what a|how (are|was|exciting|fun|"
+    r"lovely|cool|nice|wonderful)|take care|see you|bye|glad|happy to hear|no problem|you're welcome|absolutely|"
+    r"of course|totally|i (can|could) imagine|i bet|good to hear|enjoy|have fun)\b",
+    re.IGNORECASE,
+)
+_EXCLAIM_ONLY_CHARS = 90
 MAX_UNIT_CHARS = 320
 MIN_SPLIT_CHARS = 160  # sentences longer than this are cut into clauses
 MIN_PIECE_CHARS = 48
@@ -41,6 +61,12 @@ MIN_PIECE_CHARS = 48
 ALSO_MENTIONED = "- also mentioned: "
 _ELLIPSIS = " …"
 _SUMMARY_LINE = re.compile(r"^- ([a-z][\w -]*?): (.*)$")
+
+
+def _decision_bonus(decision: bool, facts: frozenset[str]) -> int:
+    """A decision, plan or preference counts fully with a fact in it ("booked TP174 for May 3"), a
+    little without one: chat is full of "I'd love to" and "I always", which settle nothing."""
+    return 0 if not decision else (3 if facts else 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +79,7 @@ class _Unit:
 
     @property
     def score(self) -> int:
-        return self.weight * (2 * sum(map(fact_weight, self.facts)) + (3 if self.decision else 0))
+        return self.weight * (2 * sum(map(fact_weight, self.facts)) + _decision_bonus(self.decision, self.facts))
 
 
 def _pieces(sentence: str) -> list[str]:
@@ -77,11 +103,29 @@ def _pieces(sentence: str) -> list[str]:
     return out
 
 
+def is_small_talk(body: str, speaker: str) -> bool:
+    """A greeting, thanks, a reaction or the assistant's own question: nothing a later turn needs.
+
+    A sentence with a figure (a number, an id, a date) is never small talk; names do not save
+    one ("Hey John!", "Congrats, Maria!")."""
+    if extract_facts(body) or prose_dates(body):
+        return False
+    stripped = body.strip()
+    if _SMALL_TALK.search(stripped):
+        return True
+    if speaker_kind(speaker) == "assistant" and stripped.endswith("?"):
+        return True
+    return stripped.endswith("!") and len(stripped) <= _EXCLAIM_ONLY_CHARS and not _DECISION.search(stripped)
+
+
 def _unit(index: int, text: str, body: str, speaker: str, noise: frozenset[str]) -> _Unit:
     """A candidate line: ``text`` is printed, ``body`` (without the speaker) is scored."""
+    if is_small_talk(body, speaker):
+        return _Unit(index, text, frozenset(), False, weight(speaker))
     names = _NAME.findall(body)
-    facts = frozenset(extract_facts(body, extra=names)) - noise
-    return _Unit(index, text, facts, bool(_DECISION.search(body)), weight(speaker))
+    facts = frozenset(extract_facts(body, extra=[*names, *prose_dates(body)])) - noise
+    decided = bool(_DECISION.search(body)) and not body.rstrip().endswith("?")  # asking is not deciding
+    return _Unit(index, text, facts, decided, weight(speaker))
 
 
 def _previous_lines(previous: str | None) -> list[tuple[str, str, str]]:
@@ -115,20 +159,37 @@ def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
     return units
 
 
+def _owned(units: list[_Unit]) -> list[_Unit]:
+    """Units without the facts a heavier speaker also stated: a reply restating the user's or a
+    tool's figure adds nothing, so the fact is kept in the words of whoever stated it."""
+    best: dict[str, int] = {}
+    for u in units:
+        for f in u.facts:
+            best[f] = max(best.get(f, 0), u.weight)
+    out = []
+    for u in units:
+        lighter = frozenset(f for f in u.facts if best[f] > u.weight)
+        out.append(_Unit(u.index, u.text, u.facts - lighter, u.decision, u.weight) if lighter else u)
+    return out
+
+
 def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Unit]:
-    """Pick the units adding the most uncovered facts, best first, until the budget is spent."""
+    """Pick the units whose facts weigh most (the shorter first among equals), skipping those adding
+    no uncovered fact, until the budget is spent.
+
+    Dividing by length was tried (benchmarks/RESULTS.md, session 34): short bare ids (an agent's
+    flight rows) then beat the records that say what their id is about, so it is a tie-break only."""
     covered: set[str] = set()
     seen_text: set[str] = set()
     chosen: list[_Unit] = []
     spent = 0
-    for unit in sorted(units, key=lambda u: (-u.score, u.index)):
-        if unit.score == 0 or unit.text in seen_text:
+    owned = [u for u in _owned(units) if u.score > 0]
+    costs = {u.index: counter.text(u.text) + 1 for u in owned}
+    for unit in sorted(owned, key=lambda u: (-u.score, costs[u.index], u.index)):
+        cost = costs[unit.index]
+        if unit.text in seen_text or spent + cost > budget:
             continue
-        new = unit.facts - covered
-        if not new and not unit.decision:
-            continue
-        cost = counter.text(unit.text) + 1
-        if spent + cost > budget:
+        if not (unit.facts - covered) and not unit.decision:
             continue
         chosen.append(unit)
         seen_text.add(unit.text)

@@ -21,6 +21,33 @@ _ID = r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*[A-Za-z0-9]\b"
 _NUMBER = r"(?<![\w.])[-+]?\$?\d[\d,]*(?:\.\d+)?%?"
 _FACT = re.compile("|".join(f"(?:{p})" for p in (_URL, _EMAIL, _DATE, _PATH, _ID, _NUMBER)))
 
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
+#: Dates and times written in words ("January 31st", "3rd of May", "on Tuesday", "7 pm").
+PROSE_DATE = re.compile(
+    rf"\b\d{{1,2}}[/.]\d{{1,2}}[/.]\d{{2,4}}\b|\b(?:{_MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?\b|"
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS})\b|"
+    r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|"
+    r"\b\d{1,2}(?::\d{2})? ?(?:am|pm)\b",
+    re.IGNORECASE,
+)
+_WEEKDAY = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
+
+
+def prose_dates(text: str) -> list[str]:
+    """The dates and times ``text`` writes in words, first seen first (not required of a summary:
+    they are how people speak, too varied to check literally, but they rank what a summary keeps).
+
+    Every form but a weekday holds a digit, so text with neither is not scanned (the full pattern
+    costs about a millisecond per thousand characters)."""
+    if _DIGIT.search(text) is None and _WEEKDAY.search(text) is None:
+        return []
+    return list(dict.fromkeys(m.group(0) for m in PROSE_DATE.finditer(text)))
+
+
 #: Numbers this short carry little (list positions, "1 item"); they are not required to survive.
 _MIN_NUMBER_DIGITS = 2
 

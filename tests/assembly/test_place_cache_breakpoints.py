@@ -28,3 +28,20 @@ def test_at_most_four_never_on_the_reminder_and_safe(name: str, case: dict[str, 
     for message in out.messages:
         if parse_reminder(message.get("content")) is not None:
             assert "cache_control" not in str(message)
+
+
+def test_the_latest_breakpoint_goes_before_a_recalled_block_not_on_the_question_after_it() -> None:
+    """Recall places its block just before the question; the next turn resends the question without it, so a
+    breakpoint on the question would cache a prefix never read again. It goes on the client's message before."""
+    messages = [
+        {"role": "system", "content": "You are terse. " * 200},
+        {"role": "user", "content": "What did we decide about the venue?"},
+        {"role": "assistant", "content": "We chose the Porto venue."},
+        {"role": "user", "content": '<recalled passages="1" note="earlier">\nuser: venue is Porto\n</recalled>'},
+        {"role": "user", "content": "And the date?"},
+    ]
+    ctx = context_of({"request": {"model": "claude-sonnet-4", "messages": messages}, "provider": "anthropic"})
+    out, decisions = place_cache_breakpoints(ctx, CachePolicy())
+    marked = [i for i, m in enumerate(out.messages) if "cache_control" in str(m)]
+    assert 2 in marked and 4 not in marked and 3 not in marked
+    assert verify_assembly(ctx, out, decisions) == []

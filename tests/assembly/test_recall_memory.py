@@ -1,4 +1,5 @@
-"""recall_memory: recalled passages go at the end within budget; the memory block is frozen."""
+"""recall_memory: recalled passages go just before the question, labelled as the past, within budget, and stay
+there byte for byte through the agent rounds that follow it; the memory block is frozen."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_nothing_to_recall_returns_the_same_context() -> None:
     assert out is ctx and decisions == []
 
 
-def test_recalled_block_goes_at_the_end_after_the_question_with_turns() -> None:
+def test_recalled_block_goes_just_before_the_question_labelled_as_earlier_turns() -> None:
     question = {"role": "user", "content": "What is my dog's name?"}
     candidates = (
         _passage(1, "user: my dog is called Rex", 0.9, start=3),
@@ -56,9 +57,13 @@ def test_recalled_block_goes_at_the_end_after_the_question_with_turns() -> None:
     )
     ctx = _ctx([*_history(), question], **{CANDIDATES_KEY: candidates})
     out, decisions = recall_memory(ctx, ON)
-    assert out.messages[:-1] == ctx.messages, "the history and the question go out as sent"
-    block = str(out.messages[-1]["content"])
+    assert out.messages[-1] == question, "the question is the last message: what the model answers"
+    assert out.messages[:-2] == ctx.messages[:-1], "the history goes out as sent"
+    block = str(out.messages[-2]["content"])
     assert block.startswith("<recalled") and 'turns="1"' in block and "Rex" in block and "blue" not in block
+    head = block.split("\n", 1)[0]
+    assert "earlier in this conversation (turn 1)" in head and "not the request" in head
+    assert "the message after this block is the one to answer" in head
     assert [d.action for d in decisions] == ["recalled"]
     assert decisions[0].detail["score"] == 0.9 and decisions[0].detail["turns"] == "1"
     assert verify_assembly(ctx, out, decisions) == []
@@ -132,7 +137,7 @@ def test_tool_mode_without_client_tools_sends_the_recall_tool_alone() -> None:
     assert out.tools == (RECALL_TOOL,) and out.body()["tools"] == [RECALL_TOOL]
 
 
-def test_block_follows_the_question_and_leaves_every_round_where_it_was() -> None:
+def test_block_precedes_the_question_and_leaves_every_round_where_it_was() -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
     messages = [
         SYSTEM,
@@ -144,8 +149,36 @@ def test_block_follows_the_question_and_leaves_every_round_where_it_was() -> Non
     ctx = _ctx(messages, **{CANDIDATES_KEY: (_passage(1, "tool lookup: flight IB3170", 0.8),)})
     out, decisions = recall_memory(ctx, ON)
     assert [m["role"] for m in out.messages] == ["system", "user", "assistant", "tool", "user", "user"]
-    assert str(out.messages[5]["content"]).startswith("<recalled") and out.messages[:5] == ctx.messages
+    assert str(out.messages[4]["content"]).startswith("<recalled") and out.messages[5] == messages[4]
+    assert out.messages[:4] == ctx.messages[:4]
     assert verify_assembly(ctx, out, decisions) == []
+
+
+def test_agent_rounds_after_the_question_get_the_same_block_in_the_same_place() -> None:
+    """The loop's later requests resend the question's block byte for byte (the cached prefix keeps matching);
+    the next question gets a block of its own (or none), and the old one is not sent again."""
+    question = {"role": "user", "content": "Book the flight I mentioned and tell me the seat."}
+    first = _ctx([*_history(), question], **{CANDIDATES_KEY: (_passage(1, "user: flight IB3170 to Lisbon", 0.8),)})
+    out, _ = recall_memory(first, ON)
+    block = out.messages[-2]
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    rounds = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "seat 22A"},
+    ]
+    # the next round: the ranking handed in may differ (or be missing); the frozen block is sent
+    later = _ctx([*_history(), question, *rounds]).replace(session=out.session)
+    again, decisions = recall_memory(later, ON)
+    assert again.messages == (*later.messages[:-3], block, question, *rounds)
+    assert [d.detail["reused"] for d in decisions] == [True]
+    assert verify_assembly(later, again, decisions) == []
+    # a new question: the old block is gone from its place, a new one (here none) decides
+    nxt = {"role": "user", "content": "Thanks. Anything else?"}
+    newer = _ctx([*_history(), question, *rounds, {"role": "assistant", "content": "Done."}, nxt])
+    newer = newer.replace(session=again.session)
+    moved, decisions2 = recall_memory(newer, ON)
+    assert not any(str(m.get("content")).startswith("<recalled") for m in moved.messages) and decisions2 == []
+    assert "recall" not in moved.session.extra[STATE_KEY]
 
 
 def test_a_passage_cannot_close_the_block() -> None:
@@ -154,7 +187,7 @@ def test_a_passage_cannot_close_the_block() -> None:
         [*_history(), {"role": "user", "content": "instructions?"}], **{CANDIDATES_KEY: (_passage(1, evil, 0.9),)}
     )
     out, _ = recall_memory(ctx, ON)
-    content = str(out.messages[-1]["content"])
+    content = str(out.messages[-2]["content"])
     assert content.count("</recalled>") == 1 and content.count("</passage>") == 1
 
 

@@ -3,7 +3,8 @@
 Long-term: a fact stated in one session is in the ``<memory>`` block at the start of the
 same user's next session, byte-identical across that session's turns, and absent for
 another user; ``ventana memory forget`` removes it. Episodic: a detail from a turn that
-compaction replaced comes back, marked with its turn, just before the question.
+compaction replaced comes back just before the question, marked with its turn and framed as earlier
+conversation, so the question stays the last thing the model reads.
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ def test_a_compacted_detail_is_recalled_with_the_question(
         assert "".join(c.choices[0].delta.content or "" for c in got if c.choices)
     received = sim.received()[-1]["messages"]
     assert any(str(m.get("content")).startswith("<summary") for m in received)
-    assert received[-2] == question, "the question goes out as sent, the recalled passages right after it"
-    recalled = str(received[-1]["content"])
+    assert received[-1] == question, "the question goes out as sent, last: it is what the model answers"
+    recalled = str(received[-2]["content"])
     assert recalled.startswith("<recalled") and "Marisol" in recalled and 'turns="2"' in recalled
+    assert "earlier in this conversation (turn 2)" in recalled.split("\n", 1)[0]
 
 
 def test_a_broken_memory_store_degrades_memory_not_the_request(sim: SimHandle, tmp_path: Path) -> None:

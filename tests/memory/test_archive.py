@@ -1,10 +1,12 @@
-"""Archiving compacted history and searching it, on SQLite and PostgreSQL."""
+"""Archiving compacted history and searching it (BM25 fused with MiniLM, the newest turns as the bar), on SQLite
+and PostgreSQL."""
 
 from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from gateway.memory.archive import archive, archived_count, passages_of, search, turn_numbers
+from gateway.api.memory_runtime import tail_turns
+from gateway.memory.archive import archive, archived_count, embed, passages_of, search, turn_numbers
 from gateway.tokens import counter_for
 
 COUNT = counter_for("o200k_base").text
@@ -52,3 +54,49 @@ def test_archive_is_verbatim_idempotent_and_searchable(engine: Engine) -> None:
 
 def test_search_of_an_empty_session_finds_nothing(engine: Engine) -> None:
     assert search(engine, "anything", session_id="nobody") == []
+
+
+def _templated(turns: int) -> list[dict[str, str]]:
+    """An agent's templated turns; one of them also states a fact."""
+    out = [{"role": "system", "content": "You run the offsite checklist."}]
+    for t in range(turns):
+        text = f"Turn {t}: please check the next item on the offsite list and tell me what changed."
+        if t == 3:
+            text += " The venue deposit for Porto is 4,500 EUR, paid by Ines."
+        out += [{"role": "user", "content": text}, {"role": "assistant", "content": f"Checked item {t}: no change."}]
+    return out
+
+
+def test_a_passage_that_only_resembles_the_newest_turns_is_not_recalled(engine: Engine) -> None:
+    """Issue 34: the templated question matches every archived turn as well as the visible ones; none is recalled.
+    A question about what only the archive holds still finds its turn."""
+    history = _templated(12)
+    archived_end = 1 + 2 * 8  # turns 0-7 were compacted
+    archive(engine, "s-t", "caller:t", passages_of(history, 1, archived_end, 300, COUNT))
+    templated = [*history, {"role": "user", "content": "Turn 12: please check the next item on the offsite list."}]
+    tail = tail_turns(templated, archived_end)
+    assert len(tail) == 3 and all("offsite list" in t for t in tail)
+    found = search(engine, str(templated[-1]["content"]), session_id="s-t", tail=tail)
+    assert found and all(p.score == 0 for p in found), [(p.turns, p.score) for p in found[:3]]
+    asked = [*history, {"role": "user", "content": "How much was the venue deposit in Porto, and who paid it?"}]
+    found = search(engine, str(asked[-1]["content"]), session_id="s-t", tail=tail_turns(asked, archived_end))
+    assert "4,500 EUR" in found[0].text and found[0].score >= 0.2 and found[1].score < found[0].score
+
+
+def test_meaning_finds_a_turn_asked_in_other_words(engine: Engine) -> None:
+    """BM25 alone has nothing to match here (no shared word); the fused ranking puts the dinner first."""
+    history = [
+        {"role": "user", "content": "[new session, 2024-02-06]"},
+        {"role": "user", "content": "Monica and I tried The Greenhouse last night, the roasted beets were superb."},
+        {"role": "assistant", "content": "Sounds like a lovely evening!"},
+        {"role": "user", "content": "The quarterly budget review at school ran long again."},
+        {"role": "assistant", "content": "Those meetings can drag."},
+        {"role": "user", "content": "I replaced the brake pads on the pickup this weekend."},
+        {"role": "assistant", "content": "Handy!"},
+    ]
+    rows = passages_of(history, 0, len(history), 300, COUNT)
+    assert {r["dated"] for r in rows} == {"[new session, 2024-02-06]"}, "each turn keeps the date it was said on"
+    archive(engine, "s-m", "caller:m", embed(rows))
+    found = search(engine, "Which restaurant did we eat at, and what vegetable dish did we like?", session_id="s-m")
+    assert "Greenhouse" in found[0].text and found[0].dated == "[new session, 2024-02-06]"
+    assert found[0].score > found[1].score

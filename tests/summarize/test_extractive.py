@@ -84,3 +84,16 @@ def test_a_fact_the_assistant_restates_is_kept_in_the_users_words() -> None:
     )
     summary = ExtractiveSummarizer(COUNTER)(chat, None, 300)
     assert "- user: The locker code for site 3 is ZX-1234D, please keep it." in summary.splitlines()
+
+
+def test_a_fact_sentence_is_kept_over_a_greeting_or_a_reaction() -> None:
+    """Issue 40: the summary spent its room on "Congrats - you must be so stoked!" and "Hey John!"."""
+    chat = (
+        {"role": "user", "content": "Hey John! Congrats - you must be so stoked!"},
+        {"role": "assistant", "content": "Must have been such an adrenaline rush! What made you pick it?"},
+        {"role": "user", "content": "We adopted a puppy named Biscuit."},
+        {"role": "user", "content": "My sister Maria moved to Lisbon."},
+    )
+    summary = ExtractiveSummarizer(COUNTER)(chat, None, 28)
+    assert "Biscuit" in summary and "Maria" in summary
+    assert "stoked" not in summary and "Hey John" not in summary and "adrenaline" not in summary

@@ -1,0 +1,116 @@
+"""Rank archived passages against a question: BM25 fused with MiniLM meaning, neighbours, dates.
+
+Pure (no I/O): the archive reads the rows, this scores them.
+
+- **Two signals, one 0-1 scale.** BM25 on the scale of ``assembly/text_relevance.py`` (1.0:
+  the passage covers every question term) finds the rare words a question repeats (a name,
+  a code); the embedding's cosine finds the passage that says the same thing in other words.
+  The cosine is mapped onto 0-1 between ``COS_FLOOR`` (what unrelated chat scores) and
+  ``COS_CEIL``, and the two are averaged with ``BM25_WEIGHT``. Without vectors (the encoder is
+  not installed, or rows archived before) the score is BM25's alone.
+- **Neighbours.** A turn is scored with a share (``NEIGHBOUR_SHARE``) of its best adjacent
+  turn's score: an answer ("The Greenhouse, it was lovely") often follows the turn that
+  holds the question's words ("Where did you and Monica eat in East Nashville?").
+- **Dates.** A question about time ("when", "before", "after", a month) adds ``DATED_BONUS`` to
+  passages that state a date or time, so the turn that says when comes with the one that says what.
+- **The tail.** The newest turns, which the model still sees, are scored in the same corpus.
+  A passage that matches no question word they lack, and means the question no more than
+  they do (``RESEMBLE_MARGIN``), only resembles what is already there (a templated "Turn 12:
+  check the next item" against the visible "Turn 199: ...", every "locker code at site N"
+  against the visible "give me every locker code") and is given the score 0; the one that
+  holds the question's own "site 1" stays.
+
+The constants were chosen on the tuning half of ``long_conversations/rhelm.jsonl`` (the split
+is in ``benchmarks/summaries.py``); benchmarks/RESULTS.md reports the held-out half.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from gateway.assembly.text_relevance import term_scores, terms
+from gateway.summarize.facts import prose_dates
+
+BM25_WEIGHT = 0.5
+COS_FLOOR = 0.15
+COS_CEIL = 0.65
+NEIGHBOUR_SHARE = 0.25
+DATED_BONUS = 0.1
+#: How much more a passage must mean the question than the newest turns do when it shares no word with
+#: the question that they lack.
+RESEMBLE_MARGIN = 0.1
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
+_TIME_QUESTION = re.compile(
+    rf"\b(when|what date|which date|what day|which day|how long ago|before|after|earlier|later|first|last|"
+    rf"since|until|week|month|year|yesterday|date|dates|{_MONTHS})\b",
+    re.IGNORECASE,
+)
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+
+
+def is_time_question(question: str) -> bool:
+    """Whether the question asks when, or relates events in time."""
+    return _TIME_QUESTION.search(question) is not None
+
+
+def has_date(text: str) -> bool:
+    """Whether ``text`` states a date or a time (in figures or in words)."""
+    return _ISO_DATE.search(text) is not None or bool(prose_dates(text))
+
+
+def semantic(cosines: np.ndarray) -> np.ndarray:
+    """Cosines mapped onto 0-1: ``COS_FLOOR`` (unrelated) -> 0, ``COS_CEIL`` (same subject) -> 1."""
+    return np.clip((cosines - COS_FLOOR) / (COS_CEIL - COS_FLOOR), 0.0, 1.0)
+
+
+def fused_scores(
+    question: str,
+    corpus_terms: Sequence[Sequence[str]],
+    vectors: Sequence[np.ndarray | None],
+    question_vector: np.ndarray | None,
+) -> tuple[list[float], list[float]]:
+    """Each document's own score on 0-1 (BM25 and meaning averaged, BM25 alone without vectors),
+    and its meaning score alone (0 without a vector)."""
+    lexical = np.array(term_scores(terms(question), corpus_terms) or [], dtype=np.float32)
+    meaning = np.zeros(len(lexical), dtype=np.float32)
+    if question_vector is None or not len(lexical):
+        return [float(s) for s in lexical], [float(m) for m in meaning]
+    have = [i for i, v in enumerate(vectors) if v is not None]
+    fused = lexical.copy()
+    if have:
+        stacked = np.stack([vectors[i] for i in have])  # type: ignore[misc]
+        meaning[have] = semantic(stacked @ question_vector)
+        fused[have] = BM25_WEIGHT * lexical[have] + (1 - BM25_WEIGHT) * meaning[have]
+    return [float(s) for s in fused], [float(m) for m in meaning]
+
+
+def resembles_tail(
+    passage_terms: set[str], novel: set[str], meaning: float, tail_meaning: float, has_tail: bool
+) -> bool:
+    """Whether a passage only resembles the newest turns: every question word it matches is in them
+    too (``novel``: the question's words they lack), and it means the question no more than they do."""
+    if not has_tail:
+        return False
+    return not (passage_terms & novel) and meaning <= tail_meaning + RESEMBLE_MARGIN
+
+
+def with_context(
+    own: Sequence[float], neighbours: Sequence[tuple[int, int]], dated: Sequence[bool], time_question: bool
+) -> list[float]:
+    """Scores with a share of the best neighbour's, and the date bonus for a time question.
+
+    ``neighbours[i]`` are the indices (or -1) of the documents just before and after ``i``."""
+    out = []
+    for i, score in enumerate(own):
+        near = max((own[j] for j in neighbours[i] if j >= 0), default=0.0)
+        value = score + NEIGHBOUR_SHARE * near
+        if time_question and dated[i]:
+            value += DATED_BONUS
+        out.append(min(1.0, value))
+    return out
