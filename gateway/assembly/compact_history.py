@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gateway.assembly.clear_tool_results import REWRITTEN_KEY
 from gateway.assembly.compaction_layout import (
     apply_checkpoint,
     best_application,
@@ -105,7 +106,8 @@ def _apply_stored(
         rounds = _rounds(original_messages(ctx), cp.start, cp.end)
         detail = {**_detail(cp, policy, 0, True), "prepared": True, "prepared_ahead": True, **rounds}
     decision = Decision(PASS, action, tokens_before=before, tokens_after=after, reason=reason, detail=detail)
-    return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), [decision]
+    out = ctx.replace(messages=applied, session=_store(ctx.session, cp, policy))
+    return (out.annotate(**{REWRITTEN_KEY: True}) if action == "compacted" else out), [decision]
 
 
 def _forwarded_last_turn(ctx: Context, cp: Checkpoint) -> bool:
@@ -187,7 +189,8 @@ def _compacted(
             detail=detail,
         )
     )
-    return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), decisions
+    out = ctx.replace(messages=applied, session=_store(ctx.session, cp, policy))
+    return out.annotate(**{REWRITTEN_KEY: True}), decisions
 
 
 def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:

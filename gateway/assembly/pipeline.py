@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.assembly.attach_documents import attach_documents
-from gateway.assembly.clear_tool_results import clear_tool_results
+from gateway.assembly.clear_tool_results import clear_tool_results, condense_tail
 from gateway.assembly.compact_history import compact_history
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.hint_cache import hint_cache
@@ -74,6 +74,7 @@ def _merged_lint_policy(policy: Policy) -> LintPolicy:
 # 3. prune_tools             tool set is fixed before compaction counts the prompt
 # 4. clear_tool_results      cheap clearing before any summarising
 # 5. compact_history         needs the final tools and documents to know the prompt size
+# 5a. condense_tail          a summary that left the request over its target: the tail's older rounds' results cleared
 # 5b. shrink_oversize        only a single huge message can still overflow once history is compacted; it runs
 #                            before the small dynamic-tail passes so its 80 % line leaves them (and the reply) room
 # 6. recall_memory           recalled passages go in the dynamic tail, after compaction decided what aged out
@@ -88,6 +89,7 @@ PASSES: tuple[PassSpec, ...] = (
     PassSpec("prune_tools", prune_tools, lambda p: p.tools),
     PassSpec("clear_tool_results", clear_tool_results, lambda p: p.compaction),
     PassSpec("compact_history", compact_history, lambda p: p.compaction),
+    PassSpec("condense_tail", condense_tail, lambda p: p.compaction),
     PassSpec("shrink_oversize", shrink_oversize, lambda p: p.shrink_oversize),
     PassSpec("recall_memory", recall_memory, lambda p: p.memory),
     PassSpec("restate_rules", restate_rules, lambda p: p.rules),

@@ -22,6 +22,7 @@ def test_passes_sit_at_their_numbered_slots() -> None:
         "prune_tools",
         "clear_tool_results",
         "compact_history",
+        "condense_tail",
         "shrink_oversize",
         "recall_memory",
         "restate_rules",
