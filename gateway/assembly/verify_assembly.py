@@ -23,10 +23,9 @@ The checks, each returning a sentence when it fails:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import hashlib
 
 import orjson
 
@@ -141,7 +140,11 @@ def declared_replaced(orig: Sequence[Message], decisions: Sequence[Decision], st
     the newest round (``newest_round_start``), which stays verbatim."""
     out: set[int] = set()
     digests = {str(d.detail["shrunk_digest"]) for d in decisions if "shrunk_digest" in d.detail}
-    out |= {int(d.detail["shrunk_message"]) for d in decisions if "shrunk_message" in d.detail and "shrunk_digest" not in d.detail}
+    out |= {
+        int(d.detail["shrunk_message"])
+        for d in decisions
+        if "shrunk_message" in d.detail and "shrunk_digest" not in d.detail
+    }
     if digests:
         out |= {i for i in range(start, len(orig)) if shrunk_digest(orig[i]) in digests}
     cleared = {str(d.detail["tool_call_id"]) for d in decisions if d.action == "cleared" and "tool_call_id" in d.detail}
