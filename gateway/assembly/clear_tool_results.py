@@ -46,7 +46,7 @@ from gateway.assembly.compaction_layout import (
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
 from gateway.assembly.input_stubs import input_saving, with_inputs_cleared
-from gateway.assembly.verify_assembly import is_gateway_block, newest_round_start
+from gateway.assembly.verify_assembly import is_gateway_block, last_client_user, newest_round_start
 from gateway.object_memo import ObjectMemo
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
@@ -132,7 +132,10 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy,
     counter, messages, memo = ctx.env.counter, ctx.messages, ctx.env.memos.result_tokens
     least = max(policy.clear_min_tokens, 1)
     keep = set(policy.never_clear)
+    loop_start = max(lay.tail_start, last_client_user(messages))  # the tail is cleared only inside the current loop
     for i in range(start, newest_round_start(messages)):
+        if lay.tail_start <= i < loop_start:
+            continue
         m = messages[i]
         if m.get("role") != "tool" or stubs.tool(i) in keep:
             continue
@@ -385,9 +388,12 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     least = max(policy.clear_min_tokens, 1)
     counter, memo = ctx.env.counter, ctx.env.memos.result_tokens
     chosen: list[int] = []
+    loop_start = max(lay.tail_start, last_client_user(ctx.messages))
     for i in range(lay.head_end, newest_round_start(ctx.messages)):
         if tokens <= marks.target:
             break
+        if lay.tail_start <= i < loop_start:
+            continue  # a user turn the tail keeps: only the rounds of the current loop are condensed
         m = ctx.messages[i]
         if m.get("role") != "tool" or is_gateway_block(m) or stubs.tool(i) in keep:
             continue
