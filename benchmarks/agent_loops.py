@@ -2,6 +2,16 @@
 
     python -m benchmarks.agent_loops                 # 3 longest runs per file, extractive and LLM
     python -m benchmarks.agent_loops --runs 1 --summarizer extractive
+    python -m benchmarks.agent_loops --fit --runs 1 --summarizer llm   # issue 34: small windows, one row each
+
+``--fit`` (issue 34) replays each file at windows where its newest four rounds alone exceed a
+quarter of the window (mini-swe-agent at 8K and 6K; tau2's head alone is 6-10K, so 16K is its
+smallest window), plus a generated coding loop (45 reads of 1-4K tokens, ``generated_coding_loop``)
+at 16K and 8K, and adds per row: the newest tool result verbatim whenever it is under a quarter of
+the window, summariser input over the loop's own input (the client's requests), and the provider
+input cost through Ventana (every upstream call, the summariser's included, at gpt-4o-mini's
+input and cached-input prices, cached tokens as the simulator's OpenAI prefix cache counts them)
+over the cost of sending the client's own requests directly.
 
 Each file of ``shared/data/agent_loops/`` (and the scripted agent's 200-turn session of
 ``benchmarks.scripted_agent``, at 8K) is replayed as its agent saw it: one request
@@ -24,6 +34,7 @@ The numbers come from what the simulator received and answered, per file:
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import statistics
 import tempfile
@@ -41,6 +52,7 @@ import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.scripted_agent import TOOLS, scripted_turns
 from gateway.assembly.compaction_policy import DEFAULT_TARGET, DEFAULT_THRESHOLD
 from gateway.assembly.verify_assembly import is_gateway_block, tool_pairing_problems
+from gateway.providersim.cache import PrefixCache, prompt_token_ids
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import counter_for
 from tests.procs import SimHandle, run_gateway, run_simulator
@@ -54,6 +66,20 @@ KEEP_ROUNDS = 4
 #: prompt + tool definitions) is 6-10K tokens, so 8K cannot hold it; 16K forces its long runs to compact.
 #: The peer-style long session of ``benchmarks.scripted_agent`` (200 turns, one tool round each).
 SCRIPTED = "scripted_agent"
+#: A generated coding loop (issue 34): 45 reads whose results are 1-4K tokens.
+GENERATED = "generated_coding_loop"
+#: ``--fit``: (file, window) rows where the newest four rounds exceed a quarter of the window.
+FIT_ROWS = [
+    (GENERATED, 16_384),
+    (GENERATED, 8_192),
+    ("mini_swe_agent_deepseek.jsonl", 8_000),
+    ("mini_swe_agent_deepseek.jsonl", 6_000),
+    ("tau2_telecom_solo.jsonl", 16_000),
+    ("tau2_telecom_default.jsonl", 16_000),
+    (SCRIPTED, 8_000),
+]
+#: gpt-4o-mini's input and cached-input prices, dollars per token (litellm's bundled map).
+PRICE_INPUT, PRICE_CACHED = 0.15e-6, 0.075e-6
 WINDOWS = {
     "mini_swe_agent_deepseek.jsonl": 16_000,
     "tau2_telecom_solo.jsonl": 16_000,
@@ -78,6 +104,12 @@ class FileStats:
     facts: int = 0
     facts_kept: int = 0
     summarizer_calls: int = 0
+    newest_small: int = 0  # turns whose newest tool result is under a quarter of the window
+    newest_small_verbatim: int = 0  # ... and went out verbatim
+    summarizer_input: int = 0  # prompt tokens of the summariser's calls
+    loop_input: int = 0  # prompt tokens of the client's own requests
+    cost_ventana: float = 0.0
+    cost_direct: float = 0.0
     errors: list[str] = field(default_factory=list)
 
 
@@ -90,10 +122,43 @@ def scripted_run() -> dict[str, Any]:
     return {"id": SCRIPTED, "tools": TOOLS, "messages": messages}
 
 
+def generated_run(rounds: int = 45, seed: int = 1) -> dict[str, Any]:
+    """A coding agent reading files: one task, ``rounds`` reads of 1-4K tokens each (seeded)."""
+    rnd = random.Random(seed)
+    words = "def parse line value return self assert import module error index path token buffer".split()  # noqa: SIM905
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent working in /repo. Use the tools."},
+        {"role": "user", "content": "Task: make tests/test_dates.py pass; the parser rejects 2026-02-29."},
+    ]
+    for k in range(rounds):
+        call = {
+            "id": f"call_{k}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": f'{{"path": "/repo/src/m{k}.py"}}'},
+        }
+        messages.append({"role": "assistant", "content": f"Step {k}: reading m{k}.py.", "tool_calls": [call]})
+        size, lines = rnd.randint(1000, 4000), [f"# /repo/src/m{k}.py OBJ-{k:04d}"]
+        while COUNTER.text("\n".join(lines)) < size:
+            lines.append(" ".join(rnd.choice(words) for _ in range(12)) + f" {rnd.randint(0, 999)}")
+        messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": "\n".join(lines)})
+    messages.append({"role": "assistant", "content": "The parser now accepts leap days."})
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+    return {"id": GENERATED, "tools": [tool], "messages": messages}
+
+
 def load_runs(name: str, runs: int) -> list[dict[str, Any]]:
     """The ``runs`` runs with the most tool rounds (the ones a window forces to compact)."""
     if name == SCRIPTED:
         return [scripted_run()]
+    if name == GENERATED:
+        return [generated_run()]
     lines = need(data_path("agent_loops", name)).read_bytes().splitlines()
     rows = [orjson.loads(line) for line in lines if line.strip()]
     rows.sort(key=lambda r: -sum(1 for m in r["messages"] if m.get("role") == "assistant"))
@@ -151,7 +216,7 @@ def fact_strings(messages: list[dict[str, Any]]) -> set[str]:
 def _config(sim: SimHandle, summarizer: str) -> dict[str, Any]:
     models = [
         {"name": f"loop-{w}", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url, "context_window": w}
-        for w in sorted(set(WINDOWS.values()))
+        for w in sorted(set(WINDOWS.values()) | {w for _, w in FIT_ROWS})
     ]
     models.append({"name": "summarizer", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url})
     compaction: dict[str, Any] = {"threshold": THRESHOLD, "target": TARGET, "keep_recent_rounds": KEEP_ROUNDS}
@@ -186,7 +251,30 @@ def replay_run(
     chats = [b for b in received if "<transcript" not in orjson.dumps(b["messages"]).decode()]
     stats.summarizer_calls += len(received) - len(chats)
     stats.requests += len(histories)
+    _costs(histories, run["tools"], received, stats)
     _score(histories, answers, chats, window, stats)
+
+
+def _cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
+    """Input cost of ``bodies`` sent in order to one OpenAI-style prefix cache, and their prompt tokens."""
+    cache, cost, tokens = PrefixCache(), 0.0, 0
+    for messages, tools in bodies:
+        ids = prompt_token_ids(COUNTER, messages, tools)
+        cached = cache.lookup_and_store(ids)
+        cost += (len(ids) - cached) * PRICE_INPUT + cached * PRICE_CACHED
+        tokens += len(ids)
+    return cost, tokens
+
+
+def _costs(histories: list[Any], tools: Any, received: list[dict[str, Any]], s: FileStats) -> None:
+    """Through Ventana (every upstream call, summariser included) and direct (the client's own requests)."""
+    through, _ = _cost([(b["messages"], b.get("tools")) for b in received])
+    direct, loop_tokens = _cost([(h, tools) for h in histories])
+    summaries = [b for b in received if "<transcript" in orjson.dumps(b["messages"]).decode()]
+    s.summarizer_input += sum(COUNTER.request(b["messages"], b.get("tools")) for b in summaries)
+    s.loop_input += loop_tokens
+    s.cost_ventana += through
+    s.cost_direct += direct
 
 
 def _score(histories: list[Any], answers: list[Any], chats: list[dict[str, Any]], window: int, s: FileStats) -> None:
@@ -200,6 +288,10 @@ def _score(histories: list[Any], answers: list[Any], chats: list[dict[str, Any]]
         sent = body["messages"]
         s.over_window += COUNTER.request(sent, body.get("tools")) > window
         s.unpaired += bool(tool_pairing_problems(sent))
+        last_result = history[-1] if history and history[-1].get("role") == "tool" else None
+        if last_result is not None and COUNTER.message(last_result) < window // 4:
+            s.newest_small += 1
+            s.newest_small_verbatim += last_result in sent
         want = newest(history, KEEP_ROUNDS)
         s.newest_verbatim += not want or _without_gateway_tail(sent)[-len(want) :] == want
         details = answer.usage.prompt_tokens_details if answer.usage else None
@@ -222,6 +314,23 @@ def _score(histories: list[Any], answers: list[Any], chats: list[dict[str, Any]]
         text = orjson.dumps(final_sent).decode()
         s.facts += len(facts)
         s.facts_kept += sum(1 for f in facts if orjson.dumps(f).decode()[1:-1] in text)
+
+
+FIT_HEADER = (
+    "| file | window | summariser | requests | refused | over window | unpaired "
+    "| newest result verbatim (< 1/4 window) "
+    "| rewrites (bound) | summariser calls | summariser input / loop input | cost via Ventana / direct |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def fit_row(name: str, window: int, mode: str, s: FileStats) -> str:
+    return (
+        f"| `{name}` | {window} | {mode} | {s.requests} | {s.refused} | {s.over_window} | {s.unpaired} | "
+        f"{s.newest_small_verbatim}/{s.newest_small} | {s.rewrites} (bound {s.rewrite_bound:.1f}) | "
+        f"{s.summarizer_calls} | {s.summarizer_input / max(1, s.loop_input):.3f} | "
+        f"{s.cost_ventana / max(1e-12, s.cost_direct):.3f} (${s.cost_ventana:.4f} / ${s.cost_direct:.4f}) |"
+    )
 
 
 def row(name: str, mode: str, runs: int, s: FileStats) -> str:
@@ -250,7 +359,11 @@ def main() -> None:
     parser.add_argument("--summarizer", choices=["extractive", "llm", "both"], default="both")
     parser.add_argument("--window", type=int, default=None, help="one context window for every file")
     parser.add_argument("--target", type=float, default=DEFAULT_TARGET, help="policy.compaction.target")
+    parser.add_argument("--fit", action="store_true", help="issue 34's rows: small windows, one per file and window")
     args = parser.parse_args()
+    if args.fit:
+        fit_main(args)
+        return
     global TARGET
     TARGET = args.target
     if args.window:
@@ -278,6 +391,30 @@ def main() -> None:
                     for e in stats.errors:
                         lines.append(f"<!-- {name} {mode}: {e} -->")
     print(HEADER)
+    print("\n".join(lines))
+
+
+def fit_main(args: argparse.Namespace) -> None:
+    """Issue 34: each (file, window) of ``FIT_ROWS`` (``--files`` narrows them) through one gateway."""
+    modes = ["extractive", "llm"] if args.summarizer == "both" else [args.summarizer]
+    rows = [(n, w) for n, w in FIT_ROWS if not args.files or n in args.files or args.files == list(WINDOWS)]
+    work = [(n, w, load_runs(n, args.runs)) for n, w in rows]
+    total = len(modes) * sum(sum(1 for _ in turns(r["messages"])) for _, _, runs in work for r in runs)
+    lines = []
+    with ExitStack() as stack, tqdm(total=total, unit="turn") as bar:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        sim = stack.enter_context(run_simulator(tmp))
+        for mode in modes:
+            (tmp / mode).mkdir()
+            with run_gateway(tmp / mode, _config(sim, mode)) as gw:
+                client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=300)
+                for name, window, runs in work:
+                    stats = FileStats()
+                    for run in runs:
+                        replay_run(client, sim, {**run, "id": f"{run['id']}-{mode}"}, window, stats, bar)
+                    lines.append(fit_row(name, window, mode, stats))
+                    lines += [f"<!-- {name} {window} {mode}: {e} -->" for e in stats.errors]
+    print(FIT_HEADER)
     print("\n".join(lines))
 
 

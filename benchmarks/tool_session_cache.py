@@ -30,6 +30,7 @@ import orjson
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
+from gateway.providersim.cache import PrefixCache, prompt_token_ids
 from gateway.tokens import counter_for
 from tests.procs import run_gateway, run_simulator
 
@@ -62,7 +63,7 @@ _TOOL_SPECS = (
     ("type_check", "Run the type checker on the package"),
     ("install_package", "Install a Python package into the environment"),
     ("open_issue", "Read an issue of the project tracker"),
-    ("comment_issue", "Add a comment to an issue"),
+    ("create_issue", "Open an issue in the project tracker."),
     ("search_docs", "Search the project documentation"),
     ("web_search", "Search the web for documentation or error messages"),
     ("fetch_url", "Fetch the text of a web page"),
@@ -103,7 +104,7 @@ _INSTRUCTIONS = (
     "Rename `Token.kind` to `Token.type_` everywhere, keeping a deprecated alias.",
     "Update the docs in docs/lexer.md for the rename and the empty-input fix.",
     "Run the whole suite and the type checker; fix anything that broke.",
-    "Write the changelog entry for this release under 'Unreleased'.",
+    "please open a tracker issue describing the flaky test",
     "Summarise what changed today, with the paths and the test names.",
 )
 _WORDS = [
@@ -170,14 +171,22 @@ class Run:
     recall_calls: int = 0
     summarizer_calls: int = 0
     summarizer_prompt: int = 0
+    all_prompt: int = 0  # every upstream call (summariser and served-tool rounds included)
+    all_cached: int = 0
+    described_offered: str = "-"  # the tool asked for by description, offered on the request that asks
 
     def row(self) -> str:
         share = self.cached / self.prompt if self.prompt else 0.0
+        every = self.all_cached / self.all_prompt if self.all_prompt else 0.0
         return (
             f"| {self.arm} | {self.requests} | {self.compactions} | {self.prompt:,} | {self.cached:,} | "
-            f"**{share:.3f}** | {self.recalled} | {self.recall_calls} | {self.summarizer_calls} "
-            f"({self.summarizer_prompt:,} tokens sent) |"
+            f"**{share:.3f}** | {every:.3f} | {self.described_offered} | {self.recalled} | {self.recall_calls} | "
+            f"{self.summarizer_calls} ({self.summarizer_prompt:,} tokens sent) |"
         )
+
+
+#: The request that asks for a tool by its description (issue 34), and the tool it describes.
+DESCRIBED_ASK, DESCRIBED_TOOL = "please open a tracker issue describing the flaky test", "create_issue"
 
 
 ARMS: dict[str, dict[str, Any]] = {
@@ -214,8 +223,16 @@ def run_arm(arm: str, steps: list[list[dict[str, Any]]], tmp: Path) -> Run:
 
 def _read_simulator(out: Run, received: list[dict[str, Any]]) -> None:
     heads: set[str] = set()
+    cache = PrefixCache()
     for body in received:
         messages = body.get("messages") or []
+        ids = prompt_token_ids(COUNTER, messages, body.get("tools"))
+        out.all_cached += cache.lookup_and_store(ids)
+        out.all_prompt += len(ids)
+        users = [m for m in messages if m.get("role") == "user" and not str(m.get("content")).startswith("<")]
+        if users and users[-1].get("content") == DESCRIBED_ASK and out.described_offered != "yes":
+            names = {str((t.get("function") or {}).get("name")) for t in body.get("tools") or ()}
+            out.described_offered = "yes" if DESCRIBED_TOOL in names else "no"
         if "<transcript" in str(messages):
             out.summarizer_calls += 1
             out.summarizer_prompt += COUNTER.messages(messages)
@@ -238,10 +255,10 @@ def main() -> None:
     args = parser.parse_args()
     steps = coding_session(args.requests)
     print(
-        "| arm | requests | compactions | prompt tokens | cached | cached share | requests with <recalled> | "
-        "recall calls served | summariser calls |"
+        "| arm | requests | compactions | prompt tokens | cached | cached share | cached share, every upstream call "
+        "| create_issue offered when asked | requests with <recalled> | recall calls served | summariser calls |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for arm in args.arms.split(","):
             for sub in ("sim-" + arm, "gw-" + arm):

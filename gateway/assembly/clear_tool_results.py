@@ -15,7 +15,12 @@ and what was cleared stays cleared on later turns (sticky, by ``tool_call_id``) 
 prefix does not change back and forth. The originals are kept in the Context's
 annotations: a later summary is written from them, so cleared facts are not lost.
 
-Never touches the head (system/developer messages, the task) or the newest rounds.
+Never touches the head (system/developer messages, the task) or the newest round
+(``verify_assembly.newest_round_start``, the one definition of what stays verbatim). The older
+rounds of the protected tail are cleared only after the whole middle (oldest first), and
+``condense_tail`` (after ``compact_history``) clears them when a summary alone cannot bring
+the request down to the target: so a compaction lands at its target even when the newest
+``keep_recent_rounds`` rounds are large next to the window.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 
 from gateway.assembly.compaction_layout import (
     ORIGINALS_KEY,
+    SUMMARY_FRAME_TOKENS,
     Layout,
     best_application,
     choose_end,
@@ -40,6 +46,7 @@ from gateway.assembly.compaction_layout import (
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
 from gateway.assembly.input_stubs import input_saving, with_inputs_cleared
+from gateway.assembly.verify_assembly import is_gateway_block, last_client_user, newest_round_start
 from gateway.object_memo import ObjectMemo
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
@@ -114,7 +121,10 @@ def calls_by_id(messages: Sequence[Message], memo: ObjectMemo[dict[str, _Call]])
 
 
 def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy, stubs: _Stubs) -> list[int]:
-    """Indices of clearable tool results in the middle, oldest first (``never_clear`` tools left out).
+    """Indices of clearable tool results before the newest round, oldest first (``never_clear`` left out).
+
+    The middle comes first, then the older rounds of the tail: oldest first, the tail is cleared only
+    once the middle is.
 
     A result is worth clearing from ``clear_min_tokens``; with ``clear_tool_inputs``, so is a
     short result whose call's arguments save that much (a ``write_file`` answered by one line)."""
@@ -122,7 +132,10 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy,
     counter, messages, memo = ctx.env.counter, ctx.messages, ctx.env.memos.result_tokens
     least = max(policy.clear_min_tokens, 1)
     keep = set(policy.never_clear)
-    for i in range(start, lay.tail_start):
+    loop_start = max(lay.tail_start, last_client_user(messages))  # the tail is cleared only inside the current loop
+    for i in range(start, newest_round_start(messages)):
+        if lay.tail_start <= i < loop_start:
+            continue
         m = messages[i]
         if m.get("role") != "tool" or stubs.tool(i) in keep:
             continue
@@ -170,9 +183,25 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
         if i not in taken:
             chosen.append(i)
             tokens -= stubs.total_saving(i)
-    if tokens > target and "summarize" in policy.strategies:
+    if tokens > target and "summarize" in policy.strategies and _summary_saves(ctx, lay, start, chosen, stubs, policy):
         return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
     return sorted(chosen)
+
+
+def _summary_saves(
+    ctx: Context, lay: Layout, start: int, chosen: Sequence[int], stubs: _Stubs, policy: CompactionPolicy
+) -> bool:
+    """Whether a summary of the middle would go lower than clearing it: else clearing is the plan.
+
+    Once the middle's results are cleared, what remains of it (calls and stubs) may already be
+    smaller than a summary (``summary_max_tokens``): a loop whose newest round alone is near the
+    target then stays in budget by clearing, with no summariser call, rather than summarising
+    every few rounds for nothing (issue 34).
+    """
+    counter = ctx.env.counter
+    middle = counter.messages(ctx.messages[start : lay.tail_start])
+    middle -= sum(stubs.total_saving(i) for i in chosen if i < lay.tail_start)
+    return middle > policy.summary_max_tokens + SUMMARY_FRAME_TOKENS
 
 
 def _after_summary(
@@ -206,11 +235,13 @@ class _Stubs:
     turn's objects (``gateway.sessions.resent``), so a stub is made and priced once.
     """
 
-    def __init__(self, ctx: Context, inputs: bool = False) -> None:
+    def __init__(self, ctx: Context, inputs: bool = False, inputs_before: int | None = None) -> None:
         self._ctx = ctx
         self._calls: dict[str, _Call] | None = None  # found on first use: most runs clear nothing
         self._made: dict[int, tuple[Message, int]] = {}
         self._inputs = inputs  # policy.compaction.clear_tool_inputs
+        #: Call arguments are stubbed only before this index (the tail's calls stay verbatim).
+        self._inputs_before = len(ctx.messages) if inputs_before is None else inputs_before
 
     def call(self, i: int) -> _Call:
         if self._calls is None:  # once per run: looking calls up per stub was O(n^2)
@@ -248,7 +279,7 @@ class _Stubs:
 
     def total_saving(self, i: int) -> int:
         """Tokens saved by clearing result ``i`` and, with ``clear_tool_inputs``, its call's arguments."""
-        if not self._inputs:
+        if not self._inputs or i >= self._inputs_before:
             return self.saving(i)
         return self.saving(i) + input_saving(self.call(i).arguments, self._ctx.env.counter)
 
@@ -280,28 +311,99 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
     if "clear_tool_results" not in policy.strategies:
         return ctx, []
     lay = layout(ctx.messages, policy, ctx.env.counter)
-    if lay is None or not lay.has_middle:
+    if lay is None:
         return ctx, []
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
-    stubs = _Stubs(ctx, inputs=policy.clear_tool_inputs)
+    stubs = _Stubs(ctx, inputs=policy.clear_tool_inputs, inputs_before=lay.tail_start)
     chosen = _choose(ctx, lay, policy, sticky, stubs)
     if not chosen:
         return ctx, []
+    out, decisions = _apply(ctx, policy, sticky, stubs, chosen, inputs_before=lay.tail_start)
+    if any(str(ctx.messages[i].get("tool_call_id")) not in sticky for i in chosen):
+        out = out.annotate(**{REWRITTEN_KEY: True})  # a new batch: condense_tail lands it at the target
+    return out, decisions
+
+
+def _apply(
+    ctx: Context,
+    policy: CompactionPolicy,
+    sticky: set[str],
+    stubs: _Stubs,
+    chosen: Sequence[int],
+    *,
+    inputs_before: int = 0,
+    tail: bool = False,
+) -> tuple[Context, list[Decision]]:
+    """Write the stubs of ``chosen``, their ``cleared`` decisions, and remember them (sticky)."""
     messages: list[Message] = list(ctx.messages)
     for i in chosen:
         messages[i] = stubs.get(i)
-    rounds = _clear_inputs(ctx, messages, chosen) if policy.clear_tool_inputs else set()
+    # Call arguments are stubbed in the middle only: the tail's assistant messages stay verbatim.
+    early = [i for i in chosen if i < inputs_before]
+    rounds = _clear_inputs(ctx, messages, early) if policy.clear_tool_inputs and early else set()
     reason = f"request over {policy.threshold:.0%} of the context window; old tool result cleared"
+    if tail:
+        reason = "the summary alone left the request over the target; a result of an older round of the tail cleared"
     decisions = [
         _decision(ctx, i, stubs, reason, policy.threshold, _round_of(ctx.messages, i) in rounds) for i in chosen
     ]
+    if tail:
+        decisions = [replace(d, detail={**d.detail, "tail": True}) for d in decisions]
     present = {str(m.get("tool_call_id")) for m in ctx.messages if m.get("role") == "tool"}
     cleared = sorted((sticky & present) | {str(ctx.messages[i].get("tool_call_id")) for i in chosen})
-    changed = [*chosen, *rounds]
-    originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in changed}}
     session = replace(ctx.session, extra=with_memory(ctx.session, cleared=cleared))
-    out = ctx.replace(messages=tuple(messages), session=session).annotate(**{ORIGINALS_KEY: originals})
+    out = ctx.replace(messages=tuple(messages), session=session)
+    if not tail:  # after a summary the indices are no longer the client's: originals are read from before it
+        changed = [*chosen, *rounds]
+        originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in changed}}
+        out = out.annotate(**{ORIGINALS_KEY: originals})
     return out, decisions
+
+
+#: Annotation set by a pass that rewrote the history this turn (a clearing batch, a new summary):
+#: ``condense_tail`` then takes the request down to the target in the same rewrite.
+REWRITTEN_KEY = "compaction_rewritten"
+
+
+def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
+    """After a summary: clear results of the tail's older rounds, oldest first, down to the target.
+
+    Runs when the request is still over the threshold, or when this turn compacted (a summary or a
+    clearing batch) and landed above the target: the newest ``keep_recent_rounds`` rounds kept whole
+    whatever their size left a compaction at ~48 % of a 16K window, so the next came 1-2 requests
+    later. The newest round is never touched here (``shrink_oversize`` condenses its result only when
+    it alone exceeds its share). Cleared results stay cleared (sticky), so the prefix stays stable.
+    """
+    if "clear_tool_results" not in policy.strategies:
+        return ctx, []
+    lay = layout(ctx.messages, policy, ctx.env.counter)
+    if lay is None:
+        return ctx, []
+    marks = watermarks(ctx, lay, policy)
+    tokens = request_tokens(ctx, ctx.messages, policy)
+    if tokens <= marks.target or (tokens <= marks.threshold and not ctx.annotations.get(REWRITTEN_KEY)):
+        return ctx, []
+    stubs = _Stubs(ctx, inputs=False)
+    keep = set(policy.never_clear)
+    least = max(policy.clear_min_tokens, 1)
+    counter, memo = ctx.env.counter, ctx.env.memos.result_tokens
+    chosen: list[int] = []
+    loop_start = max(lay.tail_start, last_client_user(ctx.messages))
+    for i in range(lay.head_end, newest_round_start(ctx.messages)):
+        if tokens <= marks.target:
+            break
+        if lay.tail_start <= i < loop_start:
+            continue  # a user turn the tail keeps: only the rounds of the current loop are condensed
+        m = ctx.messages[i]
+        if m.get("role") != "tool" or is_gateway_block(m) or stubs.tool(i) in keep:
+            continue
+        if _result_tokens(m, counter, memo) >= least and stubs.saving(i) > 0:
+            chosen.append(i)
+            tokens -= stubs.saving(i)
+    if not chosen:
+        return ctx, []
+    sticky = {str(x) for x in compaction_memory(ctx.session).get("cleared", ())}
+    return _apply(ctx, policy, sticky, stubs, chosen, tail=True)
 
 
 def _clear_inputs(ctx: Context, messages: list[Message], chosen: Sequence[int]) -> set[int]:

@@ -25,11 +25,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gateway.assembly.clear_tool_results import REWRITTEN_KEY
 from gateway.assembly.compaction_layout import (
+    SUMMARY_FRAME_TOKENS,
     apply_checkpoint,
     best_application,
     choose_end,
     compaction_memory,
+    head_end,
     layout,
     original_messages,
     request_tokens,
@@ -42,6 +45,7 @@ from gateway.assembly.context import Checkpoint, Context, Decision, Message, Ses
 from gateway.assembly.place_cache_breakpoints import mark
 from gateway.assembly.prefix import message_key
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
+from gateway.assembly.verify_assembly import newest_round_start
 from gateway.summarize.transcript import call_names
 
 PASS = "compact_history"
@@ -105,7 +109,8 @@ def _apply_stored(
         rounds = _rounds(original_messages(ctx), cp.start, cp.end)
         detail = {**_detail(cp, policy, 0, True), "prepared": True, "prepared_ahead": True, **rounds}
     decision = Decision(PASS, action, tokens_before=before, tokens_after=after, reason=reason, detail=detail)
-    return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), [decision]
+    out = ctx.replace(messages=applied, session=_store(ctx.session, cp, policy))
+    return (out.annotate(**{REWRITTEN_KEY: True}) if action == "compacted" else out), [decision]
 
 
 def _forwarded_last_turn(ctx: Context, cp: Checkpoint) -> bool:
@@ -187,7 +192,8 @@ def _compacted(
             detail=detail,
         )
     )
-    return ctx.replace(messages=applied, session=_store(ctx.session, cp, policy)), decisions
+    out = ctx.replace(messages=applied, session=_store(ctx.session, cp, policy))
+    return out.annotate(**{REWRITTEN_KEY: True}), decisions
 
 
 def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
@@ -219,3 +225,52 @@ def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, li
         return _apply_stored(ctx, cp, policy, before, active=active)
     result = summarize_range(originals, lay.head_end, end, cp, ctx.env.summarizer, policy, ctx.env.counter)
     return _compacted(ctx, result, policy, before, limit)
+
+
+def fit_newest(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]] | None:
+    """The last plan before a refusal: head, ONE summary of everything up to the newest round, the newest round.
+
+    Used by ``pipeline.assemble`` only when no stage of the regular plan fits the window (the tail's
+    older rounds hold results ``never_clear`` keeps, or the tail is larger than the window): the rule
+    is that a request is refused only when the system prompt, the task and the newest round cannot
+    fit together. The summary is extractive (no model call, bounded by the room left) and is not
+    stored as a checkpoint: the next turn plans afresh. None when even a minimal summary cannot fit.
+    """
+    messages = ctx.messages
+    head = head_end(messages)
+    newest = newest_round_start(messages)
+    if newest <= head:
+        return None
+    counter, window = ctx.env.counter, ctx.env.context_window
+    kept = counter.request((*messages[:head], *messages[newest:]), ctx.tools)
+    room = window - kept - SUMMARY_FRAME_TOKENS
+    if room < MIN_FIT_SUMMARY_TOKENS:
+        return None
+    budget = min(policy.summary_max_tokens, room)
+    bounded = policy.model_copy(
+        update={
+            "summary_max_tokens": budget,
+            "summarizer_input_tokens": max(budget + 1, policy.summarizer_input_tokens),
+        }
+    )
+    result = summarize_range(messages, head, newest, None, None, bounded, counter)
+    applied = apply_checkpoint(messages, result.checkpoint)
+    detail = {
+        **_detail(result.checkpoint, policy, 0, False),
+        **_rounds(messages, head, newest),
+        "fit_newest": True,
+        "dropped_count": len(result.dropped),
+    }
+    decision = Decision(
+        PASS,
+        "compacted",
+        tokens_before=request_tokens(ctx, messages, policy),
+        tokens_after=request_tokens(ctx, applied, policy),
+        reason="no other plan fits the window: everything before the newest round summarised (extractive)",
+        detail=detail,
+    )
+    return ctx.replace(messages=applied), [decision]
+
+
+#: A summary smaller than this says too little to be worth sending instead of a refusal.
+MIN_FIT_SUMMARY_TOKENS = 48

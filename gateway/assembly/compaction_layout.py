@@ -31,6 +31,7 @@ from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState
 from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.message_text import SYSTEM_ROLES, system_indices, user_indices
+from gateway.assembly.verify_assembly import last_client_user, newest_round_start
 from gateway.object_memo import ObjectMemo
 
 #: Annotation key under which ``clear_tool_results`` keeps the originals of what it cleared.
@@ -141,12 +142,42 @@ def watermarks(ctx: Context, lay: Layout, policy: CompactionPolicy) -> Watermark
     """
     threshold, target = token_limit(ctx, policy.threshold), token_limit(ctx, policy.target)
     prepare = token_limit(ctx, policy.prepare_at)
-    head = ctx.env.counter.request(ctx.messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
-    if head + threshold - target <= threshold:
+    floor = landing_floor(ctx, lay, policy)
+    if floor <= target:
         return Watermarks(threshold, target, prepare)
-    reachable = compaction_floor(ctx, lay, policy) + threshold - target
+    reachable = floor + threshold - target
     shift = min(reachable, max(threshold, int(RAISED_THRESHOLD_CAP * ctx.env.context_window))) - threshold
     return Watermarks(threshold + shift, target + shift, prepare + shift)
+
+
+def landing_floor(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:
+    """The fewest tokens a compaction can land at: head, a full-size summary and the newest round.
+
+    The tail's older rounds can be cleared (``condense_tail``), the newest round cannot. A target
+    below this cannot be reached: every turn would compact again (mini-swe-agent at 6K, whose task
+    alone is 1.4K tokens of a 1.5K target, summarised on every turn), so the watermarks move up.
+    Without a middle or a tail there is nothing to land: the head alone is the floor.
+    """
+    counter, messages = ctx.env.counter, ctx.messages
+    head = counter.request(messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
+    if not lay.has_middle and lay.tail_start >= len(messages):
+        return head
+    newest = max(newest_round_start(messages), lay.head_end)
+    if last_client_user(messages) >= newest:
+        return head  # a user turn ends the request, no loop runs: its tail is kept whole, as it always was
+    summary = 0
+    if "summarize" in policy.strategies:  # at most its ceiling, at most what it replaces
+        middle = counter.messages(messages[lay.head_end : lay.tail_start])
+        summary = min(policy.summary_max_tokens + SUMMARY_FRAME_TOKENS, middle)
+    older = 0  # the tail's older rounds as clearing leaves them: calls whole, large results as stubs
+    for m in messages[lay.tail_start : newest]:
+        size = counter.message(m)
+        older += STUB_ESTIMATE_TOKENS if m.get("role") == "tool" and size > 2 * STUB_ESTIMATE_TOKENS else size
+    return head + older + counter.messages(messages[newest:]) + summary
+
+
+#: What a cleared result costs at most, for planning (a stub names the tool, arguments and facts).
+STUB_ESTIMATE_TOKENS = 80
 
 
 def compaction_floor(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:

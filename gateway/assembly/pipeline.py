@@ -10,12 +10,13 @@ failure is recorded. The gateway never makes a request worse than the client sen
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.assembly.attach_documents import attach_documents
-from gateway.assembly.clear_tool_results import clear_tool_results
-from gateway.assembly.compact_history import compact_history
+from gateway.assembly.clear_tool_results import clear_tool_results, condense_tail
+from gateway.assembly.compact_history import compact_history, fit_newest
+from gateway.assembly.compaction_layout import head_end
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.hint_cache import hint_cache
 from gateway.assembly.lint_context import LintPolicy, lint_context
@@ -28,8 +29,8 @@ from gateway.assembly.recall_memory import recall_memory
 from gateway.assembly.render_reminder import render_reminder
 from gateway.assembly.restate_rules import restate_rules
 from gateway.assembly.shrink_oversize import shrink_oversize
-from gateway.assembly.verify_assembly import verify_assembly
-from gateway.errors import VentanaError
+from gateway.assembly.verify_assembly import newest_round_start, verify_assembly
+from gateway.errors import ContextTooLong, VentanaError
 from gateway.object_memo import ObjectMemo
 
 log = logging.getLogger("ventana")
@@ -74,6 +75,7 @@ def _merged_lint_policy(policy: Policy) -> LintPolicy:
 # 3. prune_tools             tool set is fixed before compaction counts the prompt
 # 4. clear_tool_results      cheap clearing before any summarising
 # 5. compact_history         needs the final tools and documents to know the prompt size
+# 5a. condense_tail          a summary that left the request over its target: the tail's older rounds' results cleared
 # 5b. shrink_oversize        only a single huge message can still overflow once history is compacted; it runs
 #                            before the small dynamic-tail passes so its 80 % line leaves them (and the reply) room
 # 6. recall_memory           recalled passages go just before the question, after compaction decided what aged out
@@ -88,6 +90,7 @@ PASSES: tuple[PassSpec, ...] = (
     PassSpec("prune_tools", prune_tools, lambda p: p.tools),
     PassSpec("clear_tool_results", clear_tool_results, lambda p: p.compaction),
     PassSpec("compact_history", compact_history, lambda p: p.compaction),
+    PassSpec("condense_tail", condense_tail, lambda p: p.compaction),
     PassSpec("shrink_oversize", shrink_oversize, lambda p: p.shrink_oversize),
     PassSpec("recall_memory", recall_memory, lambda p: p.memory),
     PassSpec("restate_rules", restate_rules, lambda p: p.rules),
@@ -118,40 +121,211 @@ class Assembly:
     reverted: bool = False
 
 
+#: Passes that finish a plan without shaping it (reminder, breakpoints, cache hints, the gate): a
+#: fallback plan taken from an earlier pass still gets them, so per-turn values moved out of the
+#: prefix still reach the model and the provider's cache key is still set.
+FINISHING_PASSES = frozenset(
+    {"restate_rules", "render_reminder", "place_cache_breakpoints", "hint_cache", "lint_context"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """The plan as it stood after a pass that changed it: a candidate for the fallback."""
+
+    ctx: Context
+    decisions: int  # how many decisions were made up to it
+    after: str  # the pass it was taken after ("" for the client's request)
+    index: int  # that pass's position in ``passes``
+
+
 def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES) -> Assembly:
-    """Run every enabled pass over ``ctx``, then the final safety check."""
+    """Run every enabled pass over ``ctx``, then the final checks; fall back to the best plan that fits.
+
+    One plan per request: the passes share one budget (``compaction_layout``) and one definition of
+    what stays verbatim (``verify_assembly``). When the plan still fails the safety check, a pass
+    fails, or the plan is over the model's window, the best earlier stage of the same plan that
+    passes the check and fits the window is sent (clearing alone, say), finished by the passes that
+    do not shape it (reminder, cache hints), and a ``reverted`` decision says why and what was sent.
+    Never an original over the window: when no stage fits, the request is refused with a 400 that
+    says what would fit (``ContextTooLong``).
+    """
     current = ctx
     decisions: list[Decision] = []
-    for spec in passes:
+    snapshots = [_Snapshot(ctx, 0, "", -1)]
+    problems: list[str] = []
+    too_long: ContextTooLong | None = None
+    for k, spec in enumerate(passes):
         pass_policy = spec.policy(policy)
         if not pass_policy.enabled:
             continue
         try:
             current, made = spec.run(current, pass_policy)
-        except VentanaError:  # a request the pass proves wrong (a malformed document, one that cannot fit): a 4xx
+        except ContextTooLong as exc:  # a pass that could not make it fit: an earlier stage may still
+            too_long = exc
+            problems = [f"{spec.name}: {exc.message}"]
+            break
+        except VentanaError:  # a request the pass proves wrong (a malformed document, a strict lint): a 4xx
             raise
         except Exception as exc:  # a bug in one pass must not cost the client its answer
+            log.exception("assembly pass %s failed; falling back to the best plan before it", spec.name)
+            problems = [f"the pass {spec.name} raised {type(exc).__name__}: {exc}"]
             failure = Decision(
                 spec.name,
                 "pass_failed",
-                reason=f"the pass raised {type(exc).__name__}: {exc}; forwarding the original request",
+                reason=f"the pass raised {type(exc).__name__}: {exc}; falling back to the best plan before it",
                 detail={"error": type(exc).__name__},
             )
-            log.exception("assembly pass %s failed; forwarding the original", spec.name)
-            return Assembly(ctx, ctx, (*decisions, failure), reverted=True)
+            return _fallback(
+                ctx, policy, passes, snapshots, decisions, problems, None, skip_last=False, extra=[failure]
+            )
         decisions.extend(made)
+        if current is not snapshots[-1].ctx and spec.name not in FINISHING_PASSES:
+            snapshots.append(_Snapshot(current, len(decisions), spec.name, k))
+    if too_long is not None:
+        return _fallback(ctx, policy, passes, snapshots, decisions, problems, too_long, skip_last=False)
+    unchanged = current.messages is ctx.messages and current.tools is ctx.tools
+    if unchanged and policy.compaction.enabled and ctx.prompt_tokens() > ctx.env.context_window:
+        over = [f"the request has {ctx.prompt_tokens()} prompt tokens, over the {ctx.env.context_window}-token window"]
+        return _fallback(ctx, policy, passes, snapshots, decisions, over, None, skip_last=False)  # never forwarded over
     if current is ctx:
         return Assembly(ctx, ctx, tuple(decisions))
-    if current.messages is ctx.messages and current.tools is ctx.tools:
+    if unchanged:
         return Assembly(ctx, current, tuple(decisions))  # only parameters changed: nothing to verify
-    keep_rounds = policy.compaction.keep_recent_rounds if policy.compaction.enabled else None
-    problems = verify_assembly(ctx, current, decisions, keep_rounds=keep_rounds)
+    problems = _check(ctx, current, decisions, policy)
     if problems:
-        failure = Decision(
-            "verify_assembly",
-            "reverted",
-            reason="assembled request failed the safety check; forwarding the original: " + "; ".join(problems),
-            detail={"problems": problems},
-        )
-        return Assembly(ctx, ctx, (*decisions, failure), reverted=True)
+        return _fallback(ctx, policy, passes, snapshots, decisions, problems, None, skip_last=True)
     return Assembly(ctx, current, tuple(decisions))
+
+
+def _keep_rounds(policy: Policy) -> int | None:
+    return policy.compaction.keep_recent_rounds if policy.compaction.enabled else None
+
+
+def _check(
+    original: Context, plan: Context, decisions: Sequence[Decision], policy: Policy, keep_rounds: int | None = None
+) -> list[str]:
+    """What keeps ``plan`` from being sent: the safety check's problems, and a prompt over the window."""
+    keep = _keep_rounds(policy) if keep_rounds is None else keep_rounds
+    problems = verify_assembly(original, plan, decisions, keep_rounds=keep)
+    tokens, window = plan.prompt_tokens(), plan.env.context_window
+    if tokens > window:
+        problems = [*problems, f"the assembled request has {tokens} prompt tokens, over the {window}-token window"]
+    return problems
+
+
+def _finish(stage: Context, policy: Policy, passes: tuple[PassSpec, ...], after: int) -> tuple[Context, list[Decision]]:
+    """Run the finishing passes that come after position ``after`` over an earlier stage of the plan."""
+    made: list[Decision] = []
+    for spec in passes[after + 1 :]:
+        if spec.name not in FINISHING_PASSES or spec.name == "lint_context":
+            continue
+        pass_policy = spec.policy(policy)
+        if not pass_policy.enabled:
+            continue
+        try:
+            stage, more = spec.run(stage, pass_policy)
+        except VentanaError:
+            raise
+        except Exception:  # the plan without that finish is still a valid plan
+            log.exception("finishing pass %s failed on a fallback plan", spec.name)
+            continue
+        made.extend(more)
+    return stage, made
+
+
+def _fallback(
+    ctx: Context,
+    policy: Policy,
+    passes: tuple[PassSpec, ...],
+    snapshots: list[_Snapshot],
+    decisions: list[Decision],
+    problems: list[str],
+    too_long: ContextTooLong | None,
+    *,
+    skip_last: bool,
+    extra: Sequence[Decision] = (),
+) -> Assembly:
+    """The latest stage of the plan that passes the check and fits the window, with a ``reverted`` decision.
+
+    ``skip_last``: the last stage is the plan that just failed the check. The client's request itself is
+    the last candidate, and only while it fits the window; when nothing fits, the request is refused.
+    """
+    window = ctx.env.context_window
+    candidates = snapshots[:-1] if skip_last and len(snapshots) > 1 else snapshots
+    for snap in reversed(candidates):
+        if snap.after == "":
+            if ctx.prompt_tokens() > window:
+                continue
+            return _reverted(ctx, ctx, [*decisions, *extra], problems, "the client's request", ctx.prompt_tokens())
+        kept = [*decisions[: snap.decisions], *extra]
+        stage, finished = _finish(snap.ctx, policy, passes, snap.index)
+        made = [*kept, *finished]
+        if _check(ctx, stage, made, policy):
+            continue
+        return _reverted(ctx, stage, made, problems, f"the plan as it stood after {snap.after}", stage.prompt_tokens())
+    last = _fit_newest(ctx, policy, passes, snapshots, decisions, extra)
+    if last is not None:
+        stage, made = last
+        return _reverted(
+            ctx, stage, made, problems, "one summary of everything before the newest round", stage.prompt_tokens()
+        )
+    raise _refusal(ctx, policy, problems, too_long)
+
+
+def _fit_newest(
+    ctx: Context,
+    policy: Policy,
+    passes: tuple[PassSpec, ...],
+    snapshots: list[_Snapshot],
+    decisions: list[Decision],
+    extra: Sequence[Decision],
+) -> tuple[Context, list[Decision]] | None:
+    """Head, one summary of all before the newest round, the newest round: the plan before a refusal.
+
+    Built on the first stage (after ``move_volatile``, so per-turn values still go to the reminder)."""
+    if not policy.compaction.enabled:
+        return None
+    first = next((s for s in snapshots if s.after == "move_volatile"), snapshots[0])
+    made = fit_newest(first.ctx, policy.compaction)
+    if made is None:
+        return None
+    stage, compacted = made
+    kept = [*decisions[: first.decisions], *extra, *compacted]
+    stage, finished = _finish(stage, policy, passes, first.index)
+    if _check(ctx, stage, [*kept, *finished], policy, keep_rounds=1):
+        return None
+    return stage, [*kept, *finished]
+
+
+def _reverted(
+    ctx: Context, sent: Context, decisions: Sequence[Decision], problems: list[str], what: str, tokens: int
+) -> Assembly:
+    failure = Decision(
+        "verify_assembly",
+        "reverted",
+        tokens_before=ctx.prompt_tokens(),
+        tokens_after=tokens,
+        reason=f"the assembled request could not be sent ({'; '.join(problems)}); sent instead: {what}",
+        detail={"problems": problems, "sent": what, "sent_tokens": tokens, "context_window": ctx.env.context_window},
+    )
+    return Assembly(ctx, sent, (*decisions, failure), reverted=True)
+
+
+def _refusal(ctx: Context, policy: Policy, problems: list[str], too_long: ContextTooLong | None) -> ContextTooLong:
+    """The 400 when no stage of the plan fits: what the request needs and what would fit."""
+    counter, messages, window = ctx.env.counter, ctx.messages, ctx.env.context_window
+    total = ctx.prompt_tokens()
+    newest = max(newest_round_start(messages), 0)
+    head = counter.request(messages[: head_end(messages)], ctx.tools)
+    last = counter.messages(messages[newest:])
+    message = (
+        f"the request has {total} prompt tokens and model {ctx.env.model!r} accepts at most {window}; "
+        f"the system prompt, tool definitions and task take {head} tokens and the newest round {last}, "
+        f"so at most {max(0, window - head)} tokens of conversation after the task would fit"
+    )
+    if problems:
+        message += "; the gateway could not fit it: " + "; ".join(problems)
+    return (
+        ContextTooLong(message, param="messages") if too_long is None else ContextTooLong(message, param=too_long.param)
+    )

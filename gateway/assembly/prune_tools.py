@@ -54,7 +54,7 @@ from gateway.assembly.tool_modes import (
     pruned_tools,
 )
 from gateway.assembly.tool_payoff import PLAN_KEY, payoff
-from gateway.assembly.tool_required import called_names, required_names
+from gateway.assembly.tool_required import called_names, described_names, required_names
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
 from gateway.assembly.tool_scoring.session_scores import plausible_misses, session_scores, task_parts
 from gateway.assembly.tool_scoring.usage_profiles import tool_key
@@ -167,6 +167,8 @@ def prune_tools(ctx: Context, policy: ToolPolicy) -> tuple[Context, list[Decisio
     required = required_names(ctx, policy.pinned, tools, names)
     offered = set(names)
     previous = [n for n in state.tool_set if n in offered] if policy.sticky else []
+    if previous:  # a later instruction asks for a tool by name or description: offered on that request
+        required |= described_names(ctx.messages, tools) & offered
     if previous and _serves_search(policy, ctx, offered):
         # find_tools asks for what is missing: the set only grows by what must be kept (and searches)
         return _emit(ctx, state, policy, _grow(previous, required, ()), before)

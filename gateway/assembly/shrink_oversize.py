@@ -17,8 +17,11 @@ When nothing can fit and the provider would refuse the request anyway, it raises
 Representation: the shrunk message keeps its role (and ``tool_call_id``) and its content
 becomes a ``<condensed`` gateway block that keeps the message's first and last
 ``edge_tokens`` verbatim (where a pasted document's question usually is). Its decision
-carries ``detail["shrunk_message"]`` (the original index); ``verify_assembly`` accepts a
-gateway block in the place of exactly that message and of no other.
+carries ``detail["shrunk_digest"]`` (the digest of the client's message: its index moves once a
+summary replaced older rounds, which made the safety check reject every such turn, issue 34) and
+``detail["shrunk_message"]`` (its index in the list this pass saw); ``verify_assembly`` accepts a
+gateway block in the place of exactly that message and of no other. A shrunk tool result says how the
+model gets the rest back: call the tool again, narrower (``RECOVER``).
 """
 
 from __future__ import annotations
@@ -40,12 +43,17 @@ from gateway.assembly.condense_text import (
 from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.text_relevance import is_lookup, split_units
-from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
+from gateway.assembly.verify_assembly import is_gateway_block, last_client_user, shrunk_digest
 from gateway.errors import ContextTooLong
 from gateway.tokens import content_text
 
 PASS = "shrink_oversize"
 NOTE = "The gateway shortened this message to fit the model's context window; markers show what was left out."
+#: Added to a shortened tool result: the gateway serves no full copy, the tool itself can.
+RECOVER = (
+    "The full output of {tool} (call {call}) was {size} tokens; to read a part that was left out, "
+    "call {tool} again for just that part (a line range, a narrower search)."
+)
 
 
 class OversizePolicy(PassPolicy):
@@ -103,7 +111,9 @@ def _shrink(ctx: Context, index: int, target: int, policy: OversizePolicy) -> tu
     size = counter.message(message)
     text = content_text(message.get("content"))[0]
     edge = min(policy.edge_tokens, target // 4)  # the edges never take more than half of a small target
-    frame = counter.message({**message, "content": _frame("hierarchical_summarization", 99, size, "")})
+    frame = counter.message(
+        {**message, "content": _frame("hierarchical_summarization", 99, size, "", _recover(ctx, index, size))}
+    )
     budget = target - frame - 2 * edge
     head, middle, tail = _edges(text, edge, counter.text)
     query = head + "\n" + tail if index == last_client_user(ctx.messages) else _last_user_text(ctx.messages)
@@ -112,8 +122,10 @@ def _shrink(ctx: Context, index: int, target: int, policy: OversizePolicy) -> tu
     if over_cap:
         return over_cap
     condensed = _condense(strategy, middle, query, budget, ctx, policy)
+    recover = _recover(ctx, index, size)
     for _ in range(3):
-        new = {**message, "content": _frame(strategy, condensed.calls, size, head + condensed.text + tail)}
+        body = head + condensed.text + tail
+        new = {**message, "content": _frame(strategy, condensed.calls, size, body, recover)}
         overshoot = counter.message(new) - target
         if overshoot <= 0:
             return new, strategy, condensed
@@ -199,11 +211,28 @@ def _over_call_cap(strategy: str, tokens: int, budget: int, ctx: Context, policy
     return f"summarising it needs about {needed} summariser calls, the cap is {policy.max_summarizer_calls}"
 
 
-def _frame(strategy: str, calls: int, size: int, body: str) -> str:
+def _frame(strategy: str, calls: int, size: int, body: str, recover: str = "") -> str:
+    note = f"{NOTE} {recover}" if recover else NOTE
     return (
-        f'<condensed strategy="{strategy}" original_tokens="{size}" summarizer_calls="{calls}" note="{NOTE}">\n'
+        f'<condensed strategy="{strategy}" original_tokens="{size}" summarizer_calls="{calls}" note="{note}">\n'
         f"{body}\n</condensed>"
     )
+
+
+def _recover(ctx: Context, index: int, size: int) -> str:
+    """For a tool result: how the model reads what was left out (the call it answers, made again)."""
+    message = ctx.messages[index]
+    if message.get("role") != "tool":
+        return ""
+    call_id = str(message.get("tool_call_id"))
+    tool = "the tool"
+    for m in reversed(ctx.messages[:index]):
+        for call in m.get("tool_calls") or ():
+            if isinstance(call, dict) and str(call.get("id")) == call_id:
+                tool = str((call.get("function") or {}).get("name") or tool)
+        if m.get("role") == "assistant":
+            break
+    return RECOVER.format(tool=tool, call=call_id, size=size)
 
 
 def _reason(strategy: str, size: int, after: int, c: Condensed) -> str:
@@ -217,6 +246,7 @@ def _detail(ctx: Context, index: int, strategy: str, c: Condensed, limit: int) -
     return {
         "strategy": strategy,
         "shrunk_message": index,
+        "shrunk_digest": shrunk_digest(ctx.messages[index]),
         "message_index": index,
         "role": ctx.messages[index].get("role"),
         "summarizer": summarizer,

@@ -2,17 +2,24 @@
 
 A tool the history called is part of the task's state (the model may call it again, and a
 provider rejects a history naming a tool it is not offered on some APIs); a tool named by
-``tool_choice`` is one the client demands. Both survive any pruning.
+``tool_choice`` is one the client demands. Both survive any pruning. So does a tool the newest
+user message names or describes (``described_names``): the user asked for it on this request, and
+``find_tools`` is for what selection missed, not for what the user spelled out (issue 34: "please
+open a tracker issue describing the flaky test" was offered only ``find_tools``, not
+``create_issue``, "Open an issue in the project tracker.").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.assembly.context import Context, Message, Tool
 from gateway.assembly.tool_scoring import tool_name
+from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.history_fold import CHUNK, HistoryFold, union
+from gateway.tokens import content_text
 
 
 def required_names(ctx: Context, pinned: Sequence[str], tools: Sequence[Tool], names: Sequence[str]) -> set[str]:
@@ -60,3 +67,81 @@ def _called_in(messages: Sequence[Message]) -> frozenset[str]:
 
 
 _CALLED: HistoryFold[frozenset[str]] = HistoryFold(lambda chunk: _called_in(chunk.messages))
+
+
+#: Share of a description's content words the user's message must contain for the tool to count as
+#: described (and at least ``DESCRIBED_MIN_WORDS`` of them): a request in the user's own words, not a
+#: passing mention of one common word.
+DESCRIBED_SHARE = 0.6
+DESCRIBED_MIN_WORDS = 2
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "with",
+        "from",
+        "by",
+        "into",
+        "as",
+        "at",
+        "is",
+        "are",
+        "be",
+        "this",
+        "that",
+        "its",
+        "it",
+        "your",
+        "you",
+        "all",
+        "any",
+        "file",
+        "files",
+        "optionally",
+    ]
+)
+_WORD = re.compile(r"[a-z][a-z0-9]+")
+
+
+def _stems(text: str) -> set[str]:
+    """Content words cut to five letters, so 'tracker'/'track' and 'issues'/'issue' meet."""
+    return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def described_names(messages: Sequence[Message], tools: Sequence[Tool]) -> set[str]:
+    """Tools the newest user message names (``create_issue``, "create issue") or describes.
+
+    Only when the request ends with a message the user wrote (a new instruction; a tool round keeps
+    the set as it is). Described: at least ``DESCRIBED_SHARE`` of the content words of the tool's
+    description, and at least ``DESCRIBED_MIN_WORDS`` of them, are in the message.
+    """
+    if not messages or messages[-1].get("role") != "user" or is_gateway_block(messages[-1]):
+        return set()
+    text = content_text(messages[-1].get("content"))[0]
+    if not text:
+        return set()
+    lowered = text.lower()
+    said = _stems(text)
+    out: set[str] = set()
+    for tool in tools:
+        fn = tool.get("function")
+        if not isinstance(fn, Mapping):
+            continue
+        name = str(fn.get("name") or "")
+        spaced = name.replace("_", " ").replace("-", " ").lower()
+        if name and (name.lower() in lowered or (" " in spaced and spaced in lowered)):
+            out.add(name)
+            continue
+        words = _stems(str(fn.get("description") or ""))
+        hits = len(words & said)
+        if words and hits >= DESCRIBED_MIN_WORDS and hits / len(words) >= DESCRIBED_SHARE:
+            out.add(name)
+    return out

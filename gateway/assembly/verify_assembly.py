@@ -8,9 +8,13 @@ The checks, each returning a sentence when it fails:
 - the protected tail is verbatim and in order, followed only by gateway blocks (the
   reminder): from the last user message, or from the newest ``keep_rounds`` rounds when
   an agent loop runs after it (compaction may rewrite older rounds of that loop, never
-  these). The one exception is a message a decision declares shrunk
-  (``detail["shrunk_message"]``: its original index), which may stand there as a
-  ``<condensed`` gateway block of the same role;
+  these). The exceptions are declared by decisions: a message declared shrunk
+  (``detail["shrunk_digest"]``: the digest of the client's message, or
+  ``detail["shrunk_message"]``: its original index) may stand there as a ``<condensed``
+  gateway block of the same role, and a tool result of a round older than the newest one
+  declared cleared (``cleared`` with ``detail["tool_call_id"]``) as its stub. The newest
+  round (``newest_round_start``) is never cleared: this is the one definition of what must
+  stay verbatim, which the compaction passes read too (``tail_condensable``);
 - every other message is either one of the client's, unchanged and in the original order,
   or a block the gateway wrote, recognisable by its opening marker; when a ``cleared``
   decision declares ``detail["input_cleared"]``, an assistant message may differ from the
@@ -19,8 +23,11 @@ The checks, each returning a sentence when it fails:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.input_stubs import same_but_arguments
@@ -112,6 +119,45 @@ def protected_start(messages: Sequence[Message], keep_rounds: int | None) -> int
     return max(last_client_user(messages), rounds)
 
 
+def newest_round_start(messages: Sequence[Message]) -> int:
+    """Where the newest round starts: what stays verbatim even when the rest of the tail is condensed.
+
+    The last client user message or the last assistant message, the later (-1: neither). Before it,
+    the tail's older rounds may have their tool results cleared, declared by a ``cleared`` decision;
+    from it on, only a message a decision declares shrunk may differ (``shrink_oversize``)."""
+    return protected_start(messages, 1)
+
+
+def shrunk_digest(message: Message) -> str:
+    """How a decision names the client's message it shrank, wherever earlier passes moved it."""
+    return hashlib.sha256(orjson.dumps(comparable(message), option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+
+
+def declared_replaced(orig: Sequence[Message], decisions: Sequence[Decision], start: int) -> set[int]:
+    """Indices (``>= start``) of the client's messages a decision declares replaced by a gateway block.
+
+    Shrunk messages (by digest, else by original index) anywhere; cleared tool results only before
+    the newest round (``newest_round_start``), which stays verbatim."""
+    out: set[int] = set()
+    digests = {str(d.detail["shrunk_digest"]) for d in decisions if "shrunk_digest" in d.detail}
+    out |= {
+        int(d.detail["shrunk_message"])
+        for d in decisions
+        if "shrunk_message" in d.detail and "shrunk_digest" not in d.detail
+    }
+    if digests:
+        out |= {i for i in range(start, len(orig)) if shrunk_digest(orig[i]) in digests}
+    cleared = {str(d.detail["tool_call_id"]) for d in decisions if d.action == "cleared" and "tool_call_id" in d.detail}
+    if cleared:
+        newest = newest_round_start(orig)
+        out |= {
+            i
+            for i in range(start, newest)
+            if orig[i].get("role") == "tool" and str(orig[i].get("tool_call_id")) in cleared
+        }
+    return out
+
+
 def _task(messages: Sequence[Message]) -> int:
     """Index of the task (first client user message before any tool round), or -1."""
     for i, m in enumerate(messages):
@@ -139,11 +185,11 @@ def verify_assembly(
         new_sys = [m for m in new if m.get("role") in ("system", "developer") and not is_gateway_block(m)]
         if old_sys != new_sys:
             problems.append("system/developer messages changed without a decision saying so")
-    shrunk = {int(d.detail["shrunk_message"]) for d in decisions if "shrunk_message" in d.detail}
+    last = protected_start(orig, keep_rounds)
     task = _task(orig)
+    shrunk = declared_replaced(orig, decisions, min(x for x in (last, task, len(orig)) if x >= 0))
     if task >= 0 and task not in shrunk and not any(m is orig[task] or m == orig[task] for m in new):
         problems.append("the task (first user message) is not forwarded verbatim")
-    last = protected_start(orig, keep_rounds)
     if last >= 0:
         tail: list[Message | None] = [None if i in shrunk else orig[i] for i in range(last, len(orig))]
         found = _find_run(new, tail, [orig[i].get("role") for i in range(last, len(orig))])

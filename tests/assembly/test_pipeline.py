@@ -22,6 +22,7 @@ def test_passes_sit_at_their_numbered_slots() -> None:
         "prune_tools",
         "clear_tool_results",
         "compact_history",
+        "condense_tail",
         "shrink_oversize",
         "recall_memory",
         "restate_rules",
@@ -36,8 +37,8 @@ def test_passes_sit_at_their_numbered_slots() -> None:
 @given(contexts())
 def test_output_passes_the_safety_check_or_is_the_original(ctx: Context) -> None:
     result = assemble(ctx, POLICY)
-    if result.reverted:
-        assert result.assembled is ctx
+    if result.reverted:  # the best stage of the plan that passes the check, or the client's request
+        assert result.assembled is ctx or verify_assembly(ctx, result.assembled, result.decisions) == []
     else:
         assert verify_assembly(ctx, result.assembled, result.decisions) == []
     assert not result.reverted, [d.reason for d in result.decisions if d.action == "reverted"]

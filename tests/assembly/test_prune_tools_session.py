@@ -97,7 +97,9 @@ def test_a_tool_named_by_the_task_survives_a_turn_that_does_not_name_it() -> Non
     assert "search_flights" not in names(turn_out)
 
 
-def test_later_turns_do_not_grow_by_score_when_find_tools_is_served() -> None:
+def test_later_turns_grow_by_what_the_user_describes_not_by_score_when_find_tools_is_served() -> None:
+    """Issue 34: a tool the newest user message describes is offered on that request; find_tools is for
+    what selection missed. A later turn that describes none keeps the set byte for byte."""
     first_ctx = make_ctx([user("What's the weather forecast in Paris?")], catalogue())
     first, _ = prune_tools(first_ctx, DEFAULT)
     history = [
@@ -107,7 +109,10 @@ def test_later_turns_do_not_grow_by_score_when_find_tools_is_served() -> None:
     ]
     ctx = make_ctx(history, catalogue(), state=first.session)
     out, decisions = prune_tools(ctx, DEFAULT)
-    assert names(out) == names(first)  # byte-stable: the model asks find_tools for the translator
+    assert names(out) == [*names(first)[:-1], "translate_text", "find_tools"]
+    vague = make_ctx([*history[:2], user("Thanks, and what else should I pack?")], catalogue(), state=first.session)
+    kept, decisions = prune_tools(vague, DEFAULT)
+    assert names(kept) == names(first)  # byte-stable: nothing asked for by name or description
     assert not [d for d in decisions if d.action == "tool_set_changed"]
 
 

@@ -1,0 +1,122 @@
+"""One fit plan per request (issue 34): generated coding loops whose tool results are large next to the window.
+
+Before: at 16K, turns where ``shrink_oversize`` condensed a result after a summary failed the safety check
+and the client's original (up to 112K tokens) was forwarded; at 8K, requests from the fourth on were refused
+although the system prompt, the task and the newest round fit.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from gateway.assembly.pipeline import assemble
+from gateway.assembly.policy import Policy
+from gateway.assembly.verify_assembly import tool_pairing_problems
+from gateway.errors import ContextTooLong
+from tests.assembly.compaction_helpers import COUNTER, make_ctx, run_turns
+
+WORDS = [
+    "def",
+    "parse",
+    "line",
+    "value",
+    "return",
+    "self",
+    "assert",
+    "import",
+    "module",
+    "error",
+    "index",
+    "path",
+    "token",
+    "buffer",
+]
+
+
+def coding_loop(rounds: int, *, seed: int = 1, low: int = 1000, high: int = 4000) -> list[dict[str, Any]]:
+    """A task, then ``rounds`` reads whose results are ``low``-``high`` tokens (a coding agent reading files)."""
+    rnd = random.Random(seed)
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent working in /repo. Use the tools."},
+        {"role": "user", "content": "Task: make tests/test_dates.py pass; the parser rejects 2026-02-29."},
+    ]
+    for k in range(rounds):
+        call = {"id": f"call_{k}", "type": "function", "function": {"name": "read_file", "arguments": f'{{"p": {k}}}'}}
+        out.append({"role": "assistant", "content": f"Step {k}.", "tool_calls": [call]})
+        size = rnd.randint(low, high)
+        lines = [f"# /repo/src/m{k}.py OBJ-{k:04d}"]
+        while COUNTER.text("\n".join(lines)) < size:
+            lines.append(" ".join(rnd.choice(WORDS) for _ in range(12)) + f" {rnd.randint(0, 999)}")
+        out.append({"role": "tool", "tool_call_id": f"call_{k}", "content": "\n".join(lines)})
+    return out
+
+
+def _histories(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [messages[: i + 1] for i, m in enumerate(messages) if m["role"] == "tool"]
+
+
+@pytest.mark.parametrize("window", [8192, 16384])
+def test_a_loop_of_large_results_is_never_forwarded_over_the_window_nor_refused(window: int) -> None:
+    histories = _histories(coding_loop(14))
+    results = run_turns(histories, Policy(), window=window)  # the default policy, shrink_oversize included
+    for history, result in zip(histories, results, strict=True):
+        sent = result.assembled
+        assert sent.prompt_tokens() <= window, "never over the window"
+        assert not tool_pairing_problems(sent.messages)
+        newest = history[-2:]  # the newest round: its call and its result (each under a quarter of the window)
+        if COUNTER.message(newest[-1]) < window // 4:
+            assert list(sent.messages[-2:]) == newest or list(sent.messages[-3:-1]) == newest, "newest verbatim"
+        assert not [d for d in result.decisions if d.action == "reverted"], "the plan itself fits"
+
+
+def test_a_compaction_lands_at_its_target_when_the_tail_is_large() -> None:
+    """Before: the newest four rounds were kept whole whatever their size, so a compaction left ~48 % of the
+    window and the next came a request or two later."""
+    window = 16384
+    histories = _histories(coding_loop(30))
+    results = run_turns(histories, Policy(), window=window)
+    assert any(d.action == "compacted" for r in results for d in r.decisions)
+    for r in results:
+        if any(d.action == "compacted" for d in r.decisions):
+            newest = COUNTER.messages(r.original.messages[-2:])
+            assert r.assembled.prompt_tokens() <= 0.25 * window + newest, "landed at the target (plus the newest round)"
+
+
+def test_a_shrunk_newest_result_after_a_summary_passes_the_check() -> None:
+    """The index of the shrunk message moved once a summary replaced older rounds: every such turn was
+    reverted to the client's original, 100K+ tokens to a 16K model."""
+    messages = coding_loop(20)
+    messages[-1] = {**messages[-1], "content": messages[-1]["content"] + ("\nassert value == expected" * 3000)}
+    result = assemble(make_ctx(messages, window=16384), Policy())
+    assert not result.reverted, [d.reason for d in result.decisions if d.action == "reverted"]
+    assert result.assembled.prompt_tokens() <= 16384
+    (shrunk,) = [d for d in result.decisions if d.action == "shrunk"]
+    content = result.assembled.messages[-1]["content"]
+    assert content.startswith("<condensed") and "call read_file again" in content and "call_19" in content
+    assert shrunk.detail["shrunk_digest"]
+
+
+def test_no_refusal_when_the_head_the_task_and_the_newest_round_fit() -> None:
+    """Nothing clearable (``never_clear``) and no shrinking: the plan cannot fit, the fallback sends the head,
+    one summary and the newest round, and records a ``reverted`` decision saying what was sent."""
+    pol = Policy(compaction={"never_clear": ["read_file"]}, shrink_oversize={"enabled": False})
+    messages = coding_loop(6, low=1500, high=1600)
+    result = assemble(make_ctx(messages, window=4096), pol)
+    assert result.assembled.prompt_tokens() <= 4096
+    assert list(result.assembled.messages[-2:]) == messages[-2:]
+    (reverted,) = [d for d in result.decisions if d.action == "reverted"]
+    assert reverted.detail["sent"] == "one summary of everything before the newest round"
+    assert reverted.detail["sent_tokens"] == result.assembled.prompt_tokens()
+    assert "over the 4096-token window" in reverted.reason
+
+
+def test_refused_only_when_the_newest_round_cannot_fit_and_the_error_says_what_would() -> None:
+    pol = Policy(shrink_oversize={"enabled": False})
+    messages = coding_loop(3, low=1000, high=1100)
+    messages[-1] = {**messages[-1], "content": "x " * 6000}
+    with pytest.raises(ContextTooLong) as raised:
+        assemble(make_ctx(messages, window=4096), pol)
+    assert "at most" in raised.value.message and "newest round" in raised.value.message
