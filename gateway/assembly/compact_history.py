@@ -227,7 +227,7 @@ def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, li
     return _compacted(ctx, result, policy, before, limit)
 
 
-def fit_newest(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]] | None:
+def fit_newest(ctx: Context, policy: CompactionPolicy, reserve: int = 0) -> tuple[Context, list[Decision]] | None:
     """The last plan before a refusal: head, ONE summary of everything up to the newest round, the newest round.
 
     Used by ``pipeline.assemble`` only when no stage of the regular plan fits the window (the tail's
@@ -235,6 +235,7 @@ def fit_newest(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[De
     is that a request is refused only when the system prompt, the task and the newest round cannot
     fit together. The summary is extractive (no model call, bounded by the room left) and is not
     stored as a checkpoint: the next turn plans afresh. None when even a minimal summary cannot fit.
+    ``reserve`` leaves that many tokens free for what the finishing passes add (the reminder).
     """
     messages = ctx.messages
     head = head_end(messages)
@@ -243,7 +244,7 @@ def fit_newest(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[De
         return None
     counter, window = ctx.env.counter, ctx.env.context_window
     kept = counter.request((*messages[:head], *messages[newest:]), ctx.tools)
-    room = window - kept - SUMMARY_FRAME_TOKENS
+    room = window - kept - SUMMARY_FRAME_TOKENS - reserve
     if room < MIN_FIT_SUMMARY_TOKENS:
         return None
     budget = min(policy.summary_max_tokens, room)
@@ -253,8 +254,18 @@ def fit_newest(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[De
             "summarizer_input_tokens": max(budget + 1, policy.summarizer_input_tokens),
         }
     )
+    rules = tuple(m for m in messages[head:newest] if m.get("role") in ("system", "developer"))
+    if rules:  # mid-conversation instructions are the client's rules, never summarised: kept after the summary
+        left = room - counter.messages(rules)
+        if left < MIN_FIT_SUMMARY_TOKENS:
+            return None
+        budget = min(budget, left)
+        bounded = bounded.model_copy(update={"summary_max_tokens": budget})
     result = summarize_range(messages, head, newest, None, None, bounded, counter)
     applied = apply_checkpoint(messages, result.checkpoint)
+    if rules:
+        at = head + 1  # right after the summary, in their order
+        applied = (*applied[:at], *rules, *applied[at:])
     detail = {
         **_detail(result.checkpoint, policy, 0, False),
         **_rounds(messages, head, newest),

@@ -287,15 +287,22 @@ def _fit_newest(
     if not policy.compaction.enabled:
         return None
     first = next((s for s in snapshots if s.after == "move_volatile"), snapshots[0])
-    made = fit_newest(first.ctx, policy.compaction)
-    if made is None:
-        return None
-    stage, compacted = made
-    kept = [*decisions[: first.decisions], *extra, *compacted]
-    stage, finished = _finish(stage, policy, passes, first.index)
-    if _check(ctx, stage, [*kept, *finished], policy, keep_rounds=1):
-        return None
-    return stage, [*kept, *finished]
+    reserve = 0
+    for _ in range(3):  # the finishing passes add the reminder: leave room for what they added last time
+        made = fit_newest(first.ctx, policy.compaction, reserve)
+        if made is None:
+            return None
+        stage, compacted = made
+        kept = [*decisions[: first.decisions], *extra, *compacted]
+        planned = stage.prompt_tokens()
+        stage, finished = _finish(stage, policy, passes, first.index)
+        if not _check(ctx, stage, [*kept, *finished], policy, keep_rounds=1):
+            return stage, [*kept, *finished]
+        added = stage.prompt_tokens() - planned
+        if added <= 0 or stage.prompt_tokens() <= ctx.env.context_window:
+            return None  # not a matter of room: the check found something else
+        reserve += added + 8
+    return None
 
 
 def _reverted(
