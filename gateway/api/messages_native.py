@@ -35,7 +35,7 @@ from gateway.formats.anthropic_answer import MessageTally, chat_usage, recorded_
 from gateway.formats.anthropic_messages import error_body
 from gateway.formats.messages_apply import messages_body
 from gateway.store.record import Answer
-from gateway.upstream.anthropic_native import PASSED_HEADERS
+from gateway.upstream.types import PASSED_HEADERS
 from gateway.upstream.usage import normalise_usage
 
 _JSON = "application/json"

@@ -21,11 +21,10 @@ import httpx
 from gateway.config import ModelConfig, UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from gateway.upstream.openai_compat import RETRY_STATUSES, error_for_status
+from gateway.upstream.types import PASSED_HEADERS
 
 DEFAULT_API_BASE = "https://api.anthropic.com"
 DEFAULT_VERSION = "2023-06-01"
-#: Client headers that travel to the upstream as they came (the key is the gateway's to set).
-PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
 _RETRY = RETRY_STATUSES | {529}
 
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.config import ModelConfig, UpstreamConfig
 from gateway.errors import UpstreamError
-from gateway.upstream.anthropic_native import AnthropicNativeUpstream
 from gateway.upstream.litellm_upstream import LiteLLMUpstream
 from gateway.upstream.openai_compat import OpenAICompatUpstream
 from gateway.upstream.types import UpstreamStream
+
+if TYPE_CHECKING:  # imported on first use: httpx costs ~0.15 s of start-up a gateway without Claude models never needs
+    from gateway.upstream.anthropic_native import AnthropicNativeUpstream
 
 #: The key a simulated model is sent with when none is set: the simulator checks none, but litellm
 #: refuses to call an Anthropic-format upstream without one ("Missing Anthropic API Key").
@@ -26,8 +28,17 @@ class UpstreamRouter:
     def __init__(self, config: UpstreamConfig) -> None:
         self._openai = OpenAICompatUpstream(config)
         self._litellm = LiteLLMUpstream(config)
-        #: Messages bodies to ``anthropic/`` models, forwarded in their own format (``api/messages_native.py``).
-        self.messages = AnthropicNativeUpstream(config)
+        self._config = config
+        self._messages: AnthropicNativeUpstream | None = None
+
+    @property
+    def messages(self) -> AnthropicNativeUpstream:
+        """Messages bodies to ``anthropic/`` models, forwarded in their own format (``api/messages_native.py``)."""
+        if self._messages is None:
+            from gateway.upstream.anthropic_native import AnthropicNativeUpstream
+
+            self._messages = AnthropicNativeUpstream(self._config)
+        return self._messages
 
     def _pick(self, model: ModelConfig) -> OpenAICompatUpstream | LiteLLMUpstream:
         return self._openai if model.speaks_openai else self._litellm
@@ -73,7 +84,8 @@ class UpstreamRouter:
     async def close(self) -> None:
         await self._openai.close()
         await self._litellm.close()
-        await self.messages.close()
+        if self._messages is not None:
+            await self._messages.close()
 
 
 REDACTED = "[redacted key]"

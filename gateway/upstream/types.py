@@ -16,3 +16,8 @@ class UpstreamStream(Protocol):
     def chunks(self) -> AsyncIterator[bytes]: ...
 
     async def aclose(self) -> None: ...
+
+
+#: Client headers that travel to an Anthropic-format upstream as they came (the key is the gateway's to set).
+#: Here, not in ``anthropic_native``, so naming them does not import httpx at start-up.
+PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
