@@ -20,6 +20,7 @@ from gateway.providersim.choose_tool import ToolPick, choose_tools, latest_need
 from gateway.providersim.file_task import file_task
 from gateway.providersim.logprobs import entries, token_pieces
 from gateway.providersim.schema_values import conversation_facts, mapping, safe_value_for
+from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text, encoding_for_model
 
 MAX_CHOICES = 16
@@ -52,10 +53,11 @@ def answer_text(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = 
 def echo_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None) -> str:
     """Answer a summarisation request the way a terse model would: keep the clauses that carry facts.
 
-    Every transcript line is ``speaker: text``; of each line only the clauses with a digit
-    survive (``speaker: clause; clause``), tool-call lines are kept whole, and an earlier
-    summary folded in as ``summary so far:`` lines keeps its text. The answer honours
-    ``max_tokens`` (about 3 characters a token), cutting at a line end.
+    Every transcript line is ``speaker: text``; of each line only the clauses with a digit or another
+    fact the gateway's fact check counts (a name, an identifier: ``summarize.facts``) survive
+    (``speaker: clause; clause``), tool-call lines are kept whole, and an earlier summary folded in as
+    ``summary so far:`` lines keeps its text. The answer honours ``max_tokens`` (about 3 characters a
+    token): past it, the lines carrying the most facts are kept, in their order.
     """
     text = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") == "user")
     body = text.split("<transcript", 1)[-1].split("\n", 1)[-1].split("</transcript>", 1)[0]
@@ -66,12 +68,20 @@ def echo_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None =
         if " called" in speaker or line.startswith("- "):
             lines.append(line)
             continue
-        clauses = [c for c in re.split(r"(?<=[.;,])\s+", said) if any(ch.isdigit() for ch in c)]
+        clauses = [c for c in re.split(r"(?<=[.;,])\s+", said) if any(ch.isdigit() for ch in c) or extract_facts(c)]
         if clauses:
             lines.append(f"{speaker}: {' '.join(clauses)}")
     limit = max_tokens * 3 if max_tokens else 20000
-    out = "\n".join(lines[:400])
-    return out[:limit].rsplit("\n", 1)[0] if len(out) > limit else out
+    lines = lines[:400]
+    if sum(len(line) + 1 for line in lines) > limit:  # too long: the lines with the most facts, in order
+        ranked = sorted(range(len(lines)), key=lambda i: -len(extract_facts(lines[i])))
+        chosen, used = set(), 0
+        for i in ranked:
+            if used + len(lines[i]) + 1 <= limit:
+                chosen.add(i)
+                used += len(lines[i]) + 1
+        lines = [line for i, line in enumerate(lines) if i in chosen]
+    return "\n".join(lines)
 
 
 def structured_text(body: Mapping[str, Any], fallback: str) -> str | None:
