@@ -308,13 +308,23 @@ def _fit_newest(
 def _reverted(
     ctx: Context, sent: Context, decisions: Sequence[Decision], problems: list[str], what: str, tokens: int
 ) -> Assembly:
+    """``sent`` with a ``reverted`` decision. When a stage of the plan goes, ``decisions`` are exactly those
+    that reached it (``detail.undoes: []``: the revert undoes none of them, ``decision_tally``); when the
+    client's own request goes, every decision before the revert is undone."""
+    keeps_plan = sent is not ctx
     failure = Decision(
         "verify_assembly",
         "reverted",
         tokens_before=ctx.prompt_tokens(),
         tokens_after=tokens,
         reason=f"the assembled request could not be sent ({'; '.join(problems)}); sent instead: {what}",
-        detail={"problems": problems, "sent": what, "sent_tokens": tokens, "context_window": ctx.env.context_window},
+        detail={
+            "problems": problems,
+            "sent": what,
+            "sent_tokens": tokens,
+            "context_window": ctx.env.context_window,
+            **({"undoes": []} if keeps_plan else {}),
+        },
     )
     return Assembly(ctx, sent, (*decisions, failure), reverted=True)
 
