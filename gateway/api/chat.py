@@ -71,6 +71,15 @@ def parse_request(raw: bytes, parser: IncrementalParser, caller: str) -> tuple[d
     return _json_object(body), reused
 
 
+def json_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or the 400 every door answers for one that is not."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _invalid_json(exc) from exc
+    return _json_object(body)
+
+
 def _invalid_json(exc: orjson.JSONDecodeError) -> RequestError:
     return RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json")
 

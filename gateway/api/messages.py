@@ -30,13 +30,13 @@ from starlette.responses import Response
 
 from gateway import metrics
 from gateway.api.admission import Principal, admitted
-from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_model, read_body
+from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_model, json_object, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.messages_native import NATIVE_PROVIDERS, NativeMessages
 from gateway.api.owned_stream import OwnedStream
 from gateway.api.refusals import record_refusal
-from gateway.errors import RequestError, UpstreamError, VentanaError
+from gateway.errors import UpstreamError, VentanaError
 from gateway.formats.anthropic_context_edits import apply_context_edits
 from gateway.formats.anthropic_messages import CLAUDE_PROVIDERS, chat_body, error_body, message_from_chat
 from gateway.formats.anthropic_stream import MessagesStream, chat_payloads
@@ -62,13 +62,7 @@ def anthropic_error(exc: VentanaError) -> Response:
 async def _request(request: Request, gw: Gateway, admit: Admit) -> tuple[bytes, dict[str, Any]]:
     admit(request)
     raw = await read_body(request, gw.settings.limits.max_body_bytes)
-    try:
-        parsed = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
-    if not isinstance(parsed, dict):
-        raise RequestError("the request body must be a JSON object", code="invalid_json")
-    return raw, parsed
+    return raw, json_object(raw)
 
 
 def _chat_bytes(parsed: dict[str, Any], provider: str, beta: str | None = None) -> bytes:

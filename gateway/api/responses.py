@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from gateway import metrics
 from gateway.api.admission import admitted
-from gateway.api.chat import answer_chat, read_body
+from gateway.api.chat import answer_chat, json_object, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
@@ -149,12 +149,7 @@ class ResponsesRoute:
         """``POST /v1/responses/compact``: the conversation (input and/or previous_response_id) compacted."""
         raw = await read_body(request, self.gw.settings.limits.max_body_bytes)
         caller = admitted(request).caller
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
-        if not isinstance(body, dict):
-            raise RequestError("the request body must be a JSON object", code="invalid_json")
+        body = json_object(raw)
         self.compactor.model(body.get("model"))
         body = dict(self.compactor.expand({**body, "input": body.get("input") or []}, caller))
         chain = await self._chain(body, caller)

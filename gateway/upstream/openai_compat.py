@@ -294,17 +294,24 @@ class OpenAICompatUpstream:
     async def complete(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, *, raw: bytes | None = None
     ) -> dict[str, Any]:
+        data = await self._json(model, body, api_key, raw, "/chat/completions")
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+            raise UpstreamUnavailable("upstream returned a body that is not a chat completion")
+        return data
+
+    async def _json(
+        self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None, path: str
+    ) -> Any:
+        """One non-streamed call: the answer's JSON, its connection slot given back."""
         release = await self._slot(model)
         try:
-            content = await _read(await self._send(model, body, api_key, raw))
+            content = await _read(await self._send(model, body, api_key, raw, path))
         finally:
             release()
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
             raise UpstreamUnavailable("upstream returned malformed JSON") from exc
-        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-            raise UpstreamUnavailable("upstream returned a body that is not a chat completion")
         return data
 
     async def open_stream(
@@ -319,15 +326,7 @@ class OpenAICompatUpstream:
 
     async def responses_complete(self, model: ModelConfig, raw: bytes, api_key: str | None) -> dict[str, Any]:
         """``POST /responses`` with the body ``raw`` as it is (docs/responses.md, native forwarding)."""
-        release = await self._slot(model)
-        try:
-            content = await _read(await self._send(model, {}, api_key, raw, "/responses"))
-        finally:
-            release()
-        try:
-            data = orjson.loads(content)
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamUnavailable("upstream returned malformed JSON") from exc
+        data = await self._json(model, {}, api_key, raw, "/responses")
         if not isinstance(data, dict) or data.get("object") != "response":
             raise UpstreamUnavailable("upstream returned a body that is not a Response")
         return data
