@@ -180,18 +180,19 @@ def volatile_session(turns: int = 12) -> list[Request]:
     return out
 
 
-def loop_session() -> list[Request] | None:
-    """Four cut points of the longest mini-swe-agent loop (its head is 1.6K tokens; tau2's is 5.3K)."""
+def loop_session() -> tuple[list[Request] | None, Any]:
+    """Four cut points of the longest mini-swe-agent loop (its head is 1.6K tokens; tau2's is 5.3K), and its
+    tools; ``(None, None)`` when the data is absent."""
     path = shared_path("data", "agent_loops", LOOP_FILE)
     if not path.is_file():
-        return None
+        return None, None
     rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
     row = max(rows, key=lambda r: len(r["messages"]))
     messages = [m for m in row["messages"] if m["role"] != "assistant" or m.get("tool_calls") or m.get("content")]
     cuts = [i for i, m in enumerate(messages) if m["role"] == "tool" and (i + 1 == len(messages)
                                                                          or messages[i + 1]["role"] != "tool")]
     picks = dict.fromkeys(cuts[(len(cuts) - 1) * k // 4] for k in range(1, 5)) if cuts else {}
-    return [Request(messages[: i + 1], max_tokens=1) for i in picks]
+    return [Request(messages[: i + 1], max_tokens=1) for i in picks], row.get("tools")
 
 
 def _truncate(messages: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
@@ -252,19 +253,11 @@ def sessions(window: int, wanted: list[str]) -> Iterator[tuple[str, list[Request
         "volatile": lambda: (volatile_session(), None),
         "chat_fits": lambda: (chat_session(fillers=window // 90), None),  # ~2.7K tokens at 4K: past 55 %
         "chat_over": lambda: (chat_session(fillers=window // 45), None),  # ~5.4K tokens: over the window
-        "loop": lambda: (loop_session(), _loop_tools()),
+        "loop": loop_session,
     }
     for name in wanted:
         requests, tools = table[name]()
         yield name, requests, tools
-
-
-def _loop_tools() -> Any:
-    path = shared_path("data", "agent_loops", LOOP_FILE)
-    if not path.is_file():
-        return None
-    rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
-    return max(rows, key=lambda r: len(r["messages"])).get("tools")
 
 
 def main(argv: list[str] | None = None) -> None:

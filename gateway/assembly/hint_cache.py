@@ -36,7 +36,7 @@ def cache_key(caller: str, session_id: str) -> str:
 
 def engine_slot(caller: str, session_id: str, slots: int) -> int:
     """The llama.cpp slot a session is pinned to: stable across turns, replicas and restarts."""
-    return int(hashlib.sha256(f"{caller}\x00{session_id}".encode()).hexdigest()[:8], 16) % slots
+    return int(cache_key(caller, session_id).removeprefix(KEY_PREFIX)[:8], 16) % slots
 
 
 def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
