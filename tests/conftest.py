@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,13 @@ from tests.shared_data import TEST_DATA
 # Tests read the subsets kept in tests/data, never a ../shared a clone does not have; set before
 # any test module (or benchmark helper it imports) resolves a data path.
 os.environ["VENTANA_DATA"] = str(TEST_DATA)
+
+# The clients tests/run.sh installs at their pinned versions (tests/clients.txt) come first on PATH,
+# for the tests that look a CLI up and for the shell blocks of the docs they run: a claude or codex
+# installed elsewhere is used only when this checkout has none.
+_PINNED_BIN = Path(__file__).resolve().parent.parent / ".clients" / "node_modules" / ".bin"
+if _PINNED_BIN.is_dir():
+    os.environ["PATH"] = os.pathsep.join([str(_PINNED_BIN), os.environ.get("PATH", "")])
 
 
 @pytest.fixture(scope="session")
