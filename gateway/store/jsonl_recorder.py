@@ -57,8 +57,14 @@ class JsonlRecorder:
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """Every record a JsonlRecorder wrote to ``path`` (empty when nothing was written)."""
+    """Every record a JsonlRecorder wrote to ``path`` (empty when nothing was written).
+
+    A line without its newline is one the recorder is still writing (a long record reaches the file
+    in several writes), so it is left for the next read instead of failing this one.
+    """
     p = Path(path)
     if not p.exists():
         return []
-    return [orjson.loads(line) for line in p.read_bytes().splitlines() if line.strip()]
+    data = p.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    return [orjson.loads(line) for line in complete.splitlines() if line.strip()]

@@ -267,3 +267,13 @@ def test_requests_refused_before_forwarding_are_counted_and_recorded_without_a_b
             assert record.caller == ("anonymous" if status == 401 else record.caller)
     assert by_id[ids[429]].caller == by_id[ids[200]].caller, "the caller is the one the rate limit named"
     assert _rejected_total() - before == 5, "each refusal is counted in ventana_rejected_requests_total"
+
+
+def test_a_record_still_being_written_is_left_for_the_next_read(tmp_path: Path) -> None:
+    """A long line reaches the file in several writes: a reader between them sees half a record."""
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b'{"request_id":"req-1"}\n{"request_id":"req-2","original":{"mess')
+    assert [r["request_id"] for r in read_records(path)] == ["req-1"]
+    with path.open("ab") as fh:
+        fh.write(b'ages":[]}}\n')
+    assert [r["request_id"] for r in read_records(path)] == ["req-1", "req-2"]
