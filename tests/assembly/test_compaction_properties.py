@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -87,6 +88,7 @@ def _history_prefixes(steps: list[list[dict[str, Any]]]) -> list[list[dict[str, 
     return out
 
 
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")  # a failure must show its assertion, not this
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=turns(), pol=policies(), which=st.sampled_from(["none", "extractive", "failing", "garbage"]))
 def test_no_request_ever_splits_a_tool_call_from_its_result(steps: list, pol: dict, which: str) -> None:
@@ -110,6 +112,7 @@ def test_no_request_ever_splits_a_tool_call_from_its_result(steps: list, pol: di
             assert str(m["content"]).count("</summary>") == 1, "a summary cannot close its own tag early"
 
 
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")  # a failure must show its assertion, not this
 @settings(max_examples=25, deadline=None)
 @given(steps=turns(), pol=policies())
 def test_the_same_input_assembles_to_the_same_bytes(steps: list, pol: dict) -> None:
