@@ -26,9 +26,9 @@ from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
 from gateway.api.raw_forward import with_usage_requested
-from gateway.api.served_tools import ServedTools
 from gateway.api.stream_relay import StreamRelay
 from gateway.config import ModelConfig
+from gateway.edges.served_tools import ServedTools
 from gateway.errors import UpstreamError, VentanaError
 from gateway.store.record import Answer, Counts, Forwarded, Outcome, request_record
 from gateway.upstream.usage import normalise_usage

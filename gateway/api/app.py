@@ -30,13 +30,13 @@ from gateway.api.browser_guard import BrowserGuard
 from gateway.api.caller_concurrency import CallerConcurrency
 from gateway.api.chat import chat_completions
 from gateway.api.deps import Gateway
-from gateway.api.edges import Edges
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.messages import count_tokens, create_message
 from gateway.api.rate_limit import RateLimiter
 from gateway.api.refusals import record_refusal
 from gateway.api.responses import add_responses_routes
 from gateway.config import Settings
+from gateway.edges.edges import Edges
 from gateway.errors import UpstreamError, VentanaError
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore

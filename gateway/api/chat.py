@@ -20,11 +20,8 @@ from starlette.responses import Response
 from gateway.api.admission import Principal
 from gateway.api.answer import InFlight, complete, finish, stream
 from gateway.api.deps import Gateway
-from gateway.api.edges import Turn
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
-from gateway.api.own_tools import own_tools
 from gateway.api.raw_forward import untouched_bytes, with_params_added
-from gateway.api.token_offload import BODY_BYTES_KEY, count_off_loop
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Env, SessionState, Summarizer
@@ -35,6 +32,9 @@ from gateway.assembly.prefix import PrefixReport, track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
 from gateway.config import ModelConfig
+from gateway.edges.edges import Turn
+from gateway.edges.own_tools import own_tools
+from gateway.edges.token_offload import BODY_BYTES_KEY, count_off_loop
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel
 from gateway.sessions.identify import client_session, identify_session, scope_session
 from gateway.store.record import Counts, Forwarded
@@ -241,7 +241,7 @@ async def answer_chat(
     await count_off_loop(gw.counter(model), body, len(raw), loaded.extra.get(BODY_BYTES_KEY))
     summarizer = gw.edges.compaction.summarizer_for(model)
     ctx = build_context(body, gw, model, loaded, caller, summarizer)
-    for edge in gw.edges.ordered:  # api/edges.py: checkpoints adopted, memory looked up, usage profiles
+    for edge in gw.edges.ordered:  # edges/edges.py: checkpoints adopted, memory looked up, usage profiles
         ctx = await edge.before(ctx, turn)
     state = ctx.session
     policy = gw.settings.policy if native is None else native.policy(gw.settings.policy, model.provider)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.context import Context
 from gateway.assembly.prune_tools import prune_tools
 from gateway.config import parse_settings
+from gateway.edges.tool_usage import ToolUsageRuntime
 from gateway.store.record import RequestRecord
 from tests.assembly.tool_fixtures import LEGACY_TOOLS, catalogue, legacy_policy, make_ctx, tool, user
 

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.prune_tools import ToolPolicy, prune_tools
 from gateway.assembly.tool_scoring.usage_profiles import (
     Delta,
@@ -20,6 +19,7 @@ from gateway.assembly.tool_scoring.usage_profiles import (
     tool_keys,
 )
 from gateway.config import parse_settings
+from gateway.edges.tool_usage import ToolUsageRuntime
 from gateway.store.record import RequestRecord
 from tests.assembly.tool_fixtures import catalogue, make_ctx, tool, user
 

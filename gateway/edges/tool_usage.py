@@ -34,7 +34,7 @@ from gateway.config import Settings
 from gateway.store.record import RequestRecord
 
 if TYPE_CHECKING:
-    from gateway.api.edges import Turn
+    from gateway.edges.edges import Turn
     from gateway.store.tool_profiles import ToolProfileStore
 
 log = logging.getLogger("ventana.tool_usage")

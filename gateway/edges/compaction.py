@@ -50,7 +50,7 @@ from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
 
 if TYPE_CHECKING:
-    from gateway.api.edges import Turn
+    from gateway.edges.edges import Turn
 
 log = logging.getLogger("ventana.compaction")
 WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to store its result

@@ -16,7 +16,7 @@ session's last ranking for as long as its question and its archive are unchanged
 
 In ``mode: tool`` nothing is searched before assembly: ``before`` only says whether the session
 (or owner) has an archive, and ``search`` answers the model's ``recall_archive`` calls
-(``api/recall_tool.py``) with the same ranking, scoped the same way.
+(``edges/recall_tool.py``) with the same ranking, scoped the same way.
 
 With a shared session store (``session_state: database``; ``--workers N``) the wait spans
 processes: before its archive task starts, a turn marks the session's state (``ARCHIVING_KEY``,
@@ -66,7 +66,7 @@ from gateway.summarize.transcript import render_transcript
 from gateway.upstream.router import UpstreamRouter
 
 if TYPE_CHECKING:
-    from gateway.api.edges import Turn
+    from gateway.edges.edges import Turn
 
 log = logging.getLogger("ventana.memory")
 #: Ranked candidates handed to the pass per max_passages it may place.

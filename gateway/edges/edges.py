@@ -18,7 +18,7 @@ Order matters:
                    what this request's answer would teach; finish: learn it from the tool calls.
 
 The gateway's own tools (``find_tools``, ``recall_archive``) are not edges: they wrap the upstream call
-(``api/served_tools.py``).
+(``edges/served_tools.py``).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.api.compaction_runtime import CompactionRuntime
-from gateway.api.memory_runtime import MemoryRuntime
-from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.context import Context, Decision
 from gateway.config import Settings
+from gateway.edges.compaction import CompactionRuntime
+from gateway.edges.memory import MemoryRuntime
+from gateway.edges.tool_usage import ToolUsageRuntime
 from gateway.sessions.protocol import SessionStore
 from gateway.store.record import RequestRecord
 from gateway.store.tool_profiles import ToolProfileStore
