@@ -43,7 +43,19 @@ def test_a_profile_learnt_from_one_caller_moves_no_other_callers_tools() -> None
     prune_tools(taught, POLICY)
     runtime.expect("req-1", taught)
     calls = [{"id": "c0", "type": "function", "function": {"name": "confluence_search", "arguments": "{}"}}]
-    runtime.answered(RequestRecord("req-1", "s", 0.0, "m", "openai", "caller-a", {}, {}, tool_calls=calls, status=200))
+    record = RequestRecord.of(
+        request_id="req-1",
+        session_id="s",
+        created_at=0.0,
+        model="m",
+        provider="openai",
+        caller="caller-a",
+        original={},
+        assembled={},
+        tool_calls=calls,
+        status=200,
+    )
+    runtime.answered(record)
     asked = "How many vacation days do I get per year?"
     assert "confluence_search" in _kept(_ctx("caller-a", asked, runtime.snapshot()))
     assert "confluence_search" not in _kept(_ctx("caller-b", asked, runtime.snapshot()))

@@ -141,7 +141,18 @@ def answered(request_id: str, *names: str, status: int = 200) -> RequestRecord:
     calls = [
         {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": "{}"}} for i, n in enumerate(names)
     ]
-    return RequestRecord(request_id, "s", 0.0, "m", "openai", "c", {}, {}, tool_calls=calls or None, status=status)
+    return RequestRecord.of(
+        request_id=request_id,
+        session_id="s",
+        created_at=0.0,
+        model="m",
+        provider="openai",
+        caller="c",
+        original={},
+        assembled={},
+        tool_calls=calls or None,
+        status=status,
+    )
 
 
 def test_an_observed_call_keeps_the_tool_for_a_similar_later_turn() -> None:
