@@ -66,8 +66,17 @@ def turns(run: dict[str, Any], limit: int) -> Iterator[tuple[dict[str, Any], str
 
 
 def _record(body: dict[str, Any], answer: str, n: int) -> RequestRecord:
-    return RequestRecord(
-        f"req-{n}", "s", time.time(), "gpt-4o-mini", "openai", "c", body, body, response_text=answer, usage=Usage()
+    return RequestRecord.of(
+        request_id=f"req-{n}",
+        session_id="s",
+        created_at=time.time(),
+        model="gpt-4o-mini",
+        provider="openai",
+        caller="c",
+        original=body,
+        assembled=body,
+        response_text=answer,
+        usage=Usage(),
     )
 
 

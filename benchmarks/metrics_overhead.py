@@ -71,7 +71,7 @@ def _ctx(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, sta
 
 
 def _record(tokens: int) -> RequestRecord:
-    return RequestRecord(
+    return RequestRecord.of(
         request_id="r",
         session_id="s",
         created_at=0.0,

@@ -26,9 +26,9 @@ import orjson
 
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.rhelm_split import Half, in_half
-from gateway.api.memory_runtime import tail_turns
 from gateway.assembly.recall_memory import MemoryPolicy
 from gateway.assembly.select_passages import select_passages
+from gateway.edges.memory import tail_turns
 from gateway.memory import archive as archive_mod
 from gateway.memory import vectors
 from gateway.store.engine import make_engine

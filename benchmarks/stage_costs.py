@@ -90,7 +90,7 @@ def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i:
     prefix = stages.time("track_prefix", lambda: track_prefix(assembly.assembled))
     outgoing = forward_body(body, assembly)
     stages.time("encode for provider", lambda: orjson.dumps(outgoing))
-    record = RequestRecord(
+    record = RequestRecord.of(
         request_id=f"req-{i}",
         session_id=session_id,
         created_at=time.time(),

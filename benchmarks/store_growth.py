@@ -19,7 +19,6 @@ import asyncio
 import statistics
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -112,7 +111,7 @@ def with_reminder(records: list[RequestRecord]) -> list[RequestRecord]:
     for record in records:
         reminder = {"role": "user", "content": f"<reminder>turn {record.turn}: cite the facts you use</reminder>"}
         assembled = {**record.original, "messages": [*record.original["messages"], reminder]}
-        out.append(replace(record, assembled=assembled))
+        out.append(record.changed(assembled=assembled))
     return out
 
 

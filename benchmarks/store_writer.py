@@ -52,7 +52,7 @@ def child(bodies_path: str) -> None:
             messages[: len(previous)] = previous  # the resent history: last turn's objects
             previous = messages
             assembled = {**body, "messages": [*messages, {"role": "user", "content": f"<reminder>{tokens}</reminder>"}]}
-            record = RequestRecord(
+            record = RequestRecord.of(
                 request_id="req-" + uuid.uuid4().hex[:20],
                 session_id="s-growing",
                 created_at=time.time(),

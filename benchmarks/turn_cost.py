@@ -32,14 +32,14 @@ import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.profiles import MODEL, TOOLBENCH, _renumbered, _runs, _steps, _tools
 from gateway.api.chat import build_context, parse_request
 from gateway.api.deps import Gateway
-from gateway.api.edges import Edges
-from gateway.api.token_offload import OFFLOAD_BODY_BYTES, _growth
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import SessionState
 from gateway.assembly.pipeline import FORWARD_PASSES, assemble, lint_findings
 from gateway.assembly.prefix import track_prefix
 from gateway.config import ModelConfig, Settings
+from gateway.edges.edges import Edges
+from gateway.edges.token_offload import OFFLOAD_BODY_BYTES, _growth
 from gateway.sessions.identify import identify_session
 from gateway.sessions.memory import MemorySessionStore
 from gateway.store.record import MemoryRecorder

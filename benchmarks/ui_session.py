@@ -53,7 +53,7 @@ def _fill(url: str, turns: int) -> None:
     with engine.begin() as conn:
         for turn in range(1, turns + 1):
             messages = [*messages, {"role": "user", "content": f"question {turn} " * 20}]
-            record = RequestRecord(
+            record = RequestRecord.of(
                 request_id=f"req-{turn:06d}",
                 session_id=SESSION,
                 created_at=time.time() + turn,

@@ -39,7 +39,7 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "verify_assembly": ("reverted",),
     "served_tools": ("round",),
 }
-#: The pass name of the steps a served-tool loop records, one per upstream call (api/served_tools.py).
+#: The pass name of the steps a served-tool loop records, one per upstream call (edges/served_tools.py).
 STEP_PASS = "served_tools"
 #: Actions that undo what was decided before them in the same request: the safety check's
 #: revert, a pass that raised (the original went out), or any pass that undoes a plan.

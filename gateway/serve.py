@@ -84,7 +84,7 @@ def build_dependencies(settings: Settings) -> dict[str, Any]:
     Checks the store first (a fresh SQLite file is migrated, an unmigrated database
     raises StoreNotMigrated), so a gateway never serves requests it cannot record.
     """
-    from gateway.api.tool_usage_runtime import learns
+    from gateway.edges.tool_usage import learns
     from gateway.store.migrate import check_store
     from gateway.store.sql_recorder import SqlRecorder
 

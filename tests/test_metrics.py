@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -27,7 +26,7 @@ def _value(name: str, **labels: str) -> float:
 
 
 def _record(model: str, **changes: object) -> RequestRecord:
-    record = RequestRecord(
+    record = RequestRecord.of(
         request_id="req-1",
         session_id="s",
         created_at=0.0,
@@ -43,7 +42,7 @@ def _record(model: str, **changes: object) -> RequestRecord:
         overhead_ms=0.5,
         ttfb_ms=9.0,
     )
-    return replace(record, **changes)
+    return record.changed(**changes)
 
 
 def test_observe_counts_tokens_cache_and_decisions() -> None:

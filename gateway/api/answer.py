@@ -26,9 +26,9 @@ from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
 from gateway.api.raw_forward import with_usage_requested
-from gateway.api.served_tools import ServedTools
 from gateway.api.stream_relay import StreamRelay
 from gateway.config import ModelConfig
+from gateway.edges.served_tools import ServedTools
 from gateway.errors import UpstreamError, VentanaError
 from gateway.store.record import Answer, Counts, Forwarded, Outcome, request_record
 from gateway.upstream.usage import normalise_usage
@@ -216,11 +216,11 @@ def finish(
         metrics.observe(record)
     except Exception:
         log.exception("calibration or metrics failed for request %s", record.request_id)
-    for edge in gw.edges.ordered:  # e.g. the model's tool calls teach the tools' usage profiles
+    for step in gw.edges.after_answer:  # e.g. the model's tool calls teach the tools' usage profiles
         try:
-            edge.finish(record)
+            step.answered(record)
         except Exception:
-            log.exception("edge %s failed to finish request %s", type(edge).__name__, record.request_id)
+            log.exception("%s failed after the answer of request %s", type(step).__name__, record.request_id)
     try:
         gw.recorder.record(record)
     except Exception:

@@ -30,13 +30,13 @@ from gateway.api.browser_guard import BrowserGuard
 from gateway.api.caller_concurrency import CallerConcurrency
 from gateway.api.chat import chat_completions
 from gateway.api.deps import Gateway
-from gateway.api.edges import Edges
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.messages import count_tokens, create_message
 from gateway.api.rate_limit import RateLimiter
 from gateway.api.refusals import record_refusal
 from gateway.api.responses import add_responses_routes
 from gateway.config import Settings
+from gateway.edges.edges import Edges
 from gateway.errors import UpstreamError, VentanaError
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore
@@ -115,7 +115,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await gw.recorder.start()
         await asyncio.to_thread(gw.load_tokenizers)
-        await gw.edges.tool_usage.start()
+        for edge in gw.edges.ordered:
+            await edge.start()
         freeze_startup_objects()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         if probe is not None:
@@ -131,10 +132,8 @@ def create_app(
                 await probe.stop()
             # Summaries being prepared and passages being archived finish before the store closes,
             # so a shutdown loses neither; their HTTP clients and engine are released after.
-            await gw.edges.tool_usage.stop()
             for edge in gw.edges.ordered:
-                await edge.drain()
-                edge.close()
+                await edge.stop()
             await gw.recorder.close()
             await responses_route.store.close()  # its engine's pool, which nothing else released
             await gw.sessions.close()

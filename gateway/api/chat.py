@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -20,14 +20,11 @@ from starlette.responses import Response
 from gateway.api.admission import Principal
 from gateway.api.answer import InFlight, complete, finish, stream
 from gateway.api.deps import Gateway
-from gateway.api.edges import Turn
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
-from gateway.api.own_tools import own_tools
 from gateway.api.raw_forward import untouched_bytes, with_params_added
-from gateway.api.token_offload import BODY_BYTES_KEY, count_off_loop
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
-from gateway.assembly.context import Context, Env, SessionState, Summarizer
+from gateway.assembly.context import Context, Decision, Env, SessionState, Summarizer
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, PassSpec, assemble, lint_findings
 from gateway.assembly.policy import Policy
@@ -35,6 +32,9 @@ from gateway.assembly.prefix import PrefixReport, track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
 from gateway.config import ModelConfig
+from gateway.edges.edges import Turn
+from gateway.edges.own_tools import own_tools
+from gateway.edges.token_offload import BODY_BYTES_KEY, count_off_loop
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel
 from gateway.sessions.identify import client_session, identify_session, scope_session
 from gateway.store.record import Counts, Forwarded
@@ -227,42 +227,18 @@ async def answer_chat(
     own this request (its loop answers chat only).
     """
     started = time.perf_counter() if started is None else started
-    caller = principal.caller
-    request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
-    headers = {"x-ventana-request-id": request_id}
-    body, reused, model, session_id = await read_and_name(gw, raw, caller, named)
-    if not named:  # two conversations that open alike and then diverge are two sessions
-        session_id = await gw.conversations.name(caller, session_id, body["messages"], gw.sessions)
-    headers["x-ventana-session-id"] = session_id
-    scoped = scope_session(caller, session_id)  # state is the caller's own, whatever name a client sends
-    recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)
-    turn = Turn(request_id, scoped, caller, body)
-    loaded = await gw.sessions.load(scoped)
-    await count_off_loop(gw.counter(model), body, len(raw), loaded.extra.get(BODY_BYTES_KEY))
+    opened = await open_turn(gw, raw, principal.caller, named)
+    turn, body, model = opened.turn, opened.body, opened.model
     summarizer = gw.edges.compaction.summarizer_for(model)
-    ctx = build_context(body, gw, model, loaded, caller, summarizer)
-    for edge in gw.edges.ordered:  # api/edges.py: checkpoints adopted, memory looked up, usage profiles
+    ctx = build_context(body, gw, model, opened.loaded, turn.caller, summarizer)
+    for edge in gw.edges.ordered:  # edges before (edges/edges.py): checkpoints, memory, usage profiles
         ctx = await edge.before(ctx, turn)
-    state = ctx.session
     policy = gw.settings.policy if native is None else native.policy(gw.settings.policy, model.provider)
-    tools_policy = policy.tools
-    slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
-    # A summariser's I/O, a slow scorer, or a body so large its assembly takes milliseconds (~3.5 ms
-    # at 105K tokens seen for the first time): assemble in a thread, so the loop keeps serving others.
-    resent = recognised >= len(body["messages"]) - RESENT_NEW_MESSAGES
-    big = len(raw) >= (4 if resent else 1) * ASSEMBLE_OFF_LOOP_BYTES
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
-    if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
-        assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
-    else:
-        assembly, prefix = assemble_and_track(ctx, policy, passes)
-    assembled = assembly.assembled.session
-    extra = {**assembled.extra, BODY_BYTES_KEY: len(raw)}
-    # Merged onto whatever a concurrent turn or find_tools saved meanwhile, on any worker (sessions/merge.py).
-    saved = replace(assembled, turn=state.turn + 1, previous_prefix=prefix.keys(), extra=extra)
-    await gw.sessions.save(saved, base=loaded)
-    edge_decisions = [
+    assembly, prefix = await assemble_turn(gw, opened, ctx, policy, passes, summarizer)
+    await save_turn(gw, opened, ctx.session, assembly, prefix)
+    edge_decisions = [  # edges after: summaries published and prepared, archives, the tools offered
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
     ]
     outgoing = forward_body(body, assembly)
@@ -274,23 +250,106 @@ async def answer_chat(
     if native is not None:
         outgoing, raw_out = native.body(assembly, model)
     else:
-        raw_out = (
-            untouched_bytes(raw, body, outgoing, model.upstream_model)
-            or _params_spliced(raw, body, assembly, model)
-            or _encoded(outgoing, model)
-        )
-    sent = Forwarded(
-        request_id=request_id,
-        session_id=session_id,
+        raw_out = request_bytes(raw, body, outgoing, assembly, model)
+    decisions = (*assembly.decisions, *edge_decisions)
+    sent = forwarded(gw, opened, ctx.session.turn + 1, prefix, decisions, outgoing, raw, raw_out, native, route)
+    count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
+    flight = InFlight(gw, model, sent, started, opened.headers, count, served)
+    _reject_if_strict_lint(flight, assembly)
+    api_key = gw.upstream.provider_key(model, principal.provider_key)  # set only in pass-through mode
+    if native is not None:
+        return await native.answer(flight, assembly, api_key)
+    if sent.stream:
+        return await stream(flight, outgoing, body, api_key, raw_out)
+    return await complete(flight, outgoing, api_key, raw_out)
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A request read, checked and named, its session's state loaded: what the edges and passes start from."""
+
+    turn: Turn
+    body: dict[str, Any]
+    model: ModelConfig
+    session_id: str  # the session's name, as the client is told it (inside the caller's scope: ``turn.scoped``)
+    loaded: SessionState
+    recognised: int  # how many of its first messages are the previous turn's objects (``ResentHistory``)
+    size: int  # of the raw body, in bytes
+    headers: dict[str, str]  # sent back with the answer or the error
+
+
+async def open_turn(gw: Gateway, raw: bytes, caller: str, named: str | None) -> Opened:
+    """Parse, check and name the request, then load its session's state (counting big new text off the loop)."""
+    request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
+    body, reused, model, session_id = await read_and_name(gw, raw, caller, named)
+    if not named:  # two conversations that open alike and then diverge are two sessions
+        session_id = await gw.conversations.name(caller, session_id, body["messages"], gw.sessions)
+    scoped = scope_session(caller, session_id)  # state is the caller's own, whatever name a client sends
+    recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)
+    loaded = await gw.sessions.load(scoped)
+    await count_off_loop(gw.counter(model), body, len(raw), loaded.extra.get(BODY_BYTES_KEY))
+    headers = {"x-ventana-request-id": request_id, "x-ventana-session-id": session_id}
+    turn = Turn(request_id, scoped, caller, body)
+    return Opened(turn, body, model, session_id, loaded, recognised, len(raw), headers)
+
+
+async def assemble_turn(
+    gw: Gateway,
+    opened: Opened,
+    ctx: Context,
+    policy: Policy,
+    passes: tuple[PassSpec, ...],
+    summarizer: Summarizer | None,
+) -> tuple[Assembly, PrefixReport]:
+    """Run the passes and report the prefix. A summariser's I/O, a slow scorer, or a body so large its
+    assembly takes milliseconds (~3.5 ms at 105K tokens seen for the first time): in a worker thread,
+    so the loop keeps serving others."""
+    tools_policy = policy.tools
+    slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
+    resent = opened.recognised >= len(opened.body["messages"]) - RESENT_NEW_MESSAGES
+    big = opened.size >= (4 if resent else 1) * ASSEMBLE_OFF_LOOP_BYTES
+    if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
+        return await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
+    return assemble_and_track(ctx, policy, passes)
+
+
+async def save_turn(
+    gw: Gateway, opened: Opened, before: SessionState, assembly: Assembly, prefix: PrefixReport
+) -> None:
+    """Save the session's state as assembled (``before``: as the edges left it, this turn's predecessor),
+    merged onto whatever a concurrent turn or find_tools saved meanwhile, on any worker (sessions/merge.py)."""
+    assembled = assembly.assembled.session
+    extra = {**assembled.extra, BODY_BYTES_KEY: opened.size}
+    saved = replace(assembled, turn=before.turn + 1, previous_prefix=prefix.keys(), extra=extra)
+    await gw.sessions.save(saved, base=opened.loaded)
+
+
+def forwarded(
+    gw: Gateway,
+    opened: Opened,
+    turn: int,
+    prefix: PrefixReport,
+    decisions: tuple[Decision, ...],
+    outgoing: dict[str, Any],
+    raw: bytes,
+    raw_out: bytes | None,
+    native: NativeDoor | None,
+    route: str,
+) -> Forwarded:
+    """What the record knows once the request is forwarded: who sent what, what goes upstream, and why."""
+    body, model = opened.body, opened.model
+    return Forwarded(
+        request_id=opened.turn.request_id,
+        session_id=opened.session_id,
         created_at=time.time(),
         model=model.name,
         provider=model.provider,
-        caller=caller,
+        caller=opened.turn.caller,
         original=body if native is None or native.original is None else native.original,
         assembled=outgoing,
-        decisions=tuple(d.to_dict() for d in (*assembly.decisions, *edge_decisions)),
+        decisions=tuple(d.to_dict() for d in decisions),
         stream=bool(body.get("stream")),
-        turn=state.turn + 1,
+        turn=turn,
         predicted_cached_tokens=prefix.predicted_cached_tokens,
         prefix_break=prefix.break_component,
         component_tokens=prefix.component_tokens(),
@@ -299,15 +358,6 @@ async def answer_chat(
         original_json=(raw if native is None or native.raw is None else native.raw) if gw.recorder.wants_json else None,
         assembled_json=raw_out if gw.recorder.wants_json else None,
     )
-    count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
-    flight = InFlight(gw, model, sent, started, headers, count, served)
-    _reject_if_strict_lint(flight, assembly)
-    api_key = gw.upstream.provider_key(model, principal.provider_key)  # set only in pass-through mode
-    if native is not None and served is None:
-        return await native.answer(flight, assembly, api_key)
-    if sent.stream:
-        return await stream(flight, outgoing, body, api_key, raw_out)
-    return await complete(flight, outgoing, api_key, raw_out)
 
 
 async def read_and_name(
@@ -339,6 +389,18 @@ def count_tokens(gw: Gateway, model: ModelConfig, assembly: Assembly, lint_after
         tokens_assembled=tokens_original if same else assembly.assembled.prompt_tokens(),
         budget=_budget(gw, model, assembly),
         findings=tuple(d.to_dict() for d in findings),
+    )
+
+
+def request_bytes(
+    raw: bytes, body: dict[str, Any], outgoing: dict[str, Any], assembly: Assembly, model: ModelConfig
+) -> bytes | None:
+    """The bytes sent upstream, made once for provider and store: the client's own when nothing changed,
+    theirs with the added parameters spliced in, else ``outgoing`` encoded (None: the upstream encodes it)."""
+    return (
+        untouched_bytes(raw, body, outgoing, model.upstream_model)
+        or _params_spliced(raw, body, assembly, model)
+        or _encoded(outgoing, model)
     )
 
 

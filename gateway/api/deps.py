@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from gateway.api.edges import Edges
 from gateway.api.incremental_parse import IncrementalParser
 from gateway.calibration import Calibration
 from gateway.config import ModelConfig, Settings
+from gateway.edges.edges import Edges
 from gateway.memos import Memos
 from gateway.sessions.conversations import ConversationIndex
 from gateway.sessions.protocol import SessionStore
@@ -25,7 +25,7 @@ class Gateway:
     upstream: UpstreamRouter
     sessions: SessionStore
     recorder: Recorder
-    edges: Edges  # the steps around assembly that do I/O, built at start-up (api/edges.py)
+    edges: Edges  # the steps around assembly that do I/O, built at start-up (edges/edges.py)
     started_at: float = field(default_factory=time.time)
     calibration: Calibration = field(default_factory=Calibration)
     resent: ResentHistory = field(default_factory=ResentHistory)  # last turn's objects, so a turn costs what is new

@@ -13,7 +13,7 @@ cannot close its block and speak as the gateway.
   session's first turn and then sent byte for byte (it sits in the cached prefix).
 
 In ``mode: tool`` the pass offers ``RECALL_TOOL`` instead of placing passages, and the API
-layer answers the model's calls with the same ``<recalled>`` block (``api/recall_tool.py``).
+layer answers the model's calls with the same ``<recalled>`` block (``edges/recall_tool.py``).
 """
 
 from __future__ import annotations

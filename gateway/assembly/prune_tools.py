@@ -9,7 +9,7 @@ byte-identical across turns while the set holds.
 Whether to prune at all is decided once per session, with its first set (``mode: auto``,
 ``tool_payoff``): small tool lists and sessions where the cache makes removed tokens cheap
 go through untouched. When pruning, the gateway also offers ``find_tools`` (``tool_modes.FIND_TOOLS``),
-which it answers itself (``gateway.api.tool_search``): a tool the selection missed costs one
+which it answers itself (``gateway.edges.tool_search``): a tool the selection missed costs one
 search round trip, not a failure, and the set then grows by what the search found.
 
 Selection, on the first turn or when stickiness is off (scored against the whole task,

@@ -21,7 +21,7 @@ Two memories, one pass (slot 6, after compaction decided what aged out of the wi
 - ``mode: tool``: no passage is placed. Once the session has compacted (or the API layer says it
   has an archive, ``memory_blocks.ARCHIVED_KEY``), the gateway's ``recall_archive`` tool is
   appended to the tools (one ``recall_offered`` decision) and the model asks for what it misses;
-  the API layer answers it (``api/recall_tool.py``). The tool stays offered from then on, so the
+  the API layer answers it (``edges/recall_tool.py``). The tool stays offered from then on, so the
   tool list is byte-stable after it first appears. It is not offered when the client has a tool
   of that name or a ``tool_choice`` that restricts the tools (``none``, a named tool, ``allowed_tools``).
 

@@ -1,6 +1,6 @@
 """Choose which archived passages to give back: one rule for inline recall and the recall tool.
 
-Inline recall (``recall_memory``) and the gateway-served recall tool (``api/recall_tool.py``)
+Inline recall (``recall_memory``) and the gateway-served recall tool (``edges/recall_tool.py``)
 must give the model the same thing for the same question, so both call this: candidates at
 or above ``min_score`` whose text the model does not already see verbatim, best first, at
 most ``max_passages``, within ``recall_budget_tokens`` for the whole ``<recalled>`` block.

@@ -35,7 +35,7 @@ MODE_PROVIDERS: Mapping[str, frozenset[str]] = {
 }
 TOOL_SEARCH_TOOL: Mapping[str, str] = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
 _SEARCH_TYPES = ("tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119")
-#: The search tool the gateway serves itself when it prunes (``gateway.api.tool_search``): one
+#: The search tool the gateway serves itself when it prunes (``gateway.edges.tool_search``): one
 #: required string ``query``. Its name and parameter are a contract other components rely on.
 FIND_TOOLS_NAME = "find_tools"
 FIND_TOOLS: Mapping[str, Any] = {

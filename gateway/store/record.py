@@ -7,7 +7,7 @@ Never holds an Authorization header or any key: ``caller`` is a short hash of th
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol
 
 from gateway.upstream.usage import Usage
@@ -15,47 +15,6 @@ from gateway.upstream.usage import Usage
 #: The front doors a request can come through, as stored in ``requests.route``; ``refused`` bodies
 #: carry the door they were refused at too.
 ROUTES = ("chat", "responses", "messages")
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRecord:
-    """One request as stored. Built once, when the request is over, by ``request_record`` from
-    what each step of the request path returned (``Forwarded``, ``Counts``, ``Answer``)."""
-
-    request_id: str
-    session_id: str
-    created_at: float
-    model: str
-    provider: str
-    caller: str
-    original: dict[str, Any]
-    assembled: dict[str, Any]
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    stream: bool = False
-    response: dict[str, Any] | None = None
-    response_text: str | None = None
-    finish_reason: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    usage: Usage = field(default_factory=Usage)
-    tokens_original: int = 0
-    tokens_assembled: int = 0
-    overhead_ms: float = 0.0
-    ttfb_ms: float | None = None
-    total_ms: float = 0.0
-    status: int = 200
-    error: str | None = None
-    replay_of: str | None = None
-    turn: int = 0
-    budget: dict[str, Any] | None = None
-    predicted_cached_tokens: int = 0  # the gateway's own cache prediction (assembly/prefix.py)
-    prefix_break: str | None = None  # component that broke the session's previous prefix, if any
-    component_tokens: dict[str, int] = field(default_factory=dict)  # assembled prompt tokens by component
-    route: str = "chat"  # the front door the client used: chat, responses or messages (``ROUTES``)
-    # Transient, never stored: the two bodies as the JSON bytes the gateway already had (the
-    # client's request, the body sent upstream). The store's writer process parses these
-    # instead of receiving the dicts pickled, which would cost the request path's GIL time.
-    original_json: bytes | None = field(default=None, repr=False)
-    assembled_json: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +83,226 @@ class Outcome:
     total_ms: float = 0.0
 
 
+#: The record's stored values by name, in the order the spool and the JSONL log write them. Each
+#: is one stage's field (``decisions`` joins the sent request's and the counted lint findings).
+FLAT_FIELDS: tuple[str, ...] = (
+    "request_id",
+    "session_id",
+    "created_at",
+    "model",
+    "provider",
+    "caller",
+    "original",
+    "assembled",
+    "decisions",
+    "stream",
+    "response",
+    "response_text",
+    "finish_reason",
+    "tool_calls",
+    "usage",
+    "tokens_original",
+    "tokens_assembled",
+    "overhead_ms",
+    "ttfb_ms",
+    "total_ms",
+    "status",
+    "error",
+    "replay_of",
+    "turn",
+    "budget",
+    "predicted_cached_tokens",
+    "prefix_break",
+    "component_tokens",
+    "route",
+    "original_json",
+    "assembled_json",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request as stored, composed of what each step of the request path returned.
+
+    Built once, when the request is over (``request_record``): nothing fills it in piece by piece.
+    Its stored values read as attributes under their column names (``record.status``,
+    ``record.usage``), each one stage's field; ``of`` and ``changed`` take them by the same names.
+    """
+
+    sent: Forwarded
+    counts: Counts = field(default_factory=lambda: Counts())
+    answer: Answer = field(default_factory=lambda: Answer())
+    outcome: Outcome = field(default_factory=lambda: Outcome())
+
+    @classmethod
+    def of(cls, **values: Any) -> RequestRecord:
+        """A record from its stored values by name (a spooled line, a fixture); unknown names raise."""
+        parts = _by_stage(values)
+        return cls(
+            Forwarded(**parts["sent"]),
+            Counts(**parts["counts"]),
+            Answer(**parts["answer"]),
+            Outcome(**parts["outcome"]),
+        )
+
+    def changed(self, **values: Any) -> RequestRecord:
+        """A copy with some stored values replaced by name, as ``dataclasses.replace`` would on a flat record."""
+        parts = _by_stage(values)
+        counts = self.counts
+        if "decisions" in values:  # the given list is the whole of it: the findings are in it already
+            counts = replace(counts, findings=())
+        return RequestRecord(
+            replace(self.sent, **parts["sent"]) if parts["sent"] else self.sent,
+            replace(counts, **parts["counts"]) if parts["counts"] else counts,
+            replace(self.answer, **parts["answer"]) if parts["answer"] else self.answer,
+            replace(self.outcome, **parts["outcome"]) if parts["outcome"] else self.outcome,
+        )
+
+    @property
+    def request_id(self) -> str:
+        return self.sent.request_id
+
+    @property
+    def session_id(self) -> str:
+        return self.sent.session_id
+
+    @property
+    def created_at(self) -> float:
+        return self.sent.created_at
+
+    @property
+    def model(self) -> str:
+        return self.sent.model
+
+    @property
+    def provider(self) -> str:
+        return self.sent.provider
+
+    @property
+    def caller(self) -> str:
+        return self.sent.caller
+
+    @property
+    def original(self) -> dict[str, Any]:
+        return self.sent.original
+
+    @property
+    def assembled(self) -> dict[str, Any]:
+        return self.sent.assembled
+
+    @property
+    def decisions(self) -> list[dict[str, Any]]:
+        """The passes' and edges' decisions, then the lint findings counted after the answer (a new list)."""
+        return [*self.sent.decisions, *self.counts.findings]
+
+    @property
+    def stream(self) -> bool:
+        return self.sent.stream
+
+    @property
+    def response(self) -> dict[str, Any] | None:
+        return self.answer.response
+
+    @property
+    def response_text(self) -> str | None:
+        return self.answer.response_text
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.answer.finish_reason
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None:
+        return self.answer.tool_calls
+
+    @property
+    def usage(self) -> Usage:
+        return self.answer.usage
+
+    @property
+    def tokens_original(self) -> int:
+        return self.counts.tokens_original
+
+    @property
+    def tokens_assembled(self) -> int:
+        return self.counts.tokens_assembled
+
+    @property
+    def overhead_ms(self) -> float:
+        return self.outcome.overhead_ms
+
+    @property
+    def ttfb_ms(self) -> float | None:
+        return self.outcome.ttfb_ms
+
+    @property
+    def total_ms(self) -> float:
+        return self.outcome.total_ms
+
+    @property
+    def status(self) -> int:
+        return self.outcome.status
+
+    @property
+    def error(self) -> str | None:
+        return self.outcome.error
+
+    @property
+    def replay_of(self) -> str | None:
+        return self.sent.replay_of
+
+    @property
+    def turn(self) -> int:
+        return self.sent.turn
+
+    @property
+    def budget(self) -> dict[str, Any] | None:
+        return self.counts.budget
+
+    @property
+    def predicted_cached_tokens(self) -> int:
+        return self.sent.predicted_cached_tokens
+
+    @property
+    def prefix_break(self) -> str | None:
+        return self.sent.prefix_break
+
+    @property
+    def component_tokens(self) -> dict[str, int]:
+        return self.sent.component_tokens
+
+    @property
+    def route(self) -> str:
+        return self.sent.route
+
+    @property
+    def original_json(self) -> bytes | None:
+        return self.sent.original_json
+
+    @property
+    def assembled_json(self) -> bytes | None:
+        return self.sent.assembled_json
+
+
+#: Which stage holds each stored value.
+_STAGE_OF: dict[str, str] = {
+    **{f.name: "sent" for f in fields(Forwarded)},
+    **{f.name: "counts" for f in fields(Counts) if f.name != "findings"},
+    **{f.name: "answer" for f in fields(Answer)},
+    **{f.name: "outcome" for f in fields(Outcome)},
+}
+
+
+def _by_stage(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    parts: dict[str, dict[str, Any]] = {"sent": {}, "counts": {}, "answer": {}, "outcome": {}}
+    for name, value in values.items():
+        stage = _STAGE_OF.get(name)
+        if stage is None:
+            raise TypeError(f"RequestRecord has no stored value {name!r}; expected one of {', '.join(FLAT_FIELDS)}")
+        parts[stage][name] = tuple(value) if name == "decisions" else value
+    return parts
+
+
 def refusal_record(
     request_id: str,
     *,
@@ -139,55 +318,14 @@ def refusal_record(
     body too large, unknown model): who, at which door, the status and the reason, and no body, so
     a client holding the request id finds it in ``ventana logs`` and ``/ui``."""
     return RequestRecord(
-        request_id=request_id,
-        session_id=session_id,
-        created_at=created_at,
-        model=model,
-        provider="",
-        caller=caller,
-        original={},
-        assembled={},
-        status=status,
-        error=reason,
-        route=route,
+        Forwarded(request_id, session_id, created_at, model, "", caller, {}, {}, route=route),
+        outcome=Outcome(status=status, error=reason),
     )
 
 
 def request_record(sent: Forwarded, counts: Counts, answer: Answer, outcome: Outcome) -> RequestRecord:
     """The record of one request, combined from what each step returned."""
-    return RequestRecord(
-        request_id=sent.request_id,
-        session_id=sent.session_id,
-        created_at=sent.created_at,
-        model=sent.model,
-        provider=sent.provider,
-        caller=sent.caller,
-        original=sent.original,
-        assembled=sent.assembled,
-        decisions=[*sent.decisions, *counts.findings],
-        stream=sent.stream,
-        response=answer.response,
-        response_text=answer.response_text,
-        finish_reason=answer.finish_reason,
-        tool_calls=answer.tool_calls,
-        usage=answer.usage,
-        tokens_original=counts.tokens_original,
-        tokens_assembled=counts.tokens_assembled,
-        overhead_ms=outcome.overhead_ms,
-        ttfb_ms=outcome.ttfb_ms,
-        total_ms=outcome.total_ms,
-        status=outcome.status,
-        error=outcome.error,
-        replay_of=sent.replay_of,
-        turn=sent.turn,
-        budget=counts.budget,
-        predicted_cached_tokens=sent.predicted_cached_tokens,
-        prefix_break=sent.prefix_break,
-        component_tokens=sent.component_tokens,
-        route=sent.route,
-        original_json=sent.original_json,
-        assembled_json=sent.assembled_json,
-    )
+    return RequestRecord(sent, counts, answer, outcome)
 
 
 #: Fields that are not part of a record's content (transient bytes; the dicts hold the same).
@@ -195,8 +333,20 @@ TRANSIENT_FIELDS = ("original_json", "assembled_json")
 
 
 def record_dict(record: RequestRecord) -> dict[str, Any]:
-    """The record as plain data for JSON (spool, JSONL log), without its transient bytes."""
-    data = asdict(record)
+    """The record as plain data for JSON (spool, JSONL log), without its transient bytes: its stored
+    values by name, flat, as they were before the record was composed of its stages."""
+    stages = {
+        "sent": asdict(record.sent),
+        "counts": asdict(record.counts),
+        "answer": asdict(record.answer),
+        "outcome": asdict(record.outcome),
+    }
+    data = {
+        name: [*stages["sent"]["decisions"], *stages["counts"]["findings"]]
+        if name == "decisions"
+        else stages[_STAGE_OF[name]][name]
+        for name in FLAT_FIELDS
+    }
     for name in TRANSIENT_FIELDS:
         data.pop(name, None)
     return data

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import fields, replace
 from typing import Any
 
 import orjson
@@ -118,13 +117,14 @@ class Redactor:
         """A masked copy of ``record``; the record itself is left as it is (the API still uses it)."""
         if not self:
             return record
-        names = {f.name for f in fields(record)}
-        present = [name for name in _TEXT_FIELDS if name in names and getattr(record, name) is not None]
-        if not self.patterns and not self._may_hold_secret([getattr(record, name) for name in present]):
+        # Each value read once: ``decisions`` is a new list at each read, so ``is`` compares against this one.
+        current = {name: getattr(record, name) for name in _TEXT_FIELDS}
+        present = {name: v for name, v in current.items() if v is not None}
+        if not self.patterns and not self._may_hold_secret(list(present.values())):
             return record
-        masked = {name: self.value(getattr(record, name)) for name in present}
-        changes = {name: v for name, v in masked.items() if v is not getattr(record, name)}
+        masked = {name: self.value(v) for name, v in present.items()}
+        changes = {name: v for name, v in masked.items() if v is not present[name]}
         if not changes:
             return record
         # The bodies' JSON bytes are unredacted: drop them, so only the masked dicts travel on.
-        return replace(record, **changes, original_json=None, assembled_json=None)
+        return record.changed(**changes, original_json=None, assembled_json=None)

@@ -11,17 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from gateway.store.engine import create_private
-from gateway.store.record import RequestRecord, record_dict
+from gateway.store.record import FLAT_FIELDS, RequestRecord, record_dict
 from gateway.upstream.usage import Usage
 
-_FIELDS = {f.name for f in fields(RequestRecord)}
+_FIELDS = frozenset(FLAT_FIELDS)
 
 
 def record_to_json(record: RequestRecord) -> bytes:
@@ -32,7 +31,7 @@ def record_from_json(line: bytes) -> RequestRecord:
     data: dict[str, Any] = orjson.loads(line)
     values = {k: v for k, v in data.items() if k in _FIELDS}
     values["usage"] = Usage(**(values.get("usage") or {}))
-    return RequestRecord(**values)
+    return RequestRecord.of(**values)
 
 
 class Spool:

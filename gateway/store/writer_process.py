@@ -22,7 +22,6 @@ import multiprocessing
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -81,7 +80,7 @@ def for_the_wire(record: RequestRecord) -> RequestRecord:
     """
     if record.original_json is None or record.assembled_json is None:
         return record
-    return replace(record, original={}, assembled={})
+    return record.changed(original={}, assembled={})
 
 
 def _restore(record: RequestRecord) -> RequestRecord:
@@ -90,7 +89,7 @@ def _restore(record: RequestRecord) -> RequestRecord:
     original = orjson.loads(record.original_json)
     same = record.assembled_json == record.original_json
     assembled = original if same else orjson.loads(record.assembled_json)
-    return replace(record, original=original, assembled=assembled, original_json=None, assembled_json=None)
+    return record.changed(original=original, assembled=assembled, original_json=None, assembled_json=None)
 
 
 def write_batch(database_url: str, records: list[RequestRecord]) -> int:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gateway.api.app import create_app
-from gateway.api.memory_runtime import MemoryRuntime
 from gateway.config import parse_settings
+from gateway.edges.memory import MemoryRuntime
 from gateway.store.jsonl_recorder import JsonlRecorder
 from gateway.store.record import MemoryRecorder, Recorder
 from gateway.store.sql_recorder import SqlRecorder

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from gateway.api.memory_runtime import MemoryRuntime
 from gateway.assembly.context import Checkpoint, Context
 from gateway.assembly.memory_blocks import CANDIDATES_KEY
 from gateway.config import parse_settings
+from gateway.edges.memory import MemoryRuntime
 from gateway.memory.archive import archive, passages_of
 from gateway.tokens import counter_for
 from tests.assembly.make_context import make_context

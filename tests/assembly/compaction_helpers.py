@@ -104,7 +104,7 @@ def run_turns(
 ) -> list[Assembly]:
     """Assemble each history in order, carrying the session state like the API does.
 
-    ``prepare_ahead``: after each turn, prepare the planned checkpoint as ``api/compaction_runtime``
+    ``prepare_ahead``: after each turn, prepare the planned checkpoint as ``edges/compaction``
     does in the background (here at once, so the next turn finds it)."""
     state = SessionState(session_id="s-test")
     out = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from gateway.api.memory_runtime import tail_turns
+from gateway.edges.memory import tail_turns
 from gateway.memory.archive import archive, archived_count, embed, passages_of, search, turn_numbers
 from gateway.tokens import counter_for
 

@@ -9,7 +9,6 @@ back every record after it.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -28,7 +27,7 @@ NUL = "\x00"
 def _poisoned(request_id: str) -> RequestRecord:
     record = make_record([{"role": "user", "content": f"hello{NUL}there"}], request_id=request_id)
     original = {**record.original, "user": f"u{NUL}", "stop": [NUL, "end"], "metadata": {"k": f"v{NUL}"}}
-    return replace(record, original=original, assembled=original, error=f"quoted {NUL}")
+    return record.changed(original=original, assembled=original, error=f"quoted {NUL}")
 
 
 async def test_a_record_with_nul_characters_is_stored(db_url: str, tmp_path: Path) -> None:  # noqa: F811
@@ -49,7 +48,7 @@ async def test_a_record_with_nul_characters_is_stored(db_url: str, tmp_path: Pat
 async def test_a_spooled_record_the_database_refuses_is_set_aside(db_url: str, tmp_path: Path) -> None:  # noqa: F811
     spool = Spool(tmp_path / "spool.jsonl")
     good = [make_record([{"role": "user", "content": f"turn {i}"}], request_id=f"req-{i}") for i in range(3)]
-    refused = replace(_poisoned("req-bad"), finish_reason="x" * 100)  # past String(32): PostgreSQL refuses it
+    refused = _poisoned("req-bad").changed(finish_reason="x" * 100)  # past String(32): PostgreSQL refuses it
     spool.append([good[0], refused, *good[1:]])
     recorder = SqlRecorder(database_url=db_url, spool_path=str(spool.path))
     await recorder.start()

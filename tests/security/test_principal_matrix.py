@@ -8,6 +8,10 @@ and stored responses: B read, chained from and deleted A's response), and pass-t
 ``/v1/messages`` named the caller from the provider key two tenants shared. A here sends its keys
 the ways that leaked; B then asks through every door and header; the provider must see none of
 A's words in B's prompts, B must get none back, and A's stored response is B's 404.
+
+The tools the gateway serves itself carry state too: a ``find_tools`` search grows the session's
+tool set, and ``recall_archive`` reads the session's archive. B, under A's session name, is offered
+the tools a fresh session is, and B's served recall never answers with A's passages.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import orjson
 import pytest
 
 from gateway.api.auth import hash_key
+from gateway.assembly.memory_blocks import RECALL_TOOL_NAME
+from tests.assembly.tool_fixtures import catalogue
 from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
 
 KEY_A, KEY_B, ADMIN = "vk-matrix-a-0123456789", "vk-matrix-b-0123456789", "vk-matrix-admin-01234"
@@ -243,3 +249,90 @@ def _memory_of(sim: SimHandle, call: Any) -> str:
         for m in r["messages"]
         if str(m.get("content")).startswith("<memory")
     )
+
+
+#: Served tools: pruning to 3 offers ``find_tools``; recall in tool mode offers ``recall_archive``.
+SERVED_POLICY = {
+    "tools": {"mode": "prune", "max_tools": 3},
+    "memory": {"enabled": True, "mode": "tool", "recall_budget_tokens": 400, "passage_tokens": 120},
+    "compaction": {"summary_max_tokens": 40, "keep_recent_turns": 2, "prepare_at": 0.55},
+}
+#: A need no pruned tool fits: the model searches (``tool_choice: required``), the search finds
+#: nothing better, and the gateway sends every tool the client offered, which the session keeps.
+SEARCH_NEED = "Remind me about the meeting with Laura"
+WEATHER = "What's the weather forecast in Paris tomorrow?"
+
+
+@pytest.fixture(scope="module")
+def served(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayHandle, Path]]:
+    """Auth on, keys as Bearer or x-api-key, the gateway's own tools on."""
+    auth = {"enabled": True, "keys": [hash_key(KEY_A), hash_key(KEY_B)]}
+    tmp = tmp_path_factory.mktemp("gw-matrix-served")
+    with run_gateway(tmp, {"models": _models(sim), "auth": auth, "policy": SERVED_POLICY}, workers=2) as handle:
+        yield handle, tmp / "ventana.db"
+
+
+def _offered(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools") or ()]
+
+
+def _with_tools(gw: GatewayHandle, how: str, key: str, texts: list[str], session: str | None, **extra: Any) -> None:
+    """One chat request offering the whole catalogue; ``texts`` are the user's turns so far."""
+    messages: list[dict[str, Any]] = []
+    for text in texts:
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
+    headers = {**_credentials(how, key), **({"x-session-id": session} if session else {})}
+    body = {"model": MODEL, "messages": messages[:-1], "tools": catalogue(), **extra}
+    r = httpx.post(gw.base_url + "/chat/completions", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+
+
+def _archived_session(gw: GatewayHandle, how: str, key: str, session: str, planted: bool) -> list[dict[str, Any]]:
+    """Ten turns under ``session``, the first ones compacted and archived; A's hold A's secret."""
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for i in range(10):
+        text = (SECRET if planted and i == 1 else f"Turn {i}: ") + FILLER
+        history += [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]
+        _chat(gw, how, key, history, session)
+    return history
+
+
+@pytest.mark.parametrize("how", ["bearer", "x-api-key"])
+def test_served_tools_state_never_reaches_the_other_tenant(
+    served: tuple[GatewayHandle, Path], sim: SimHandle, how: str
+) -> None:
+    gw, db = served
+    # find_tools: A's search grows A's session's tool set, to every tool (nothing fitted better).
+    for session in (f"tools-{how}", None):
+        sim.reset()
+        _with_tools(gw, how, KEY_A, [SEARCH_NEED], session, tool_choice="required")
+        searched, grown = sim.received()
+        assert "find_tools" in _offered(searched) and len(_offered(grown)) == len(catalogue()), "A searched"
+        sim.reset()
+        _with_tools(gw, how, KEY_A, [SEARCH_NEED, WEATHER], session)  # the same conversation, named or not
+        assert len(_offered(sim.received()[0])) >= len(catalogue()), "A's session keeps what its search grew"
+        sim.reset()
+        _with_tools(gw, how, KEY_B, [SEARCH_NEED, WEATHER], session)  # A's session name (or none), B's key
+        _with_tools(gw, how, KEY_B, [SEARCH_NEED, WEATHER], f"fresh-{how}-{session}")
+        under_a_name, fresh = sim.received()
+        assert _offered(under_a_name) == _offered(fresh), "A's find_tools expansion reached B"
+        assert len(_offered(fresh)) < len(catalogue())
+
+    # recall_archive: each tenant has an archive under the same session name; B's served recall reads B's.
+    session = f"recall-{how}"
+    _archived_session(gw, how, KEY_A, session, planted=True)
+    _wait_for(db, "SELECT count(*) FROM memory_passages WHERE text LIKE '%Marisol%'")
+    sim.reset()  # B under A's session name, with no history of its own there, asks about A's secret
+    opening = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    asked = _chat(gw, how, KEY_B, opening, session)
+    in_prompts, in_answers = _leaks(sim, [asked])
+    assert in_prompts == [] and in_answers == [], "A's archive reached B under A's session name"
+    history = _archived_session(gw, how, KEY_B, session, planted=False)
+    _wait_for(db, "SELECT count(*) FROM memory_passages WHERE owner = ?", f"caller:{CALLER_B}")
+    sim.reset()
+    answer = _chat(gw, how, KEY_B, [*history, {"role": "user", "content": QUESTION}], session)
+    received = sim.received()
+    assert len(received) == 2 and received[1]["messages"][-1]["role"] == "tool", "B's recall was served"
+    assert RECALL_TOOL_NAME in _offered(received[0])
+    in_prompts, in_answers = _leaks(sim, [answer])
+    assert in_prompts == [] and in_answers == [], "A's archive reached B through the served recall"

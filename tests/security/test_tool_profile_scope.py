@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.context import Context
 from gateway.assembly.prune_tools import prune_tools
 from gateway.config import parse_settings
+from gateway.edges.tool_usage import ToolUsageRuntime
 from gateway.store.record import RequestRecord
 from tests.assembly.tool_fixtures import LEGACY_TOOLS, catalogue, legacy_policy, make_ctx, tool, user
 
@@ -43,7 +43,19 @@ def test_a_profile_learnt_from_one_caller_moves_no_other_callers_tools() -> None
     prune_tools(taught, POLICY)
     runtime.expect("req-1", taught)
     calls = [{"id": "c0", "type": "function", "function": {"name": "confluence_search", "arguments": "{}"}}]
-    runtime.finish(RequestRecord("req-1", "s", 0.0, "m", "openai", "caller-a", {}, {}, tool_calls=calls, status=200))
+    record = RequestRecord.of(
+        request_id="req-1",
+        session_id="s",
+        created_at=0.0,
+        model="m",
+        provider="openai",
+        caller="caller-a",
+        original={},
+        assembled={},
+        tool_calls=calls,
+        status=200,
+    )
+    runtime.answered(record)
     asked = "How many vacation days do I get per year?"
     assert "confluence_search" in _kept(_ctx("caller-a", asked, runtime.snapshot()))
     assert "confluence_search" not in _kept(_ctx("caller-b", asked, runtime.snapshot()))

@@ -12,9 +12,9 @@ import asyncio
 import random
 from dataclasses import replace
 
-from gateway.api.tool_search import ToolSearch
 from gateway.assembly.context import SessionState
 from gateway.config import Settings
+from gateway.edges.tool_search import ToolSearch
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore
 from gateway.sessions.shared import SharedSessionStore

@@ -43,7 +43,7 @@ def make_record(messages: list[dict[str, Any]], **changes: Any) -> RequestRecord
         "usage": Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=4, cache_write_tokens=1),
     }
     values.update(changes)
-    return RequestRecord(**values)
+    return RequestRecord.of(**values)
 
 
 def user_texts() -> list[str]:

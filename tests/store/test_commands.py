@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -27,7 +26,7 @@ def store(tmp_path: Path) -> tuple[Path, list]:
     config = tmp_path / "ventana.yaml"
     config.write_text(yaml.safe_dump({"database_url": url, "store": {"retention_days": 30}}))
     now = time.time()
-    records = [replace(r, created_at=now - 3 * 86_400 + i) for i, r in enumerate(agent_session(3, session_id="s-old"))]
+    records = [r.changed(created_at=now - 3 * 86_400 + i) for i, r in enumerate(agent_session(3, session_id="s-old"))]
     original = [
         {"role": "system", "content": "You are terse. Time: 10:31"},
         {"role": "user", "content": "weather in Lima?"},

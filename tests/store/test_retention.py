@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 from sqlalchemy import Engine, func, select, update
@@ -26,8 +25,8 @@ def _counts(engine: Engine) -> tuple[int, int, int]:
 def test_prune_keeps_content_shared_with_recent_requests_and_drops_the_rest(engine: Engine) -> None:
     now = time.time()
     old_day = now - 40 * SECONDS_PER_DAY
-    session = [replace(r, created_at=old_day + i) for i, r in enumerate(agent_session(6))]
-    session[-1] = replace(session[-1], created_at=now)  # the last turn is recent: it references the whole history
+    session = [r.changed(created_at=old_day + i) for i, r in enumerate(agent_session(6))]
+    session[-1] = session[-1].changed(created_at=now)  # the last turn is recent: it references the whole history
     lonely = make_record(
         [{"role": "user", "content": "an old one-off question"}], created_at=old_day, response_text="x1"
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -184,7 +183,7 @@ async def test_process_writer_parses_the_bodies_it_is_handed_as_json(db_url: str
     records = list(agent_session(12))
     for record in records:
         recorder.record(
-            replace(record, original_json=orjson.dumps(record.original), assembled_json=orjson.dumps(record.assembled))
+            record.changed(original_json=orjson.dumps(record.original), assembled_json=orjson.dumps(record.assembled))
         )
     await recorder.close()
     assert _rows(db_url) == 12

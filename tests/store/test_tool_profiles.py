@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.tool_scoring.usage_profiles import Delta
 from gateway.config import parse_settings
+from gateway.edges.tool_usage import ToolUsageRuntime
 from gateway.store.engine import make_engine
 from gateway.store.models import ToolProfile
 from gateway.store.tool_profiles import ToolProfileStore, forget_profiles, list_profiles

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -94,7 +93,7 @@ def test_a_writer_that_knows_nothing_stores_a_stored_record_once(engine: Engine,
     assert counts == (new_messages + 1, new_messages, 1)
     fresh = KnownContent()
     with engine.begin() as conn:
-        written = write_records(conn, [replace(record, original={**record.original})], known=fresh)
+        written = write_records(conn, [record.changed(original={**record.original})], known=fresh)
     assert written.requests == 0
     assert (_count(engine, Blob), _count(engine, MessageNode), _count(engine, Request)) == counts
 
@@ -145,8 +144,8 @@ def test_storage_grows_with_new_content_not_with_the_square_of_the_session(engin
 
 
 def test_listing_filters_by_session_and_time_newest_first(engine: Engine) -> None:
-    a = [replace(r, created_at=1000.0 + i) for i, r in enumerate(agent_session(3, session_id="s-a"))]
-    b = [replace(r, created_at=1001.5 + 1.5 * i) for i, r in enumerate(agent_session(2, session_id="s-b"))]
+    a = [r.changed(created_at=1000.0 + i) for i, r in enumerate(agent_session(3, session_id="s-a"))]
+    b = [r.changed(created_at=1001.5 + 1.5 * i) for i, r in enumerate(agent_session(2, session_id="s-b"))]
     _write(engine, a + b)
     assert [r.request_id for r in list_requests(engine, session="s-a")] == [r.request_id for r in reversed(a)]
     assert [r.request_id for r in list_requests(engine, limit=2)] == [b[1].request_id, a[2].request_id]

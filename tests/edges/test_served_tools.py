@@ -13,11 +13,11 @@ from typing import Any
 
 import orjson
 
-from gateway.api.memory_runtime import MemoryRuntime
-from gateway.api.recall_tool import NOTHING_FOUND, recall_tool
-from gateway.api.served_tools import ServedTools, _reassemble
 from gateway.assembly.memory_blocks import RECALL_TOOL, RECALL_TOOL_NAME
 from gateway.config import parse_settings
+from gateway.edges.memory import MemoryRuntime
+from gateway.edges.recall_tool import NOTHING_FOUND, recall_tool
+from gateway.edges.served_tools import ServedTools, _reassemble
 from gateway.memory.archive import archive, passages_of
 from gateway.store.migrate import upgrade
 from gateway.store.record import Forwarded

@@ -44,13 +44,12 @@ from gateway.sessions.checkpoints import (
 )
 from gateway.sessions.claimed_summary import ClaimedSummarizer
 from gateway.sessions.protocol import SessionStore, store_call
-from gateway.store.record import RequestRecord
 from gateway.summarize.choice import summarizer_model
 from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
 
 if TYPE_CHECKING:
-    from gateway.api.edges import Turn
+    from gateway.edges.edges import Turn
 
 log = logging.getLogger("ventana.compaction")
 WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to store its result
@@ -158,9 +157,6 @@ class CompactionRuntime:
         prepared = await self.prepare(original, assembled)
         return [*([prepared] if prepared else []), *self.reports(turn.request_id)]
 
-    def finish(self, record: RequestRecord) -> None:
-        """Nothing to learn from the answer."""
-
     def reports(self, request_id: str) -> list[Decision]:
         """Decisions from its session's background preparation owed to this request (found in ``before``)."""
         owed = self._owed.pop(request_id, None)
@@ -247,6 +243,14 @@ class CompactionRuntime:
             await self._sessions.update(session_id, partial(_owe, owed.to_dict()))
         except Exception:  # the store failing only loses the report; the failure is logged above
             log.exception("could not record the owed summariser failure of session %s", session_id)
+
+    async def start(self) -> None:
+        """Nothing to load: checkpoints live in the session store."""
+
+    async def stop(self) -> None:
+        """Let the preparations in flight finish (a shutdown loses none), then close the summarisers."""
+        await self.drain()
+        self.close()
 
     async def drain(self) -> None:
         """Wait for every preparation in flight (shutdown, tests, benchmarks)."""

@@ -16,7 +16,7 @@ session's last ranking for as long as its question and its archive are unchanged
 
 In ``mode: tool`` nothing is searched before assembly: ``before`` only says whether the session
 (or owner) has an archive, and ``search`` answers the model's ``recall_archive`` calls
-(``api/recall_tool.py``) with the same ranking, scoped the same way.
+(``edges/recall_tool.py``) with the same ranking, scoped the same way.
 
 With a shared session store (``session_state: database``; ``--workers N``) the wait spans
 processes: before its archive task starts, a turn marks the session's state (``ARCHIVING_KEY``,
@@ -61,12 +61,11 @@ from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
 from gateway.sessions.protocol import SessionStore
 from gateway.store.engine import make_engine
-from gateway.store.record import RequestRecord
 from gateway.summarize.transcript import render_transcript
 from gateway.upstream.router import UpstreamRouter
 
 if TYPE_CHECKING:
-    from gateway.api.edges import Turn
+    from gateway.edges.edges import Turn
 
 log = logging.getLogger("ventana.memory")
 #: Ranked candidates handed to the pass per max_passages it may place.
@@ -196,9 +195,6 @@ class MemoryRuntime:
         if marked is not None:  # the mark is stored before the answer: the next turn, anywhere, sees it
             await asyncio.shield(marked)
         return []
-
-    def finish(self, record: RequestRecord) -> None:
-        """Nothing to learn from the answer."""
 
     async def annotate(self, ctx: Context, body: Mapping[str, Any], caller: str) -> Context:
         """``ctx`` annotated with the candidates and facts ``recall_memory`` may place."""
@@ -428,6 +424,14 @@ class MemoryRuntime:
             log.exception("memory write failed for session %s", session_id)
             return False
         return True
+
+    async def start(self) -> None:
+        """Nothing to load: the archive and the facts are read per request."""
+
+    async def stop(self) -> None:
+        """Let the archive and learn tasks in flight finish (a shutdown loses none), then release the engine."""
+        await self.drain()
+        self.close()
 
     async def drain(self) -> None:
         """Wait for every archive/learn task in flight (shutdown, tests, benchmarks)."""

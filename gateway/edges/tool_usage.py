@@ -34,7 +34,7 @@ from gateway.config import Settings
 from gateway.store.record import RequestRecord
 
 if TYPE_CHECKING:
-    from gateway.api.edges import Turn
+    from gateway.edges.edges import Turn
     from gateway.store.tool_profiles import ToolProfileStore
 
 log = logging.getLogger("ventana.tool_usage")
@@ -72,12 +72,9 @@ class ToolUsageRuntime:
     async def after(
         self, turn: Turn, original: Context, assembled: Context, decisions: Sequence[Decision]
     ) -> list[Decision]:
-        """Remember what this request's answer would teach (learnt in ``finish``)."""
+        """Remember what this request's answer would teach (learnt in ``answered``)."""
         self.expect(turn.request_id, original)
         return []
-
-    def close(self) -> None:
-        """Nothing to release: ``stop`` ends the sync task in the lifespan."""
 
     def snapshot(self) -> Mapping[str, Any]:
         return self.profiles.snapshot() if self.enabled else _NONE
@@ -94,7 +91,7 @@ class ToolUsageRuntime:
         while len(self._pending) > MAX_PENDING:
             self._pending.popitem(last=False)
 
-    def finish(self, record: RequestRecord) -> None:
+    def answered(self, record: RequestRecord) -> None:
         """Called once per request as it is recorded: learn from a successful answer's tool calls."""
         pending = self._pending.pop(record.request_id, None)
         if pending is None or record.status != 200 or not record.tool_calls:
@@ -146,8 +143,8 @@ class ToolUsageRuntime:
             self._syncer.cancel()
             await asyncio.gather(self._syncer, return_exceptions=True)
             self._syncer = None
+        await self.drain()
         if self.store is not None:
-            await self.drain()
             await self.sync()
             self.store.close()
 

@@ -1,7 +1,7 @@
 """Answer the tools the gateway offers itself, so the client only ever sees the model's real answer.
 
 The gateway appends tools of its own to some requests: ``find_tools`` when it prunes
-(``api/tool_search.py``) and ``recall_archive`` in recall's tool mode (``api/recall_tool.py``).
+(``edges/tool_search.py``) and ``recall_archive`` in recall's tool mode (``edges/recall_tool.py``).
 When the model calls one of them, that answer never reaches the client: the tool's handler
 turns the call into the next request (a grown tool list, or the call and its result appended),
 that request goes upstream, and the loop goes on until the model answers with text or with a

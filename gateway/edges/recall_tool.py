@@ -2,7 +2,7 @@
 
 Inline recall guesses from the question which archived turns to place; the tool lets the model
 ask, with its own words, only when it misses something. ``recall_memory`` offers the tool once
-the session has an archive; when the model calls it, ``api/served_tools.py`` hands the call
+the session has an archive; when the model calls it, ``edges/served_tools.py`` hands the call
 here: each call's ``query`` is ranked against the session's archived passages (the owner's
 under ``scope: owner``, never another caller's: the archive is keyed by the scoped session and
 the owner includes the caller), the passages are chosen exactly as inline recall chooses them
@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.api.memory_runtime import MemoryRuntime
-from gateway.api.served_tools import call_arguments, offers_own
 from gateway.assembly.context import Decision
 from gateway.assembly.memory_blocks import RECALL_TOOL_NAME, recalled_message
 from gateway.assembly.recall_memory import PASS, MemoryPolicy
 from gateway.assembly.select_passages import passage_detail, select_passages
 from gateway.assembly.tool_scoring import tool_name
+from gateway.edges.memory import MemoryRuntime
+from gateway.edges.served_tools import call_arguments, offers_own
 from gateway.tokens import TokenCounter
 
 #: What the model reads when nothing archived matches (so it answers rather than asks again).

@@ -1,7 +1,7 @@
 """Serve ``find_tools``, the search tool the gateway offers when it prunes, for any provider.
 
 When ``prune_tools`` removes tools it appends ``find_tools(query)`` (``tool_modes.FIND_TOOLS``).
-If the model calls it, that answer never reaches the client (``api/served_tools.py`` runs the
+If the model calls it, that answer never reaches the client (``edges/served_tools.py`` runs the
 loop, streamed or not): the offered tools that best match the query (BM25 over the tool
 documents, ``find_top`` of them) are added to the session's sticky set, the same request is
 sent again with the grown set (still offering ``find_tools`` while tools remain hidden), and
@@ -18,12 +18,12 @@ from functools import partial
 from typing import Any
 
 from gateway.api.deps import Gateway
-from gateway.api.served_tools import call_arguments, offers_own
 from gateway.assembly.context import Decision, SessionState
 from gateway.assembly.prune_tools import ToolPolicy
 from gateway.assembly.tool_modes import FIND_TOOLS, FIND_TOOLS_NAME
 from gateway.assembly.tool_scoring import get_scorer, tool_document, tool_name
 from gateway.config import ModelConfig
+from gateway.edges.served_tools import call_arguments, offers_own
 from gateway.sessions.protocol import SessionStore
 from gateway.tokens import TokenCounter
 

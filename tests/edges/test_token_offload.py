@@ -6,7 +6,7 @@ import threading
 
 import gateway  # noqa: F401  (offline tiktoken)
 from benchmarks.profiles import build_profiles
-from gateway.api.token_offload import OFFLOAD_BODY_BYTES, count_off_loop
+from gateway.edges.token_offload import OFFLOAD_BODY_BYTES, count_off_loop
 from gateway.tokens import TokenCounter
 
 

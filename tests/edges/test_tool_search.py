@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.api.served_tools import add_usage
-from gateway.api.tool_search import search_query, served_search
 from gateway.assembly.tool_modes import FIND_TOOLS
+from gateway.edges.served_tools import add_usage
+from gateway.edges.tool_search import search_query, served_search
 from tests.assembly.tool_fixtures import catalogue, tool
 
 

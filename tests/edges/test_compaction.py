@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.api.compaction_runtime import CompactionRuntime
 from gateway.assembly.context import Checkpoint, SessionState
 from gateway.config import Settings
+from gateway.edges.compaction import CompactionRuntime
 from gateway.sessions.checkpoints import checkpoint_key, publish_checkpoints
 from gateway.sessions.memory import MemorySessionStore
 

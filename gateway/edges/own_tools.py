@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.api.deps import Gateway
-from gateway.api.recall_tool import recall_tool
-from gateway.api.served_tools import ServedTool, ServedTools
-from gateway.api.tool_search import tool_search
 from gateway.config import ModelConfig
+from gateway.edges.recall_tool import recall_tool
+from gateway.edges.served_tools import ServedTool, ServedTools
+from gateway.edges.tool_search import tool_search
 from gateway.memory.profile import owner_of
 
 if TYPE_CHECKING:
-    from gateway.api.edges import Turn
+    from gateway.edges.edges import Turn
 
 
 def own_tools(gw: Gateway, model: ModelConfig, turn: Turn, outgoing: Mapping[str, Any]) -> ServedTools | None:

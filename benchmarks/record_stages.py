@@ -1,0 +1,69 @@
+"""The cost of a request's record: build it from its stages, read every stored value, make its flat dict.
+
+``RequestRecord`` is composed of ``Forwarded``, ``Counts``, ``Answer`` and ``Outcome``; its stored
+values are properties of the stage holding them. Run against two checkouts to compare:
+
+    PYTHONPATH=/work/main python -m benchmarks.record_stages
+"""
+
+from __future__ import annotations
+
+import timeit
+
+from gateway.store.record import Answer, Counts, Forwarded, Outcome, record_dict, request_record
+from gateway.upstream.usage import Usage
+
+#: The 29 stored values the writer, the metrics and the JSONL log read.
+NAMES = (
+    "request_id",
+    "session_id",
+    "created_at",
+    "model",
+    "provider",
+    "caller",
+    "original",
+    "assembled",
+    "decisions",
+    "stream",
+    "response",
+    "response_text",
+    "finish_reason",
+    "tool_calls",
+    "usage",
+    "tokens_original",
+    "tokens_assembled",
+    "overhead_ms",
+    "ttfb_ms",
+    "total_ms",
+    "status",
+    "error",
+    "replay_of",
+    "turn",
+    "budget",
+    "predicted_cached_tokens",
+    "prefix_break",
+    "component_tokens",
+    "route",
+)
+
+
+def per_call_us(fn: object, number: int) -> float:
+    return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6  # type: ignore[arg-type]
+
+
+def main() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi " * 50}] * 20}
+    decisions = tuple({"pass": f"p{i}"} for i in range(8))
+    sent = Forwarded("req-1", "s", 1.5, "m", "openai", "c", body, body, decisions, turn=3)
+    counts = Counts(1000, 800, {"total": 800}, ())
+    answer = Answer(None, "ok", "stop", None, Usage(prompt_tokens=800, completion_tokens=10))
+    outcome = Outcome(200, None, 0.5, 3.0, 4.0)
+    record = request_record(sent, counts, answer, outcome)
+    build = per_call_us(lambda: request_record(sent, counts, answer, outcome), 20_000)
+    read = per_call_us(lambda: [getattr(record, name) for name in NAMES], 20_000)
+    flat = per_call_us(lambda: record_dict(record), 2_000)
+    print(f"build {build:.2f} us, read all {len(NAMES)} values {read:.2f} us, record_dict {flat:.0f} us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""kill -9 in the middle of a burst, then a restart on the same store and spool (issue 35's fault drills).
+
+``SIGKILL`` gives the gateway no lifespan: what is still in the writer's memory queue is gone (the
+bound is in docs/hardening.md). What must hold: a record the gateway made safe before the kill (written,
+or spooled and fsynced while the database was away) is in the database exactly once after a restart
+on the same store and spool, and ``/readyz`` is true at each step. The streams cut by the kill were
+never answered; they are the only requests the store may lack.
+
+Each drill has slow streams in flight at the kill (the simulator sleeps before every word), while
+the answered requests around them are recorded.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from sqlalchemy import func, select
+
+from gateway.store.engine import make_engine
+from gateway.store.migrate import upgrade
+from gateway.store.models import Request
+from tests.e2e.test_database_outage import _stored_ids, _wait
+from tests.procs import GatewayHandle, SimHandle, run_gateway, sim_models
+from tests.store.databases import postgres_database
+from tests.store.outage import DatabaseOutage, database_outage
+
+IN_FLIGHT = 3  # slow streams cut by the kill
+ANSWERED = 8  # requests answered before the kill
+
+
+def _ready(gw: GatewayHandle) -> dict[str, Any]:
+    ready = httpx.get(gw.url + "/readyz", timeout=10)
+    assert ready.status_code == 200, f"not ready: {ready.text}"
+    return dict(ready.json()["store_status"])
+
+
+class _Streams:
+    """``IN_FLIGHT`` slow streams in threads: the request ids the gateway gave them, and which ended."""
+
+    def __init__(self, gw: GatewayHandle) -> None:
+        self.ids: list[str] = []
+        self.finished: list[str] = []
+        self._threads = [threading.Thread(target=self._one, args=(gw.url, i)) for i in range(IN_FLIGHT)]
+        for t in self._threads:
+            t.start()
+
+    def _one(self, url: str, i: int) -> None:
+        body = {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": f"slow {i}"}]}
+        try:
+            with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=120) as r:
+                self.ids.append(r.headers["x-ventana-request-id"])
+                if b"[DONE]" in r.read():
+                    self.finished.append(r.headers["x-ventana-request-id"])
+        except httpx.HTTPError:
+            return  # cut by the kill
+
+    def join(self) -> None:
+        for t in self._threads:
+            t.join(60)
+
+
+def _answer(gw: GatewayHandle, start: int, count: int) -> set[str]:
+    """``count`` non-streamed requests answered through the SDK, ``/readyz`` true after each."""
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-kill9", max_retries=0)
+    ids = set()
+    for i in range(start, start + count):
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": f"kill -9 drill {i}"}]
+        )
+        assert raw.parse().choices[0].message.content
+        ids.add(raw.headers["x-ventana-request-id"])
+        _ready(gw)
+    return ids
+
+
+def _burst_then_kill(sim: SimHandle, gw: GatewayHandle, safe: Any) -> tuple[set[str], _Streams]:
+    """Streams in flight, requests answered around them; kill -9 once ``safe()`` says their records are."""
+    sim.reset()
+    sim.faults({"kind": "slow_stream", "seconds": 5.0, "times": IN_FLIGHT})
+    streams = _Streams(gw)
+    _wait(lambda: len(sim.received()) >= IN_FLIGHT, "every slow stream forwarded", 60)
+    answered = _answer(gw, 0, ANSWERED)
+    _wait(lambda: safe(answered), "the answered requests' records made safe", 30)
+    assert not streams.finished, "the streams were still in flight at the kill"
+    gw.proc.kill()
+    gw.proc.wait(30)
+    streams.join()
+    assert not streams.finished
+    return answered, streams
+
+
+def _count_by_id(url: str) -> dict[str, int]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(select(Request.request_id, func.count()).group_by(Request.request_id))
+            return {request_id: n for request_id, n in rows}
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def pg_store() -> Iterator[tuple[str, DatabaseOutage]]:
+    with postgres_database() as real_url, database_outage() as outage:
+        upgrade(real_url)
+        yield real_url, outage
+
+
+@pytest.mark.postgres
+def test_records_spooled_before_a_kill_are_replayed_once_by_the_restarted_gateway(
+    sim: SimHandle, pg_store: tuple[str, DatabaseOutage], tmp_path: Path
+) -> None:
+    real_url, outage = pg_store
+    spool = tmp_path / "spool.jsonl"
+    config = {
+        "models": sim_models(sim.base_url),
+        "database_url": outage.url_through(real_url),
+        "store": {"spool_path": str(spool)},
+    }
+    with run_gateway(tmp_path, config) as gw:
+        before = _answer(gw, 100, 2)
+        _wait(lambda: before <= _stored_ids(real_url), "the first requests written")
+        outage.cut()  # the database away: the burst's records go to the spool
+
+        def spooled(answered: set[str]) -> bool:
+            status = _ready(gw)
+            return status["database"] == "unreachable" and status["spooled"] >= len(answered)
+
+        answered, streams = _burst_then_kill(sim, gw, spooled)
+    assert spool.stat().st_size > 0, "the spool outlived the kill"
+    assert not answered & _stored_ids(real_url), "the database was away: the burst is only in the spool"
+
+    outage.restore()
+    with run_gateway(tmp_path, config) as gw:  # the same store and the same spool
+        _ready(gw)
+        _wait(lambda: (before | answered) <= _stored_ids(real_url), "the spool replayed", 60)
+        _wait(lambda: not _ready(gw)["spool_pending"], "the spool emptied")
+        after = _answer(gw, 200, 2)
+        _wait(lambda: after <= _stored_ids(real_url), "the restarted gateway's own requests written")
+        assert _ready(gw)["dropped"] == 0
+    counts = _count_by_id(real_url)
+    assert (before | answered | after) <= set(counts), "every answered request recorded, 0 lost"
+    assert set(counts.values()) == {1}, "no request recorded twice"
+    assert set(counts) - (before | answered | after) <= set(streams.ids), "nothing but the cut streams besides"
+
+
+def test_a_sqlite_store_killed_mid_burst_serves_and_records_again_after_a_restart(
+    sim: SimHandle, tmp_path: Path
+) -> None:
+    db = tmp_path / "ventana.db"
+
+    def stored() -> set[str]:
+        with sqlite3.connect(db) as conn:
+            return {row[0] for row in conn.execute("SELECT request_id FROM requests")}
+
+    config = {"models": sim_models(sim.base_url)}
+    with run_gateway(tmp_path, config) as gw:
+        answered, streams = _burst_then_kill(sim, gw, lambda ids: ids <= stored())
+    with run_gateway(tmp_path, config) as gw:  # the same SQLite file, its WAL left by the kill
+        assert _ready(gw)["database"] == "up"
+        after = _answer(gw, 200, 2)
+        _wait(lambda: after <= stored(), "the restarted gateway's own requests written")
+    with sqlite3.connect(db) as conn:
+        counts = dict(conn.execute("SELECT request_id, COUNT(*) FROM requests GROUP BY request_id").fetchall())
+    assert (answered | after) <= set(counts), "every answered request recorded, 0 lost"
+    assert set(counts.values()) == {1}, "no request recorded twice"
+    assert set(counts) - (answered | after) <= set(streams.ids)
