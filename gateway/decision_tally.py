@@ -68,6 +68,18 @@ def is_undo(decision: Mapping[str, Any]) -> bool:
     return decision.get("action") in UNDO_ACTIONS
 
 
+def saved_by(decision: Mapping[str, Any]) -> int:
+    """Tokens ``decision`` took out of its request (negative: tokens it added), as a pass's own change.
+
+    An undo's ``tokens_before``/``tokens_after`` state the whole request (the client's tokens, then
+    what was sent instead: the original, or a stage of the plan). That is not a change of its own:
+    when a stage is kept, the decisions that built it already count the change, so counting the
+    undo as well counted every fallback's savings twice (issue 37). An undo moves no tokens."""
+    if is_undo(decision):
+        return 0
+    return _int(decision.get("tokens_before")) - _int(decision.get("tokens_after"))
+
+
 def undone(decisions: Sequence[Mapping[str, Any]]) -> set[int]:
     """The positions of the decisions a later revert undid: they did not reach the provider.
 
@@ -149,7 +161,7 @@ def tally_decisions(decisions: Iterable[Mapping[str, Any]]) -> DecisionTally:
             if name == "compact_history" and action == "compacted":
                 tally.summarizer_calls += _int(detail.get("summarizer_calls"))
             continue
-        saved = _int(decision.get("tokens_before")) - _int(decision.get("tokens_after"))
+        saved = saved_by(decision)
         if saved > 0:
             tally.tokens_saved[name] += saved
         elif saved < 0:
