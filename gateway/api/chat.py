@@ -38,6 +38,7 @@ from gateway.config import ModelConfig
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel
 from gateway.sessions.identify import client_session, identify_session, scope_session
 from gateway.store.record import Counts, Forwarded
+from gateway.summarize.billing import summary_bill
 
 #: Bodies from this size on are assembled in a worker thread (a 105K-token agent request is ~420 KB)
 #: unless nearly all of it is a resent history, whose counts and stubs are remembered: then
@@ -253,10 +254,11 @@ async def answer_chat(
     big = len(raw) >= (4 if resent else 1) * ASSEMBLE_OFF_LOOP_BYTES
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
-    if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
-        assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
-    else:
-        assembly, prefix = assemble_and_track(ctx, policy, passes)
+    with summary_bill() as bill:  # a summariser model's calls are billed to this request (summarize/billing.py)
+        if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
+            assembly, prefix = await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
+        else:
+            assembly, prefix = assemble_and_track(ctx, policy, passes)
     assembled = assembly.assembled.session
     extra = {**assembled.extra, BODY_BYTES_KEY: len(raw)}
     # Merged onto whatever a concurrent turn or find_tools saved meanwhile, on any worker (sessions/merge.py).
@@ -288,7 +290,7 @@ async def answer_chat(
         caller=caller,
         original=body if native is None or native.original is None else native.original,
         assembled=outgoing,
-        decisions=tuple(d.to_dict() for d in (*assembly.decisions, *edge_decisions)),
+        decisions=tuple(d.to_dict() for d in (*assembly.decisions, *bill.decisions(), *edge_decisions)),
         stream=bool(body.get("stream")),
         turn=state.turn + 1,
         predicted_cached_tokens=prefix.predicted_cached_tokens,

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from gateway.decision_tally import billed_usage
 from gateway.upstream.usage import Usage
 
 #: The front doors a request can come through, as stored in ``requests.route``; ``refused`` bodies
@@ -170,7 +171,7 @@ def request_record(sent: Forwarded, counts: Counts, answer: Answer, outcome: Out
         response_text=answer.response_text,
         finish_reason=answer.finish_reason,
         tool_calls=answer.tool_calls,
-        usage=answer.usage,
+        usage=billed_usage(answer.usage, sent.decisions),  # the summariser's calls are the request's too
         tokens_original=counts.tokens_original,
         tokens_assembled=counts.tokens_assembled,
         overhead_ms=outcome.overhead_ms,

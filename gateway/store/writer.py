@@ -264,7 +264,7 @@ def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, 
         "route": record.route,
         "compactions": tally.compactions,
         "reverted": bool(tally.reverted),
-        "upstream_calls": max(tally.upstream_calls, 1) if record.assembled else 0,
+        "upstream_calls": max(tally.upstream_calls, 1) + tally.summarizer_billed if record.assembled else 0,
     }
 
 
