@@ -32,8 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gateway.assembly.context import Checkpoint, Context, Decision, SessionState, Summarizer
-from gateway.assembly.plan_compaction import CompactionPlan, plan_compaction
-from gateway.assembly.summarize_range import summarize_range
+from gateway.assembly.plan_compaction import CompactionPlan, adopt_checkpoints, plan_compaction, prepare
 from gateway.config import ModelConfig, Settings
 from gateway.sessions.checkpoints import (
     checkpoint_key,
@@ -123,14 +122,7 @@ class CompactionRuntime:
         if not (self.policy.enabled and self.policy.reuse_checkpoints):
             return state
         found = await published_checkpoints(self._sessions, state.session_id, self.wait_s)
-        have = {c.range_hash for c in state.checkpoints}
-        new = [c for c in found if c.range_hash not in have]
-        if not new:
-            return state
-        # Nearest end last, as the pass keeps them; the oldest beyond max_checkpoints drop out.
-        merged = sorted((*state.checkpoints, *new), key=lambda c: (c.end, c.range_hash))
-        kept = tuple(merged[-self.policy.max_checkpoints :])
-        return state if {c.range_hash for c in kept} == have else replace(state, checkpoints=kept)
+        return adopt_checkpoints(state, found, self.policy)
 
     async def publish(self, before: SessionState, after: SessionState) -> None:
         """Store checkpoints this turn made in-pass append-only, so no concurrent save can lose them."""
@@ -204,16 +196,7 @@ class CompactionRuntime:
     ) -> None:
         key = checkpoint_key(session_id, plan.key)
         try:
-            result = await asyncio.to_thread(
-                summarize_range,
-                plan.messages,
-                plan.start,
-                plan.end,
-                plan.previous,
-                summarizer,
-                self.policy,
-                ctx.env.counter,
-            )
+            result = await asyncio.to_thread(prepare, plan, ctx, self.policy, summarizer)
         except Exception as exc:  # a failed preparation only means the crossing turn summarises itself
             log.exception("preparing a summary for session %s failed", session_id)
             await store_call(self._sessions, self._sessions.finish, key, failed_result(exc))
