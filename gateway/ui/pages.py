@@ -18,7 +18,8 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
+from jinja2.runtime import Context as TemplateContext
 from sqlalchemy import Engine
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
@@ -55,6 +56,15 @@ _TEMPLATES.filters["t"] = lambda ts: time.strftime("%Y-%m-%d %H:%M:%S", time.gmt
 _TEMPLATES.filters["n"] = lambda v: f"{int(v or 0):,}"
 _TEMPLATES.filters["pct"] = lambda v: f"{100 * float(v or 0):.0f}%"
 _TEMPLATES.filters["usd"] = lambda v: usd(v)
+
+
+@pass_context
+def _who(context: TemplateContext, caller: str) -> str:
+    """A caller as people know it: its key's configured name (``auth.key_names``), else the stored id."""
+    return str((context.get("names") or {}).get(caller, caller))
+
+
+_TEMPLATES.filters["who"] = _who
 
 
 def usd(value: float | None) -> str:
@@ -187,6 +197,7 @@ def request_page(
 def ui_router(gw: Gateway) -> APIRouter:
     router = APIRouter(prefix="/ui", dependencies=[Depends(require_ui_admin)])
     engines: dict[str, Engine] = {}
+    names = gw.settings.auth.caller_names
 
     def engine() -> Engine:
         if "read" not in engines:
@@ -222,7 +233,9 @@ def ui_router(gw: Gateway) -> APIRouter:
         hits = await asyncio.to_thread(requests_by_id, engine(), form.q) if form.q else []
         models, callers = await asyncio.to_thread(lambda: (models_seen(engine()), callers_seen(engine())))
         costs = {(r.caller, r.session_id): session_cost(r, price(r.model)) for r in page.rows}
-        return _page("sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs, hits=hits)
+        return _page(
+            "sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs, hits=hits, names=names
+        )
 
     @router.get("/sessions/{session_id:path}")
     async def _session(request: Request, session_id: str) -> HTMLResponse:
@@ -231,7 +244,7 @@ def ui_router(gw: Gateway) -> APIRouter:
         if not turns:
             return _missing("session", session_id)
         info = price(turns[-1].model)
-        return _page("session.html", **session_page(session_id, turns, caller=caller, info=info))
+        return _page("session.html", **session_page(session_id, turns, caller=caller, info=info), names=names)
 
     @router.get("/requests/{request_id}")
     async def _request(request_id: str) -> HTMLResponse:
@@ -244,7 +257,7 @@ def ui_router(gw: Gateway) -> APIRouter:
         around = await asyncio.to_thread(neighbours, engine(), s.session_id, s.created_at, s.caller)
         # Counting every message and diffing two bodies is milliseconds for a long agent turn: a thread.
         values = await asyncio.to_thread(request_page, stored, counter, price(stored.summary.model), around)
-        return _page("request.html", **values)
+        return _page("request.html", **values, names=names)
 
     @router.get("/{rest:path}")
     async def _nothing(rest: str) -> HTMLResponse:

@@ -63,6 +63,7 @@ class SessionFilter:
     caller: str | None = None
     status: str | None = None  # "errors" (has an error), "ok" (none), None (all)
     since: float | None = None  # unix s: sessions active at or after this time
+    until: float | None = None  # unix s: sessions active at or before this time
     sort: str = "last"
     descending: bool = True
 
@@ -180,6 +181,8 @@ def _grouped(filters: SessionFilter) -> Any:
         query = query.having(_ERRORS == 0)
     if filters.since is not None:
         query = query.having(filters.since <= _LAST)
+    if filters.until is not None:  # active within [since, until]: began before its end, went on past its start
+        query = query.having(func.min(Request.created_at) <= filters.until)
     return query
 
 

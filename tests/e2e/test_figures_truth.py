@@ -169,7 +169,7 @@ def _pages(base: str, ids: list[str]) -> dict[str, str]:
 
 def get_request_caller(base: str, request_id: str, headers: dict[str, str]) -> str:
     page = httpx.get(base + f"/ui/requests/{request_id}", headers=headers).text
-    return page.split("caller ", 1)[1].split(",", 1)[0]
+    return page.split("?caller=", 1)[1].split('"', 1)[0]
 
 
 def test_figures_come_from_what_was_forwarded_and_billed(sim: SimHandle, tmp_path: Path) -> None:

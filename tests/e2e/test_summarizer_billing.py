@@ -113,7 +113,7 @@ def test_summariser_calls_are_billed_to_their_request_and_session(
         headers = {"authorization": f"Bearer {ADMIN}"}
         first = next(iter(client_usage))
         page = httpx.get(base + f"/ui/requests/{first}", headers=headers).text
-        caller = page.split("caller ", 1)[1].split(",", 1)[0]
+        caller = page.split("?caller=", 1)[1].split('"', 1)[0]
         session_page = httpx.get(base + f"/ui/sessions/billed?caller={caller}", headers=headers).text
 
     summarised = summarizer_sim.received()
