@@ -60,6 +60,8 @@ class RequestSummary:
     compactions: int = 0  # compactions that went out (a reverted turn has none)
     reverted: bool = False  # the assembly was undone
     upstream_calls: int = 1  # every call a served-tool loop made (0: refused before forwarding)
+    client_user: str | None = None  # the client's own ``user`` and metadata tags (store/client_tags.py)
+    tags: str | None = None
 
     @property
     def refused(self) -> bool:

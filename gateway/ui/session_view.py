@@ -53,6 +53,8 @@ class SessionsForm:
     q: str = ""
     model: str = ""
     caller: str = ""
+    user: str = ""  # the client's ``user``
+    tag: str = ""  # one of its metadata tags, "key=value"
     status: str = ""
     range: str = "all"
     start: str = ""  # a custom range's first day or minute (UTC, "2026-12-03" or "2026-12-03T14:00"); wins over range
@@ -76,6 +78,8 @@ class SessionsForm:
             q=query.get("q", "").strip(),
             model=query.get("model", ""),
             caller=query.get("caller", ""),
+            user=query.get("user", "").strip(),
+            tag=query.get("tag", "").strip(),
             status=query.get("status", "") if query.get("status") in ("errors", "ok") else "",
             range=query.get("range", "all") if query.get("range") in RANGES else "all",
             start=query.get("from", "") if moment(query.get("from", "")) is not None else "",
@@ -98,6 +102,8 @@ class SessionsForm:
             search=self.q or None,
             model=self.model or None,
             caller=self.caller or None,
+            user=self.user or None,
+            tag=self.tag or None,
             status=self.status or None,
             since=start if start is not None else None if self.end else since,
             until=end,
@@ -115,6 +121,8 @@ class SessionsForm:
                 ("q", form.q),
                 ("model", form.model),
                 ("caller", form.caller),
+                ("user", form.user),
+                ("tag", form.tag),
                 ("status", form.status),
                 ("range", form.range),
                 ("from", form.start),

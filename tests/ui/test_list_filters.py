@@ -1,9 +1,11 @@
-"""The sessions list and ``ventana logs`` as a team reads them: callers by their key's name, a custom time range.
+"""The sessions list and ``ventana logs`` as a team reads them: callers by their key's name, the client's
+own ``user`` and metadata tags, a custom time range.
 
 Two callers with named gateway keys (``auth.key_names``) chat through the gateway (in this process;
 the openai SDK over real HTTP, the provider simulator behind it). The inspector's list, a session
-page, a request page and ``ventana logs`` must show the keys' names, not their hashes, and a
-custom from/to range must keep exactly the sessions active in it.
+page, a request page and ``ventana logs`` must show the keys' names, not their hashes; the list shows
+the client's ``user`` and tags and filters by them; a custom from/to range keeps exactly the sessions
+active in it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from tests.procs import SimHandle, run_simulator
 ADMIN = "vk-lists-admin"
 KEYS = {"vk-lists-ci": "ci-bot", "vk-lists-ana": "ana-laptop"}
 HEADERS = {"authorization": f"Bearer {ADMIN}"}
+#: What one client puts on its own requests: its end user and metadata tags.
+LABELS: dict[str, dict[str, object]] = {"vk-lists-ana": {"user": "u-42", "metadata": {"team": "search", "run": "n_1%"}}}
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +66,7 @@ def served(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 model="lists",
                 messages=[{"role": "user", "content": f"hello from {KEYS[key]}"}],
                 extra_headers={"X-Session-Id": f"session-of-{KEYS[key]}"},
+                **LABELS.get(key, {}),  # type: ignore[arg-type]
             )
             ids.append(raw.headers["x-ventana-request-id"])
         time.sleep(0.5)  # the recorder writes on its own thread
@@ -104,3 +109,16 @@ def test_a_custom_range_keeps_the_sessions_active_in_it(served: tuple[str, Setti
     console = Console(record=True, width=300)
     run_logs(settings, console, session=None, since=None, until=yesterday, limit=10, as_json=False)
     assert "no requests recorded" in console.export_text()
+
+
+def test_the_clients_user_and_tags_are_shown_and_filter_the_list(served: tuple[str, Settings, list[str]]) -> None:
+    base, _, ids = served
+    page = _list(base)
+    assert ">user u-42</a>" in page and ">team=search</a>" in page and ">run=n_1%</a>" in page
+    for query in ({"user": "u-42"}, {"tag": "team=search"}, {"tag": "run=n_1%"}):
+        filtered = _list(base, **query)
+        assert "session-of-ana-laptop" in filtered and "session-of-ci-bot" not in filtered, query
+    for query in ({"user": "u-4"}, {"tag": "team=sea"}, {"tag": "run=n11%"}):  # exact, wildcards literal
+        assert "No sessions match." in _list(base, **query), query
+    request = httpx.get(base + f"/ui/requests/{ids[1]}", headers=HEADERS).text
+    assert '<span id="client-user">u-42</span>' in request and '<span class="badge tag">team=search</span>' in request
