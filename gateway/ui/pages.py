@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescap
 from jinja2.runtime import Context as TemplateContext
 from sqlalchemy import Engine
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
@@ -165,6 +166,28 @@ def diff_entries(stored: StoredRequest) -> list[tuple[str, str, list[str]]]:
 
 
 DIFF_LINE_CHARS = 300
+FOLD_AT = 120  # a zone with more messages than this folds its middle run
+FOLD_HEAD, FOLD_TAIL = 10, 50  # the messages of a folded zone shown before and after the fold
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """A run of messages the chat view leaves out: shown after ``at`` messages of its zone."""
+
+    at: int
+    count: int
+    first: int  # message index of the first left out
+    last: int
+    tokens: int
+
+
+def _folded(items: Sequence[tuple[int, Any]], counter: TokenCounter) -> tuple[Sequence[tuple[int, Any]], Fold | None]:
+    if len(items) <= FOLD_AT:
+        return items, None
+    middle = items[FOLD_HEAD:-FOLD_TAIL]
+    tokens = sum(counter.message(m) for _, m in middle)
+    fold = Fold(FOLD_HEAD, len(middle), middle[0][0], middle[-1][0], tokens)
+    return [*items[:FOLD_HEAD], *items[-FOLD_TAIL:]], fold
 
 
 def request_page(
@@ -172,10 +195,19 @@ def request_page(
     counter: TokenCounter,
     info: ModelInfo | None,
     around: tuple[str | None, str | None] = (None, None),
+    *,
+    show_all: bool = False,
 ) -> dict[str, Any]:
-    """The request page's values: the outcome and changes first, then the chat zone by zone."""
+    """The request page's values: the outcome and changes first, then the chat zone by zone.
+
+    A zone longer than ``FOLD_AT`` messages shows its first and newest ones and folds the run between
+    to one line (``show_all``: every message): a 500-turn chat is 1,000 messages the reader scrolls past."""
     messages = stored.assembled.get("messages") or []
-    zoned = [(zone, [chat_message(i, m, counter.message(m)) for i, m in items]) for zone, items in zone_runs(messages)]
+    zoned = []
+    for zone, items in zone_runs(messages):
+        shown, fold = _folded(items, counter) if not show_all else (items, None)
+        tokens = sum(counter.message(m) for _, m in items)
+        zoned.append((zone, [chat_message(i, m, counter.message(m)) for i, m in shown], fold, tokens))
     return {
         "stored": stored,
         "zones": zoned,
@@ -190,7 +222,6 @@ def request_page(
         "budget": budget_rows(stored),
         "prev_id": around[0],
         "next_id": around[1],
-        "as_json": _json(stored.to_dict()),
     }
 
 
@@ -247,7 +278,7 @@ def ui_router(gw: Gateway) -> APIRouter:
         return _page("session.html", **session_page(session_id, turns, caller=caller, info=info), names=names)
 
     @router.get("/requests/{request_id}")
-    async def _request(request_id: str) -> HTMLResponse:
+    async def _request(request: Request, request_id: str) -> HTMLResponse:
         stored = await asyncio.to_thread(get_request, engine(), request_id)
         if stored is None:
             return _missing("request", request_id)
@@ -256,8 +287,20 @@ def ui_router(gw: Gateway) -> APIRouter:
         s = stored.summary
         around = await asyncio.to_thread(neighbours, engine(), s.session_id, s.created_at, s.caller)
         # Counting every message and diffing two bodies is milliseconds for a long agent turn: a thread.
-        values = await asyncio.to_thread(request_page, stored, counter, price(stored.summary.model), around)
+        show_all = request.query_params.get("all") == "1"
+        values = await asyncio.to_thread(
+            partial(request_page, show_all=show_all), stored, counter, price(stored.summary.model), around
+        )
         return _page("request.html", **values, names=names)
+
+    @router.get("/requests/{request_id}/json")
+    async def _request_json(request_id: str) -> Response:
+        """The stored request as JSON, fetched when the page's JSON box is opened: it is as long as the
+        page itself for a 500-turn chat (both bodies), and most readers never open it."""
+        stored = await asyncio.to_thread(get_request, engine(), request_id)
+        if stored is None:
+            return _missing("request", request_id)
+        return Response(_json(stored.to_dict()), media_type="application/json")
 
     @router.get("/{rest:path}")
     async def _nothing(rest: str) -> HTMLResponse:
