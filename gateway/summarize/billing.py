@@ -10,8 +10,9 @@ bill), and the route records the bill as one ``summarizer``/``billed`` decision.
 record's billed usage, its upstream calls, the metrics and the pages read that decision
 (``decision_tally.billed_usage``), so they all state the same sum.
 
-A call made outside any bill (a summary prepared in the background, after the request
-that started it was answered) is charged to nobody here.
+A summary prepared in the background runs under a bill of its own, which the compaction runtime
+owes to the session's next request (``api/compaction_runtime.py``); a call made outside any bill
+is charged to nobody.
 """
 
 from __future__ import annotations
