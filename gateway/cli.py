@@ -274,12 +274,14 @@ def migrate(config_path: str | None, revision: str) -> None:
 @click.option("--since", default=None, help="Only requests since a duration ago (30m, 2h, 7d) or an ISO time.")
 @click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--caller", default=None, help="Only this caller (the short hash the records show).")
+@click.option("--until", default=None, help="Only requests up to a duration ago (30m, 2h, 7d) or an ISO time.")
+@click.option("--caller", default=None, help="Only this caller: its key's name (auth.key_names) or its short hash.")
 @click.option("--request", "-r", "request_id", default=None, help="The request with this id (or id prefix).")
 def logs(
     config_path: str | None,
     session: str | None,
     since: str | None,
+    until: str | None,
     limit: int,
     as_json: bool,
     caller: str | None,
@@ -296,6 +298,7 @@ def logs(
             _console(),
             session=session,
             since=since,
+            until=until,
             limit=limit,
             as_json=as_json,
             caller=caller,

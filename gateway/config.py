@@ -115,6 +115,20 @@ class AuthConfig(_Strict):
     allowed_origins: tuple[str, ...] = ()
     # Host names admin surfaces answer under with auth off, besides localhost/127.0.0.1/::1 (DNS rebinding guard).
     allowed_hosts: tuple[str, ...] = ()
+    #: sha256 hex digest of a gateway key -> the name pages and ``ventana logs`` show for its caller
+    #: (instead of the digest's first 12 characters, which is what the store keeps), e.g. {"9f86...": "ci-bot"}.
+    key_names: dict[str, str] = {}
+
+    @field_validator("key_names")
+    @classmethod
+    def _named_digests(cls, names: dict[str, str]) -> dict[str, str]:
+        cls._sha256_digests(tuple(names))
+        return {d.lower(): n for d, n in names.items()}
+
+    @property
+    def caller_names(self) -> dict[str, str]:
+        """Caller id (as stored: the key digest's first 12 characters) -> the key's configured name."""
+        return {digest[:12]: name for digest, name in self.key_names.items()}
 
     @field_validator("keys", "admin_keys")
     @classmethod

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.upstream.usage import Usage
+
 OTHER = "other"
 _LABEL = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 
@@ -38,9 +40,12 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "lint_context": ("finding",),
     "verify_assembly": ("reverted",),
     "served_tools": ("round",),
+    "summarizer": ("billed",),
 }
 #: The pass name of the steps a served-tool loop records, one per upstream call (edges/served_tools.py).
 STEP_PASS = "served_tools"
+#: The pass name of the decision billing a request's summariser-model calls (summarize/billing.py).
+SUMMARIZER_PASS = "summarizer"
 #: Actions that undo what was decided before them in the same request: the safety check's
 #: revert, a pass that raised (the original went out), or any pass that undoes a plan.
 UNDO_ACTIONS = frozenset({"reverted", "pass_failed"})
@@ -66,6 +71,18 @@ def _count(value: Any) -> int:
 def is_undo(decision: Mapping[str, Any]) -> bool:
     """Whether ``decision`` undid what earlier decisions of its request did."""
     return decision.get("action") in UNDO_ACTIONS
+
+
+def saved_by(decision: Mapping[str, Any]) -> int:
+    """Tokens ``decision`` took out of its request (negative: tokens it added), as a pass's own change.
+
+    An undo's ``tokens_before``/``tokens_after`` state the whole request (the client's tokens, then
+    what was sent instead: the original, or a stage of the plan). That is not a change of its own:
+    when a stage is kept, the decisions that built it already count the change, so counting the
+    undo as well counted every fallback's savings twice (issue 37). An undo moves no tokens."""
+    if is_undo(decision):
+        return 0
+    return _int(decision.get("tokens_before")) - _int(decision.get("tokens_after"))
 
 
 def undone(decisions: Sequence[Mapping[str, Any]]) -> set[int]:
@@ -125,6 +142,7 @@ class DecisionTally:
     lint_findings: Counter[tuple[str, str]] = field(default_factory=Counter)
     reverted: int = 0  # requests whose assembly was reverted (0 or 1 per request)
     upstream_calls: int = 0  # the served loop's steps: every upstream call (0: the request went up once)
+    summarizer_billed: int = 0  # summariser-model calls billed to the request, besides its forwarded calls
 
 
 def tally_decisions(decisions: Iterable[Mapping[str, Any]]) -> DecisionTally:
@@ -145,11 +163,13 @@ def tally_decisions(decisions: Iterable[Mapping[str, Any]]) -> DecisionTally:
             tally.reverted = 1
         if name == STEP_PASS:
             tally.upstream_calls += 1
+        elif name == SUMMARIZER_PASS and action == "billed":
+            tally.summarizer_billed += _int(detail.get("calls"))
         if i in gone:
             if name == "compact_history" and action == "compacted":
                 tally.summarizer_calls += _int(detail.get("summarizer_calls"))
             continue
-        saved = _int(decision.get("tokens_before")) - _int(decision.get("tokens_after"))
+        saved = saved_by(decision)
         if saved > 0:
             tally.tokens_saved[name] += saved
         elif saved < 0:
@@ -176,3 +196,24 @@ def _count_event(tally: DecisionTally, name: str, action: str, detail: Mapping[s
         check = safe_label(detail.get("check"))
         severity = safe_label(detail.get("severity") or "warning")
         tally.lint_findings[(check, severity)] += 1
+
+
+def _billed(decision: Mapping[str, Any]) -> Mapping[str, Any]:
+    detail = decision.get("detail")
+    billed = detail.get("billed") if isinstance(detail, Mapping) else None
+    return billed if isinstance(billed, Mapping) else {}
+
+
+def billed_usage(usage: Usage, decisions: Sequence[Mapping[str, Any]]) -> Usage:
+    """``usage`` (the provider's, over the request's forwarded calls) plus what its summariser calls billed."""
+    extra = [_billed(d) for d in decisions if d.get("pass") == SUMMARIZER_PASS and d.get("action") == "billed"]
+    if not extra:
+        return usage
+    return Usage(
+        usage.prompt_tokens + sum(int(b.get("prompt_tokens") or 0) for b in extra),
+        usage.completion_tokens + sum(int(b.get("completion_tokens") or 0) for b in extra),
+        usage.cached_tokens + sum(int(b.get("cached_tokens") or 0) for b in extra),
+        usage.cache_write_tokens + sum(int(b.get("cache_write_tokens") or 0) for b in extra),
+        usage.evaluated_tokens,
+        usage.reused_tokens,
+    )

@@ -124,3 +124,21 @@ def test_a_revert_naming_passes_undoes_only_theirs() -> None:
     assert tally.tools_pruned == 1 and tally.compactions == 0
     assert compacted(decisions) is False
     assert compacted(decisions[:2]) is True
+
+
+def test_a_fallback_that_keeps_its_stage_counts_the_stage_once() -> None:
+    """The revert states the whole request (client's 20,000 tokens, 1,300 sent); the kept stage's decisions
+    already count that change. Before: the revert's own 18,700 were counted again (issue 37's +5 %)."""
+    decisions = [
+        _d("compact_history", "compacted", 20_000, 1_300, summarizer_calls=1),
+        _d("verify_assembly", "reverted", 20_000, 1_300, undoes=[]),
+    ]
+    tally = tally_decisions(decisions)
+    assert tally.tokens_saved == {"compact_history": 18_700} and tally.tokens_added == {}
+    assert tally.compactions == 1 and tally.reverted == 1 and compacted(decisions)
+
+
+def test_a_revert_to_the_clients_request_moves_no_tokens() -> None:
+    decisions = [_d("compact_history", "compacted", 9_000, 3_000), _d("verify_assembly", "reverted", 9_000, 9_000)]
+    tally = tally_decisions(decisions)
+    assert sum(tally.tokens_saved.values()) == sum(tally.tokens_added.values()) == 0

@@ -211,8 +211,8 @@ def finish(
     outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
     record = request_record(sent, counts, answer, outcome)
     try:  # bookkeeping: a failure here is logged, and the record below is still written
-        if status == 200 and record.usage.prompt_tokens:
-            gw.calibration.observe(record.model, record.tokens_assembled, record.usage.prompt_tokens)
+        if status == 200 and answer.usage.prompt_tokens:  # the forwarded calls' usage, no summariser's
+            gw.calibration.observe(record.model, record.tokens_assembled, answer.usage.prompt_tokens)
         metrics.observe(record)
     except Exception:
         log.exception("calibration or metrics failed for request %s", record.request_id)

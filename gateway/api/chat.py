@@ -38,6 +38,7 @@ from gateway.edges.token_offload import BODY_BYTES_KEY, count_off_loop
 from gateway.errors import BodyTooLarge, LintViolation, RequestError, UnknownModel
 from gateway.sessions.identify import client_session, identify_session, scope_session
 from gateway.store.record import Counts, Forwarded
+from gateway.summarize.billing import summary_bill
 
 #: Bodies from this size on are assembled in a worker thread (a 105K-token agent request is ~420 KB)
 #: unless nearly all of it is a resent history, whose counts and stubs are remembered: then
@@ -236,7 +237,8 @@ async def answer_chat(
     policy = gw.settings.policy if native is None else native.policy(gw.settings.policy, model.provider)
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
-    assembly, prefix = await assemble_turn(gw, opened, ctx, policy, passes, summarizer)
+    with summary_bill() as bill:  # a summariser model's calls are billed to this request (summarize/billing.py)
+        assembly, prefix = await assemble_turn(gw, opened, ctx, policy, passes, summarizer)
     await save_turn(gw, opened, ctx.session, assembly, prefix)
     edge_decisions = [  # edges after: summaries published and prepared, archives, the tools offered
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
@@ -251,7 +253,7 @@ async def answer_chat(
         outgoing, raw_out = native.body(assembly, model)
     else:
         raw_out = request_bytes(raw, body, outgoing, assembly, model)
-    decisions = (*assembly.decisions, *edge_decisions)
+    decisions = (*assembly.decisions, *bill.decisions(), *edge_decisions)
     sent = forwarded(gw, opened, ctx.session.turn + 1, prefix, decisions, outgoing, raw, raw_out, native, route)
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
     flight = InFlight(gw, model, sent, started, opened.headers, count, served)

@@ -11,7 +11,8 @@ checkpoint when the threshold is crossed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from gateway.assembly.compaction_layout import (
     choose_end,
@@ -25,7 +26,8 @@ from gateway.assembly.compaction_layout import (
     watermarks,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Checkpoint, Context, Message
+from gateway.assembly.context import Checkpoint, Context, Message, SessionState, Summarizer
+from gateway.assembly.summarize_range import RangeSummary, summarize_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +65,25 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
         return None  # nothing aged since the summary in use
     key = range_hash(messages[lay.head_end : end])
     return CompactionPlan(messages, lay.head_end, end, previous, key)
+
+
+def prepare(
+    plan: CompactionPlan, ctx: Context, policy: CompactionPolicy, summarizer: Summarizer | None
+) -> RangeSummary:
+    """The checkpoint ``plan`` names, summarised as the gateway prepares it ahead (in a background thread)."""
+    return summarize_range(plan.messages, plan.start, plan.end, plan.previous, summarizer, policy, ctx.env.counter)
+
+
+def adopt_checkpoints(state: SessionState, found: Sequence[Checkpoint], policy: CompactionPolicy) -> SessionState:
+    """``state`` with the prepared checkpoints it lacks, as the next turn adopts them (``state`` if none).
+
+    Nearest end last, as ``compact_history`` keeps them; the oldest beyond ``max_checkpoints`` drop out.
+    ``ventana replay whatif`` applies the same rule between turns, so a replay compacts where the gateway did.
+    """
+    have = {c.range_hash for c in state.checkpoints}
+    new = [c for c in found if c.range_hash not in have]
+    if not new:
+        return state
+    merged = sorted((*state.checkpoints, *new), key=lambda c: (c.end, c.range_hash))
+    kept = tuple(merged[-policy.max_checkpoints :])
+    return state if {c.range_hash for c in kept} == have else replace(state, checkpoints=kept)

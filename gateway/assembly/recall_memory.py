@@ -139,6 +139,20 @@ def _recalled(c_passage: Passage, tokens: int, *, reused: bool) -> Decision:
     )
 
 
+def _framed(recalls: list[Decision], block_tokens: int) -> list[Decision]:
+    """The decisions with the block's frame (its head, the closing tag, the message's own tokens) on the
+    first: each passage counts its own tokens, and together they must add what the block added to the
+    request, or the passes' net savings overstate what was saved by the frame on every recalling turn."""
+    if not recalls:
+        return recalls
+    frame = block_tokens - sum(d.tokens_after - d.tokens_before for d in recalls)
+    if not frame:
+        return recalls
+    first = recalls[0]
+    first = replace(first, tokens_after=first.tokens_after + frame, detail={**first.detail, "frame_tokens": frame})
+    return [first, *recalls[1:]]
+
+
 def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Decision]]:
     """The passages to recall, best first, and one ``recalled`` decision each."""
     candidates: Sequence[Passage] = ctx.annotations.get(CANDIDATES_KEY) or ()
@@ -233,6 +247,7 @@ def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
         recall, recalls, recall_state = _recall_block(ctx, policy, question)
     if recall is not None:
         messages.insert(question, recall)
+        recalls = _framed(recalls, ctx.env.counter.message(recall))
     keep = profile or ""
     placed = (
         [c for m in ctx.messages if isinstance(c := m.get("content"), str) and c.startswith("<memory")]

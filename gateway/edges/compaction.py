@@ -17,7 +17,9 @@ being prepared), so a turn sees the same checkpoints whichever replica receives 
 A summariser that fails or times out in the background cannot fail a request (the
 extractive summary is prepared instead, by ``summarize_range``), but it must not go
 unseen either: the ``summarizer_failed`` decision is owed to the session's next request,
-which records it beside its own decisions. It is owed in the session's state (``OWED_KEY``,
+which records it beside its own decisions; so is what the summariser model billed for it (a
+``summarizer``/``billed`` decision: the next request's billed usage includes it). Both are owed in
+the session's state (``OWED_KEY``,
 written with the store's atomic ``update``), so the next request sees it whichever worker or
 replica receives it; the turn that reports it drops it from the state it saves.
 """
@@ -32,8 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gateway.assembly.context import Checkpoint, Context, Decision, SessionState, Summarizer
-from gateway.assembly.plan_compaction import CompactionPlan, plan_compaction
-from gateway.assembly.summarize_range import summarize_range
+from gateway.assembly.plan_compaction import CompactionPlan, adopt_checkpoints, plan_compaction, prepare
 from gateway.config import ModelConfig, Settings
 from gateway.sessions.checkpoints import (
     checkpoint_key,
@@ -44,6 +45,7 @@ from gateway.sessions.checkpoints import (
 )
 from gateway.sessions.claimed_summary import ClaimedSummarizer
 from gateway.sessions.protocol import SessionStore, store_call
+from gateway.summarize.billing import summary_bill
 from gateway.summarize.choice import summarizer_model
 from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
@@ -58,6 +60,8 @@ WAIT_MARGIN_S = 5.0  # beyond the summariser's own timeout, for the winner to st
 OWED_KEY = "compaction_owed"
 #: Reports held between a request's ``before`` and ``after``; past this many the oldest go.
 MAX_OWED_REPORTS = 10_000
+#: Decisions one session can owe its next request (a failure and a bill per preparation).
+MAX_OWED_PER_SESSION = 8
 
 
 def _owed_decision(data: Mapping[str, Any]) -> Decision:
@@ -71,8 +75,16 @@ def _owed_decision(data: Mapping[str, Any]) -> Decision:
     )
 
 
-def _owe(owed: Mapping[str, Any], state: SessionState) -> SessionState:
-    return replace(state, extra={**state.extra, OWED_KEY: dict(owed)})
+def _owed_list(value: Any) -> list[Mapping[str, Any]]:
+    """What a session owes its next request: a list of decisions (one dict, as states saved before held)."""
+    if isinstance(value, Mapping):
+        return [value]
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _owe(owed: Sequence[Mapping[str, Any]], state: SessionState) -> SessionState:
+    held = [*_owed_list(state.extra.get(OWED_KEY)), *map(dict, owed)][-MAX_OWED_PER_SESSION:]
+    return replace(state, extra={**state.extra, OWED_KEY: held})
 
 
 class CompactionRuntime:
@@ -87,7 +99,7 @@ class CompactionRuntime:
         self.summarizer: Summarizer | None = self.summarizer_for(None)
         self._running: dict[str, asyncio.Task[None]] = {}
         #: request id -> the failure its session owed it, taken from the state in ``before``
-        self._owed: dict[str, Decision] = {}
+        self._owed: dict[str, list[Decision]] = {}
 
     @property
     def wait_s(self) -> float:
@@ -122,14 +134,7 @@ class CompactionRuntime:
         if not (self.policy.enabled and self.policy.reuse_checkpoints):
             return state
         found = await published_checkpoints(self._sessions, state.session_id, self.wait_s)
-        have = {c.range_hash for c in state.checkpoints}
-        new = [c for c in found if c.range_hash not in have]
-        if not new:
-            return state
-        # Nearest end last, as the pass keeps them; the oldest beyond max_checkpoints drop out.
-        merged = sorted((*state.checkpoints, *new), key=lambda c: (c.end, c.range_hash))
-        kept = tuple(merged[-self.policy.max_checkpoints :])
-        return state if {c.range_hash for c in kept} == have else replace(state, checkpoints=kept)
+        return adopt_checkpoints(state, found, self.policy)
 
     async def publish(self, before: SessionState, after: SessionState) -> None:
         """Store checkpoints this turn made in-pass append-only, so no concurrent save can lose them."""
@@ -141,9 +146,9 @@ class CompactionRuntime:
     async def before(self, ctx: Context, turn: Turn) -> Context:
         """The context with the session's published checkpoints adopted (the edge's ``before``)."""
         adopted = await self.adopt(ctx.session)
-        owed = adopted.extra.get(OWED_KEY)
-        if isinstance(owed, Mapping):  # reported by this turn, so dropped from the state it saves
-            self._owed[turn.request_id] = _owed_decision(owed)
+        owed = _owed_list(adopted.extra.get(OWED_KEY))
+        if owed:  # reported by this turn, so dropped from the state it saves
+            self._owed[turn.request_id] = [_owed_decision(d) for d in owed]
             while len(self._owed) > MAX_OWED_REPORTS:  # requests that failed before ``after`` took theirs
                 self._owed.pop(next(iter(self._owed)))
             adopted = replace(adopted, extra={k: v for k, v in adopted.extra.items() if k != OWED_KEY})
@@ -159,8 +164,7 @@ class CompactionRuntime:
 
     def reports(self, request_id: str) -> list[Decision]:
         """Decisions from its session's background preparation owed to this request (found in ``before``)."""
-        owed = self._owed.pop(request_id, None)
-        return [owed] if owed is not None else []
+        return self._owed.pop(request_id, [])
 
     async def prepare(self, original: Context, assembled: Context) -> Decision | None:
         """Start preparing the next checkpoint if this session passed ``prepare_at``; say so as a Decision.
@@ -200,20 +204,14 @@ class CompactionRuntime:
     ) -> None:
         key = checkpoint_key(session_id, plan.key)
         try:
-            result = await asyncio.to_thread(
-                summarize_range,
-                plan.messages,
-                plan.start,
-                plan.end,
-                plan.previous,
-                summarizer,
-                self.policy,
-                ctx.env.counter,
-            )
+            with summary_bill() as bill:  # the summariser's calls, billed to the session's next request
+                result = await asyncio.to_thread(prepare, plan, ctx, self.policy, summarizer)
         except Exception as exc:  # a failed preparation only means the crossing turn summarises itself
             log.exception("preparing a summary for session %s failed", session_id)
             await store_call(self._sessions, self._sessions.finish, key, failed_result(exc))
+            await self._owe_bill(session_id, bill.decisions())
             return
+        await self._owe_bill(session_id, bill.decisions())
         cp = result.checkpoint
         if result.failures:
             await self._owe_failure(session_id, cp, result.failures, getattr(summarizer, "name", "?"))
@@ -240,7 +238,7 @@ class CompactionRuntime:
             },
         )
         try:
-            await self._sessions.update(session_id, partial(_owe, owed.to_dict()))
+            await self._sessions.update(session_id, partial(_owe, [owed.to_dict()]))
         except Exception:  # the store failing only loses the report; the failure is logged above
             log.exception("could not record the owed summariser failure of session %s", session_id)
 
@@ -251,6 +249,16 @@ class CompactionRuntime:
         """Let the preparations in flight finish (a shutdown loses none), then close the summarisers."""
         await self.drain()
         self.close()
+
+    async def _owe_bill(self, session_id: str, billed: Sequence[Decision]) -> None:
+        """What a summary prepared ahead was billed, owed to the session's next request (its calls were made
+        after the request that started them was answered): that request's billed usage includes them."""
+        if not billed:
+            return
+        try:
+            await self._sessions.update(session_id, partial(_owe, [d.to_dict() for d in billed]))
+        except Exception:  # the store failing loses the bill from the figures; the metric of the calls stays
+            log.exception("could not record the summariser usage owed by session %s", session_id)
 
     async def drain(self) -> None:
         """Wait for every preparation in flight (shutdown, tests, benchmarks)."""

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.assembly.budget_report import budget_report
-from gateway.assembly.context import Env, SessionState, Summarizer
+from gateway.assembly.context import Context, Env, SessionState, Summarizer
 from gateway.assembly.pipeline import assemble
+from gateway.assembly.plan_compaction import adopt_checkpoints, plan_compaction, prepare
 from gateway.assembly.policy import Policy
 from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
@@ -97,6 +98,19 @@ def _changes(decisions: Iterable[Mapping[str, Any]]) -> int:
     )
 
 
+def _prepared_ahead(ctx: Context, assembled: Context, policy: Policy, summarizer: Summarizer | None) -> SessionState:
+    """The session state the next turn starts from, as the gateway leaves it: the assembled turn's, with the
+    checkpoint the gateway prepares ahead (past ``prepare_at``) adopted. Without it a replay compacted on other
+    turns than the served session did (issue 37: 3 compactions where the session had 2)."""
+    state = replace(assembled.session, turn=ctx.session.turn + 1)
+    plan = plan_compaction(ctx, assembled, policy.compaction)
+    if plan is None:
+        return state
+    return adopt_checkpoints(
+        state, [prepare(plan, assembled, policy.compaction, summarizer).checkpoint], policy.compaction
+    )
+
+
 def run_whatif(
     conversations: Iterable[Conversation],
     policy: Policy,
@@ -133,7 +147,7 @@ def run_whatif(
             )
             ctx = context_from_body(body, env, state)
             assembly = assemble(ctx, policy)
-            state = replace(assembly.assembled.session, turn=state.turn + 1)
+            state = _prepared_ahead(ctx, assembly.assembled, policy, summarizer)
             sent_ctx = assembly.assembled
             blocks = prompt_blocks(counter, sent_ctx.messages, sent_ctx.tools)
             accounted = cache.account(blocks)

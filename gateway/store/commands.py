@@ -70,17 +70,24 @@ def run_logs(
     as_json: bool,
     caller: str | None = None,
     request: str | None = None,
+    until: str | None = None,
 ) -> None:
     try:
         since_ts = None if since is None else parse_since(since)
+        until_ts = None if until is None else parse_since(until)
     except ValueError as exc:
         raise StoreError(str(exc)) from exc
+    names = settings.auth.caller_names
+    if caller is not None:  # a key's configured name finds its caller id
+        caller = next((c for c, name in names.items() if name == caller), caller)
     with reading(settings) as engine:
-        rows = list_requests(engine, session=session, since=since_ts, limit=limit, caller=caller, request=request)
+        rows = list_requests(
+            engine, session=session, since=since_ts, until=until_ts, limit=limit, caller=caller, request=request
+        )
     if as_json:
         console.out(orjson.dumps([r.to_dict() for r in rows], option=orjson.OPT_INDENT_2).decode(), highlight=False)
         return
-    print_logs(rows, console)
+    print_logs(rows, console, names)
 
 
 def run_inspect(settings: Settings, console: Console, request_id: str, *, diff: bool, as_json: bool) -> None:

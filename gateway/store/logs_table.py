@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from rich.console import Console
@@ -47,7 +47,7 @@ def format_time(ts: float) -> str:
 ERROR_CHARS = 80
 
 
-def logs_table(rows: Sequence[RequestSummary]) -> Table:
+def logs_table(rows: Sequence[RequestSummary], names: Mapping[str, str] | None = None) -> Table:
     """One line per request: time, door, session, turn, model, tokens original -> forwarded, billed, status, flags."""
     table = Table(title=f"{len(rows)} requests (newest first)", title_justify="left")
     table.add_column("time (UTC)", no_wrap=True)
@@ -70,7 +70,7 @@ def logs_table(rows: Sequence[RequestSummary]) -> Table:
             format_time(row.created_at),
             plain(row.request_id),
             plain(row.route),
-            plain(row.caller),
+            plain((names or {}).get(row.caller, row.caller)),  # the key's configured name, else its hash
             plain(row.session_id),  # a client-chosen name: never markup, never terminal escapes
             str(row.turn),
             plain(row.model),
@@ -114,9 +114,9 @@ def _short(error: str) -> str:
     return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 3] + "..."
 
 
-def print_logs(rows: Sequence[RequestSummary], console: Console) -> None:
+def print_logs(rows: Sequence[RequestSummary], console: Console, names: Mapping[str, str] | None = None) -> None:
     if not rows:
         console.print("no requests recorded (yet)")
         return
-    console.print(logs_table(rows))
+    console.print(logs_table(rows, names))
     console.print(totals_line(rows), highlight=False)

@@ -105,6 +105,9 @@ class Request(Base):
     compactions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # not undone ones
     reverted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
     upstream_calls: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # Revision 0010: the client's own labels (store/client_tags.py)
+    client_user: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    tags: Mapped[str | None] = mapped_column(String(1024), nullable=True)
 
 
 class SessionStateRow(Base):

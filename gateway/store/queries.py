@@ -60,6 +60,8 @@ class RequestSummary:
     compactions: int = 0  # compactions that went out (a reverted turn has none)
     reverted: bool = False  # the assembly was undone
     upstream_calls: int = 1  # every call a served-tool loop made (0: refused before forwarding)
+    client_user: str | None = None  # the client's own ``user`` and metadata tags (store/client_tags.py)
+    tags: str | None = None
 
     @property
     def refused(self) -> bool:
@@ -134,6 +136,7 @@ def list_requests(
     limit: int = DEFAULT_LIMIT,
     caller: str | None = None,
     request: str | None = None,
+    until: float | None = None,
 ) -> list[RequestSummary]:
     """Requests, newest first, optionally of one session (of one ``caller``), not older than ``since``
     (unix s), or the one whose id starts with ``request`` (a refusal's id finds its record too)."""
@@ -146,6 +149,8 @@ def list_requests(
         query = query.where(Request.__table__.c.request_id.startswith(request, autoescape=True))
     if since is not None:
         query = query.where(Request.created_at >= since)
+    if until is not None:
+        query = query.where(Request.created_at <= until)
     query = query.order_by(Request.created_at.desc(), Request.request_id).limit(limit)
     with engine.connect() as conn:
         return [_summary(row) for row in _requests(conn, query)]

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol
 
+from gateway.decision_tally import billed_usage
 from gateway.upstream.usage import Usage
 
 #: The front doors a request can come through, as stored in ``requests.route``; ``refused`` bodies
@@ -325,7 +326,8 @@ def refusal_record(
 
 def request_record(sent: Forwarded, counts: Counts, answer: Answer, outcome: Outcome) -> RequestRecord:
     """The record of one request, combined from what each step returned."""
-    return RequestRecord(sent, counts, answer, outcome)
+    # the summariser's calls are the request's too (decision_tally.billed_usage)
+    return RequestRecord(sent, counts, replace(answer, usage=billed_usage(answer.usage, sent.decisions)), outcome)
 
 
 #: Fields that are not part of a record's content (transient bytes; the dicts hold the same).

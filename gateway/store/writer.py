@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from gateway.decision_tally import tally_decisions
 from gateway.history_fold import CHUNK_LIMIT, chunks
 from gateway.object_memo import ObjectMemo
+from gateway.store.client_tags import client_tags, client_user
 from gateway.store.content import ROOT, canonical_json, content_hash, node_hash
 from gateway.store.models import Blob, MessageNode, Request
 from gateway.store.record import RequestRecord
@@ -264,7 +265,9 @@ def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, 
         "route": record.route,
         "compactions": tally.compactions,
         "reverted": bool(tally.reverted),
-        "upstream_calls": max(tally.upstream_calls, 1) if record.assembled else 0,
+        "upstream_calls": max(tally.upstream_calls, 1) + tally.summarizer_billed if record.assembled else 0,
+        "client_user": client_user(record.original),
+        "tags": client_tags(record.original),
     }
 
 

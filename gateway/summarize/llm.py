@@ -8,6 +8,7 @@ event loop never blocks on it.
 OpenAI-compatible upstreams get one pooled ``httpx.Client``; any other provider goes
 through ``litellm.completion``. Every failure is raised as an ``UpstreamError``; the
 compaction pass then falls back to the extractive summary, so history is never lost.
+Each call the provider answered is charged to the request that made it (``billing``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import Any
 
 from gateway.config import ModelConfig
 from gateway.errors import UpstreamError, UpstreamUnavailable
+from gateway.summarize.billing import charge
 from gateway.summarize.salience import is_template, template_heads
 from gateway.summarize.transcript import transcript_lines
 from gateway.upstream.router import scrub_key
 from gateway.upstream.side_calls import SideCalls
+from gateway.upstream.usage import normalise_usage
 
 SYSTEM_PROMPT = """You compress the older part of a conversation so an assistant can continue it without the \
 original messages.
@@ -84,6 +87,8 @@ class LLMSummarizer:
 
     def _openai(self, chat: list[dict[str, str]], max_tokens: int) -> Any:
         data = self._calls.chat(chat, max_tokens)
+        if isinstance(data, dict):  # billed whatever its text turns out to be: the provider answered
+            charge(self.model.name, normalise_usage(data.get("usage"))[1])
         try:
             return data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
@@ -108,6 +113,8 @@ class LLMSummarizer:
             raise
         except Exception as exc:  # litellm raises its own hierarchy and provider SDK errors
             raise _map_litellm_error(exc) from exc
+        usage = getattr(response, "usage", None)
+        charge(self.model.name, normalise_usage(usage.model_dump() if usage is not None else None)[1])
         return response.choices[0].message.content
 
     def close(self) -> None:

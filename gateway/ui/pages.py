@@ -13,15 +13,17 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
+from jinja2.runtime import Context as TemplateContext
 from sqlalchemy import Engine
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 
 from gateway.api.deps import Gateway
 from gateway.store.engine import make_engine
@@ -55,6 +57,15 @@ _TEMPLATES.filters["t"] = lambda ts: time.strftime("%Y-%m-%d %H:%M:%S", time.gmt
 _TEMPLATES.filters["n"] = lambda v: f"{int(v or 0):,}"
 _TEMPLATES.filters["pct"] = lambda v: f"{100 * float(v or 0):.0f}%"
 _TEMPLATES.filters["usd"] = lambda v: usd(v)
+
+
+@pass_context
+def _who(context: TemplateContext, caller: str) -> str:
+    """A caller as people know it: its key's configured name (``auth.key_names``), else the stored id."""
+    return str((context.get("names") or {}).get(caller, caller))
+
+
+_TEMPLATES.filters["who"] = _who
 
 
 def usd(value: float | None) -> str:
@@ -155,6 +166,28 @@ def diff_entries(stored: StoredRequest) -> list[tuple[str, str, list[str]]]:
 
 
 DIFF_LINE_CHARS = 300
+FOLD_AT = 120  # a zone with more messages than this folds its middle run
+FOLD_HEAD, FOLD_TAIL = 10, 50  # the messages of a folded zone shown before and after the fold
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """A run of messages the chat view leaves out: shown after ``at`` messages of its zone."""
+
+    at: int
+    count: int
+    first: int  # message index of the first left out
+    last: int
+    tokens: int
+
+
+def _folded(items: Sequence[tuple[int, Any]], counter: TokenCounter) -> tuple[Sequence[tuple[int, Any]], Fold | None]:
+    if len(items) <= FOLD_AT:
+        return items, None
+    middle = items[FOLD_HEAD:-FOLD_TAIL]
+    tokens = sum(counter.message(m) for _, m in middle)
+    fold = Fold(FOLD_HEAD, len(middle), middle[0][0], middle[-1][0], tokens)
+    return [*items[:FOLD_HEAD], *items[-FOLD_TAIL:]], fold
 
 
 def request_page(
@@ -162,10 +195,19 @@ def request_page(
     counter: TokenCounter,
     info: ModelInfo | None,
     around: tuple[str | None, str | None] = (None, None),
+    *,
+    show_all: bool = False,
 ) -> dict[str, Any]:
-    """The request page's values: the outcome and changes first, then the chat zone by zone."""
+    """The request page's values: the outcome and changes first, then the chat zone by zone.
+
+    A zone longer than ``FOLD_AT`` messages shows its first and newest ones and folds the run between
+    to one line (``show_all``: every message): a 500-turn chat is 1,000 messages the reader scrolls past."""
     messages = stored.assembled.get("messages") or []
-    zoned = [(zone, [chat_message(i, m, counter.message(m)) for i, m in items]) for zone, items in zone_runs(messages)]
+    zoned = []
+    for zone, items in zone_runs(messages):
+        shown, fold = _folded(items, counter) if not show_all else (items, None)
+        tokens = sum(counter.message(m) for _, m in items)
+        zoned.append((zone, [chat_message(i, m, counter.message(m)) for i, m in shown], fold, tokens))
     return {
         "stored": stored,
         "zones": zoned,
@@ -180,13 +222,13 @@ def request_page(
         "budget": budget_rows(stored),
         "prev_id": around[0],
         "next_id": around[1],
-        "as_json": _json(stored.to_dict()),
     }
 
 
 def ui_router(gw: Gateway) -> APIRouter:
     router = APIRouter(prefix="/ui", dependencies=[Depends(require_ui_admin)])
     engines: dict[str, Engine] = {}
+    names = gw.settings.auth.caller_names
 
     def engine() -> Engine:
         if "read" not in engines:
@@ -222,7 +264,9 @@ def ui_router(gw: Gateway) -> APIRouter:
         hits = await asyncio.to_thread(requests_by_id, engine(), form.q) if form.q else []
         models, callers = await asyncio.to_thread(lambda: (models_seen(engine()), callers_seen(engine())))
         costs = {(r.caller, r.session_id): session_cost(r, price(r.model)) for r in page.rows}
-        return _page("sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs, hits=hits)
+        return _page(
+            "sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs, hits=hits, names=names
+        )
 
     @router.get("/sessions/{session_id:path}")
     async def _session(request: Request, session_id: str) -> HTMLResponse:
@@ -231,10 +275,10 @@ def ui_router(gw: Gateway) -> APIRouter:
         if not turns:
             return _missing("session", session_id)
         info = price(turns[-1].model)
-        return _page("session.html", **session_page(session_id, turns, caller=caller, info=info))
+        return _page("session.html", **session_page(session_id, turns, caller=caller, info=info), names=names)
 
     @router.get("/requests/{request_id}")
-    async def _request(request_id: str) -> HTMLResponse:
+    async def _request(request: Request, request_id: str) -> HTMLResponse:
         stored = await asyncio.to_thread(get_request, engine(), request_id)
         if stored is None:
             return _missing("request", request_id)
@@ -243,8 +287,20 @@ def ui_router(gw: Gateway) -> APIRouter:
         s = stored.summary
         around = await asyncio.to_thread(neighbours, engine(), s.session_id, s.created_at, s.caller)
         # Counting every message and diffing two bodies is milliseconds for a long agent turn: a thread.
-        values = await asyncio.to_thread(request_page, stored, counter, price(stored.summary.model), around)
-        return _page("request.html", **values)
+        show_all = request.query_params.get("all") == "1"
+        values = await asyncio.to_thread(
+            partial(request_page, show_all=show_all), stored, counter, price(stored.summary.model), around
+        )
+        return _page("request.html", **values, names=names)
+
+    @router.get("/requests/{request_id}/json")
+    async def _request_json(request_id: str) -> Response:
+        """The stored request as JSON, fetched when the page's JSON box is opened: it is as long as the
+        page itself for a 500-turn chat (both bodies), and most readers never open it."""
+        stored = await asyncio.to_thread(get_request, engine(), request_id)
+        if stored is None:
+            return _missing("request", request_id)
+        return Response(_json(stored.to_dict()), media_type="application/json")
 
     @router.get("/{rest:path}")
     async def _nothing(rest: str) -> HTMLResponse:

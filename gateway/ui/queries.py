@@ -9,13 +9,14 @@ thousands of sessions shows every one of them a page at a time.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 from sqlalchemy import ColumnElement, Connection, Engine, case, func, or_, select
 
 from gateway.decision_tally import tally_decisions
+from gateway.store.client_tags import tag_list, tag_pattern
 from gateway.store.models import Blob, MessageNode, Request
 
 PAGE_SIZE = 100
@@ -40,6 +41,8 @@ class SessionRow:
     compactions: int
     errors: int
     preview: str = ""
+    user: str | None = None  # the client's ``user`` (its newest, if it changed)
+    tags: list[str] = field(default_factory=list)  # the client's metadata tags, "key=value"
 
     @property
     def cache_hit_ratio(self) -> float:
@@ -63,6 +66,9 @@ class SessionFilter:
     caller: str | None = None
     status: str | None = None  # "errors" (has an error), "ok" (none), None (all)
     since: float | None = None  # unix s: sessions active at or after this time
+    until: float | None = None  # unix s: sessions active at or before this time
+    user: str | None = None  # the client's ``user``, exactly
+    tag: str | None = None  # one metadata tag, "key=value"
     sort: str = "last"
     descending: bool = True
 
@@ -152,6 +158,8 @@ def _grouped(filters: SessionFilter) -> Any:
         func.sum(Request.completion_tokens),
         _COMPACTIONS,
         _ERRORS,
+        func.max(Request.client_user),
+        func.max(Request.tags),
     ).group_by(Request.caller, Request.session_id)  # two callers' sessions of one name are two sessions
     if filters.search:
         pattern = f"%{filters.search}%"
@@ -174,12 +182,18 @@ def _grouped(filters: SessionFilter) -> Any:
         query = query.where(Request.model == filters.model)
     if filters.caller:
         query = query.where(Request.caller == filters.caller)
+    if filters.user:
+        query = query.where(Request.client_user == filters.user)
+    if filters.tag:
+        query = query.where(Request.tags.like(tag_pattern(filters.tag), escape="\\"))
     if filters.status == "errors":
         query = query.having(_ERRORS > 0)
     elif filters.status == "ok":
         query = query.having(_ERRORS == 0)
     if filters.since is not None:
         query = query.having(filters.since <= _LAST)
+    if filters.until is not None:  # active within [since, until]: began before its end, went on past its start
+        query = query.having(func.min(Request.created_at) <= filters.until)
     return query
 
 
@@ -223,7 +237,8 @@ def list_session_rows(
 
 def _session_row(r: Any, preview: str) -> SessionRow:
     n = [int(v or 0) for v in r[6:13]]
-    return SessionRow(r[0], r[1], r[2], r[3], r[4], int(r[5]), n[0], n[1], n[2], n[3], n[4], n[5], n[6], preview)
+    row = SessionRow(r[0], r[1], r[2], r[3], r[4], int(r[5]), n[0], n[1], n[2], n[3], n[4], n[5], n[6], preview)
+    return replace(row, user=r[13], tags=tag_list(r[14]))
 
 
 def _preview(conn: Connection, session_id: str, caller: str) -> str:

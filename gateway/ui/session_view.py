@@ -9,6 +9,8 @@ screen, with compactions and tool-set changes marked on the turn they took effec
 
 from __future__ import annotations
 
+import calendar
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
@@ -24,13 +26,39 @@ CHART_WIDTH = 1000
 CHART_HEIGHT = 120
 
 
+_FIELDS = {"per": "per_page", "from": "start", "to": "end"}  # URL keys named otherwise in the form
+_DAY = "%Y-%m-%d"
+_MINUTE = "%Y-%m-%dT%H:%M"
+
+
+def moment(text: str, *, last: bool = False) -> float | None:
+    """A custom range's bound in unix seconds (UTC); None when ``text`` is not a day or a minute.
+
+    ``last``: the bound closes the range, so it covers its whole day or minute.
+
+    >>> moment("2026-12-03"), moment("2026-12-03", last=True), moment("2026-12-03T14:00"), moment("soon")
+    (1796256000.0, 1796342399.999, 1796306400.0, None)
+    """
+    for fmt, span in ((_DAY, 86_400), (_MINUTE, 60)):
+        try:
+            start = calendar.timegm(time.strptime(text, fmt))
+        except ValueError:
+            continue
+        return float(start + span) - 0.001 if last else float(start)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class SessionsForm:
     q: str = ""
     model: str = ""
     caller: str = ""
+    user: str = ""  # the client's ``user``
+    tag: str = ""  # one of its metadata tags, "key=value"
     status: str = ""
     range: str = "all"
+    start: str = ""  # a custom range's first day or minute (UTC, "2026-12-03" or "2026-12-03T14:00"); wins over range
+    end: str = ""  # its last day (inclusive) or minute
     sort: str = "last"
     dir: str = "desc"
     page: int = 1
@@ -50,8 +78,12 @@ class SessionsForm:
             q=query.get("q", "").strip(),
             model=query.get("model", ""),
             caller=query.get("caller", ""),
+            user=query.get("user", "").strip(),
+            tag=query.get("tag", "").strip(),
             status=query.get("status", "") if query.get("status") in ("errors", "ok") else "",
             range=query.get("range", "all") if query.get("range") in RANGES else "all",
+            start=query.get("from", "") if moment(query.get("from", "")) is not None else "",
+            end=query.get("to", "") if moment(query.get("to", "")) is not None else "",
             sort=query.get("sort", "last") if query.get("sort") in (*SORTS, "cost") else "last",
             dir="asc" if query.get("dir") == "asc" else "desc",
             page=number("page", 1, 1_000_000),
@@ -64,12 +96,17 @@ class SessionsForm:
 
     def filters(self, now: float) -> SessionFilter:
         back = RANGES[self.range]
+        since = None if back is None else now - back
+        start, end = moment(self.start), moment(self.end, last=True)
         return SessionFilter(
             search=self.q or None,
             model=self.model or None,
             caller=self.caller or None,
+            user=self.user or None,
+            tag=self.tag or None,
             status=self.status or None,
-            since=None if back is None else now - back,
+            since=start if start is not None else None if self.end else since,
+            until=end,
             sort=self.sort,
             descending=self.dir == "desc",
         )
@@ -84,14 +121,18 @@ class SessionsForm:
                 ("q", form.q),
                 ("model", form.model),
                 ("caller", form.caller),
+                ("user", form.user),
+                ("tag", form.tag),
                 ("status", form.status),
                 ("range", form.range),
+                ("from", form.start),
+                ("to", form.end),
                 ("sort", form.sort),
                 ("dir", form.dir),
                 ("page", form.page),
                 ("per", form.per_page),
             )
-            if value != getattr(default, "per_page" if key == "per" else key)
+            if value != getattr(default, _FIELDS.get(key, key))
         }
         return "/ui" + (f"?{urlencode(query)}" if query else "")
 

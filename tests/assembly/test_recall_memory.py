@@ -69,6 +69,21 @@ def test_recalled_block_goes_just_before_the_question_labelled_as_earlier_turns(
     assert verify_assembly(ctx, out, decisions) == []
 
 
+def test_recalled_decisions_add_up_to_what_the_block_added() -> None:
+    """Before: each passage counted its own tokens and nobody the block's head, so the passes' net savings
+    overstated every recalling turn by ~55 tokens (issue 37's figures test)."""
+    question = {"role": "user", "content": "What is my dog's name and my car's colour?"}
+    candidates = (
+        _passage(1, "user: my dog is called Rex", 0.9, start=3),
+        _passage(2, "user: my car is a dark green Volvo", 0.8, start=5),
+    )
+    ctx = _ctx([*_history(), question], **{CANDIDATES_KEY: candidates})
+    out, decisions = recall_memory(ctx, ON)
+    added = sum(d.tokens_after - d.tokens_before for d in decisions)
+    assert len(decisions) == 2 and added == ctx.env.counter.message(out.messages[-2])
+    assert out.env.counter.request(out.messages, out.tools) - ctx.env.counter.request(ctx.messages, ctx.tools) == added
+
+
 def test_passages_the_model_still_sees_are_not_recalled() -> None:
     said = {"role": "user", "content": "my dog   is called Rex"}
     ctx = _ctx([SYSTEM, said, {"role": "user", "content": "dog name?"}])

@@ -23,14 +23,20 @@ import yaml
 from gateway.api.auth import hash_key
 from gateway.store.engine import make_engine
 from gateway.store.queries import list_requests
+from gateway.store.writer import write_records
 from tests.assembly.tool_fixtures import catalogue
 from tests.procs import GatewayHandle, run_gateway, run_simulator, sim_models
+from tests.store.records import make_record
 
 pytestmark = pytest.mark.timeout(900)
 ADMIN_KEY = "vk-figures-pages-admin"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-sync"]
-LONG_TURNS = 200
+LONG_TURNS = 500
+#: The long chat's newest turns go through ``ventana serve`` (its headline page is built by real traffic);
+#: the turns before them are written through the store API, as the gateway's writer would have stored them
+#: (500 turns over HTTP took ~5 min on this machine, past the test's budget).
+REAL_TURNS = 3
 SHARED = "shared-name"
 TOOLS = catalogue()
 NEEDS = [
@@ -54,7 +60,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         with run_gateway(tmp, config) as gw:
             found: dict[str, Any] = {"gw": gw, "db": config["database_url"], "tmp": tmp, "config": config}
             found["tools"] = _tool_chat(gw)
-            found["long"] = _long_chat(gw)  # 200 turns: ~50 s here; 500 would be ~5 min of the suite
+            found["long"] = _long_chat(gw, config["database_url"])
             _shared_name(gw)
             found["refused"] = _refusals(gw)
             sim.faults({"kind": "status", "status": 500, "times": 3})
@@ -91,11 +97,34 @@ def _tool_chat(gw: GatewayHandle) -> list[str]:
     return ids
 
 
-def _long_chat(gw: GatewayHandle) -> str:
-    client = _client(gw, session="long-chat")
+def _long_chat(gw: GatewayHandle, url: str) -> str:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You answer briefly."}]
+    records = []
+    start = time.time() - LONG_TURNS
+    for i in range(LONG_TURNS - REAL_TURNS):
+        messages = [*messages, {"role": "user", "content": f"Question {i}: what is {i} plus {i}?"}]
+        body = {"model": "gpt-4o-mini", "messages": messages}
+        answer = f"{i} plus {i} is {2 * i}."
+        records.append(
+            make_record(
+                messages,
+                session_id="long-chat",
+                caller=hash_key("sk-user")[:12],  # the caller ventana serve names for this key (auth off)
+                created_at=start + i,
+                turn=i + 1,
+                original=body,
+                assembled=body,
+                response_text=answer,
+            )
+        )
+        messages = [*messages, {"role": "assistant", "content": answer}]
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        write_records(conn, records)
+    engine.dispose()
+    client = _client(gw, session="long-chat")
     last = ""
-    for i in range(LONG_TURNS):
+    for i in range(LONG_TURNS - REAL_TURNS, LONG_TURNS):
         messages.append({"role": "user", "content": f"Question {i}: what is {i} plus {i}?"})
         raw = client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=messages)  # type: ignore[arg-type]
         last = raw.headers["x-ventana-request-id"]
@@ -267,6 +296,21 @@ def test_the_largest_request_page_renders_in_under_a_second(store: dict[str, Any
     page.goto(url, wait_until="load")
     elapsed = time.perf_counter() - started
     assert elapsed < 1.0, f"{elapsed:.2f} s"
+    assert page.locator("#tokens").count() == 1, "the page is the request's, not an error"
+
+
+def test_the_500_turn_chat_is_one_session_of_500_turns(store: dict[str, Any], browser: Any) -> None:
+    page = _page(browser)
+    page.goto(store["gw"].url + f"/ui/requests/{store['long']}")
+    sent = 2 * LONG_TURNS  # the system prompt, 500 questions and 499 answers
+    assert page.locator(".folded-run").count() == 1, "the middle of the history is folded to one line"
+    assert page.locator(".message").count() < 100
+    page.locator("a.show-all").click()  # every message one click away
+    page.wait_for_selector(".message >> nth=999")
+    assert page.locator(".message").count() == sent
+    page.goto(store["gw"].url + f"/ui/requests/{store['long']}")
+    page.locator("a", has_text="long-chat").first.click()
+    assert page.locator("tr.turn-row").count() == LONG_TURNS
 
 
 def _cli_logs(store: dict[str, Any], *args: str) -> str:
