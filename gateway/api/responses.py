@@ -28,12 +28,12 @@ from gateway.api.chat import answer_chat, json_object, read_body
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
-from gateway.api.responses_compact import Compactor, compact_resource
+from gateway.api.responses_compact import Compactor, compact_resource, triggered_events, triggered_response
 from gateway.api.responses_native import NativeResponses
 from gateway.errors import NotFound, RequestError
 from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools, untranslated_fields
 from gateway.formats.responses_answer import listed_item, response_from_chat, response_object
-from gateway.formats.responses_compaction import compaction_settings
+from gateway.formats.responses_compaction import compaction_settings, compaction_triggered
 from gateway.formats.responses_edits import sendable_item, view_of
 from gateway.formats.responses_stream import ResponseEvents
 from gateway.sealing import Sealer, load_key
@@ -80,10 +80,14 @@ class ResponsesRoute:
         except orjson.JSONDecodeError as exc:
             raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
         threshold = compaction_settings(body)
+        triggered = compaction_triggered(body)
         body = self.compactor.expand(body, caller)  # compaction items back into the messages they replaced
         chain = await self._chain(body, caller)
         response_id = "resp_" + os.urandom(16).hex()
         earlier = conversation(chain)
+        upstream = self.gw.settings.model(body["model"])
+        if triggered and not (upstream is not None and upstream.speaks_responses):  # a native upstream gets it as sent
+            return await self._triggered(body, chain, response_id, caller)
         own = input_items(body, response_id, earlier)
         native = self._native(body, chain, earlier, own, caller)
         forwarded, compaction = (*earlier, *own), None
@@ -144,6 +148,35 @@ class ResponsesRoute:
         _, item, _ = self.compactor.compact(model, items, caller, task_inside=True)
         expanded = self.compactor.expand({"input": [item]}, caller)["input"]
         return tuple(expanded), item
+
+    async def _triggered(
+        self, body: Mapping[str, Any], chain: list[StoredResponse], response_id: str, caller: str
+    ) -> Response:
+        """A ``compaction_trigger`` answered by the gateway's compaction (no model call), streamed if asked."""
+        earlier = conversation(chain)
+        own = input_items({**body, "input": body["input"][:-1]}, response_id, earlier)
+        response = triggered_response(self.compactor, _response_base(body, response_id), (*earlier, *own), caller)
+        if body.get("store") is not False:
+            previous = chain[-1] if chain else None
+            await self._put(
+                StoredResponse(
+                    response_id=response_id,
+                    caller=caller,
+                    previous_id=previous.response_id if previous else None,
+                    session_id=previous.session_id if previous else "",
+                    created_at=time.time(),
+                    items=tuple(own),
+                    response=response,
+                )
+            )
+        if not body.get("stream"):
+            return _json(response)
+
+        async def events() -> AsyncGenerator[bytes, None]:
+            for event in triggered_events(response):
+                yield _sse(event)
+
+        return EventStreamResponse(events())
 
     async def compact(self, request: Request) -> Response:
         """``POST /v1/responses/compact``: the conversation (input and/or previous_response_id) compacted."""

@@ -25,6 +25,9 @@ from gateway.errors import RequestError
 from gateway.sealing import sealed_here
 
 COMPACTION = "compaction"
+#: Codex's other way to ask (remote compaction v2): this item last in ``input`` of an ordinary ``/responses``
+#: request; the answer's one output item is the compaction item, and the client keeps its own user messages.
+TRIGGER = "compaction_trigger"
 SEALED_KIND = "responses.compaction"
 SUMMARY_HEADING = "Summary of earlier turns of this conversation (compacted by the gateway):"
 
@@ -104,6 +107,22 @@ def expand_compactions(
         task = task if isinstance(task, int) and 0 <= task <= len(kept) else 0
         out += [*kept[:task], summary_message(summary), *kept[task:]]
     return out
+
+
+def compaction_triggered(request: Mapping[str, Any]) -> bool:
+    """Whether ``input`` ends with a ``compaction_trigger`` item; one anywhere else is refused, naming it."""
+    given = request.get("input")
+    if not isinstance(given, list):
+        return False
+    at = [i for i, item in enumerate(given) if isinstance(item, Mapping) and item.get("type") == TRIGGER]
+    if at and at != [len(given) - 1]:
+        raise RequestError("a compaction_trigger item must be the last item of input", param=f"input[{at[0]}]")
+    return bool(at)
+
+
+def without_users(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` less the user messages: what a trigger's compaction seals, since the client keeps those."""
+    return [dict(item) for item in items if not _is_user(item)]
 
 
 def compaction_settings(request: Mapping[str, Any]) -> int | None:
