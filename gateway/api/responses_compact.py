@@ -14,8 +14,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from gateway.api.chat import configured_model
 from gateway.api.deps import Gateway
+from gateway.assembly.clear_tool_results import stub
 from gateway.config import ModelConfig
 from gateway.errors import RequestError
 from gateway.formats.responses import chat_messages
@@ -25,6 +28,7 @@ from gateway.formats.responses_compaction import (
     Split,
     compaction_item,
     expand_compactions,
+    newest_round_kept,
     split_items,
     without_users,
 )
@@ -79,6 +83,7 @@ class Compactor:
         window = self.gw.info(model).context_window
         policy = self.gw.settings.policy.compaction
         split = split_items(items, int(window * KEEP_SHARE), lambda item: _item_tokens(counter, item))
+        split = newest_round_kept(split, lambda call, output: _shortened(counter, call, output))
         summary = ExtractiveSummarizer(counter)(tuple(chat_messages(split.middle)), None, policy.summary_max_tokens)
         kept = [*split.task, *split.tail] if task_inside else list(split.tail)
         if client_keeps_users:
@@ -94,6 +99,14 @@ def _item_tokens(counter: TokenCounter, item: Mapping[str, Any]) -> int:
         return counter.messages(chat_messages([item]))
     except RequestError:
         return 0
+
+
+def _shortened(counter: TokenCounter, call: Mapping[str, Any], output: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool output too big to keep, as the gateway's clearing stub (what was called, its cost, its facts)."""
+    given = output.get("output")
+    text = given if isinstance(given, str) else orjson.dumps(given).decode()
+    name, arguments = str(call.get("name") or "tool"), str(call.get("arguments") or "")
+    return {**output, "output": stub(name, counter.text(text), arguments, text)}
 
 
 def compact_resource(
@@ -134,7 +147,7 @@ def triggered_events(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     kinds: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": opening}),
         ("response.in_progress", {"response": opening}),
-        ("response.output_item.added", {"output_index": 0, "item": {"id": item["id"], "type": item["type"]}}),
+        ("response.output_item.added", {"output_index": 0, "item": item}),  # Codex parses the whole item here too
         ("response.output_item.done", {"output_index": 0, "item": item}),
         ("response.completed", {"response": dict(response)}),
     ]

@@ -70,6 +70,31 @@ def split_items(
     return Split(tuple(task), tuple(rest[:start]), tuple(rest[start:]))
 
 
+def newest_round_kept(split: Split, shorten: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]) -> Split:
+    """``split`` with the newest function calls kept after all, their outputs shortened by ``shorten(call, output)``,
+    when the kept tail could not hold them.
+
+    A client that compacts in the middle of a turn (Codex, when a big tool output fills the window) continues
+    the turn right after: the model must still see the call it just made, or it makes it again."""
+    if any(_kind(item) == "function_call" for item in split.tail):
+        return split
+    middle = list(split.middle)
+    start = len(middle)
+    while start > 0 and _kind(middle[start - 1]) == "function_call_output":
+        start -= 1
+    outputs = start
+    while start > 0 and _kind(middle[start - 1]) == "function_call":
+        start -= 1
+    if start == outputs:
+        return split
+    calls = {item.get("call_id"): item for item in middle[start:outputs]}
+    kept = [
+        shorten(calls.get(item.get("call_id")) or {}, item) if _kind(item) == "function_call_output" else item
+        for item in middle[start:]
+    ]
+    return Split(split.task, tuple(middle[:start]), (*kept, *split.tail))
+
+
 def summary_message(summary: str) -> dict[str, Any]:
     """The message a compaction's summary becomes in the conversation the model reads."""
     return {"type": "message", "role": "user", "content": f"{SUMMARY_HEADING}\n{summary}"}
