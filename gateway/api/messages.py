@@ -140,16 +140,16 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
     headers = {k: v for k, v in answer.headers.items() if k.startswith("x-ventana-")}
     model = str(parsed["model"])
     if isinstance(answer, EventStreamResponse):
-        return EventStreamResponse(OwnedStream.around(_events(answer.events, model), answer.events), headers=headers)
+        events = _events(answer.events, MessagesStream(model, applied))
+        return EventStreamResponse(OwnedStream.around(events, answer.events), headers=headers)
     message = message_from_chat(orjson.loads(answer.body), model)
     if applied is not None:  # reported as Anthropic reports the edits it made
         message["context_management"] = {"applied_edits": applied}
     return Response(orjson.dumps(message), media_type=_JSON, headers=headers)
 
 
-async def _events(chat: AsyncIterator[bytes], model: str) -> AsyncGenerator[bytes, None]:
+async def _events(chat: AsyncIterator[bytes], stream: MessagesStream) -> AsyncGenerator[bytes, None]:
     """The Messages events for a chat chunk stream; closing this closes (and so records) the chat stream."""
-    stream = MessagesStream(model)
     buffer = bytearray()
     try:
         async for data in chat:
