@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from gateway.api.admission import Principal
 from gateway.api.answer import InFlight, complete, finish, stream
+from gateway.api.client_plan import ClientAsk, plan_decision, planned_policy
 from gateway.api.deps import Gateway
 from gateway.api.edges import Turn
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
@@ -214,6 +215,7 @@ async def answer_chat(
     started: float | None = None,
     native: NativeDoor | None = None,
     route: str = "chat",
+    client: ClientAsk | None = None,
 ) -> Response:
     """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
 
@@ -224,7 +226,8 @@ async def answer_chat(
     With ``native`` (an upstream that speaks the client's format) the chat body is the view the passes
     work on; ``native`` applies their result to the client's own body, forwards it and answers in its
     format. A door that ``falls_back`` sends the chat body instead when the gateway offers a tool of its
-    own this request (its loop answers chat only).
+    own this request (its loop answers chat only). ``client``: the context management the client asked for
+    and the door did; the gateway's compaction plans with its terms (``api/client_plan.py``).
     """
     started = time.perf_counter() if started is None else started
     caller = principal.caller
@@ -245,6 +248,9 @@ async def answer_chat(
         ctx = await edge.before(ctx, turn)
     state = ctx.session
     policy = gw.settings.policy if native is None else native.policy(gw.settings.policy, model.provider)
+    configured = policy
+    if client is not None:
+        policy = planned_policy(policy, client, gw.info(model).context_window)
     tools_policy = policy.tools
     slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
     # A summariser's I/O, a slow scorer, or a body so large its assembly takes milliseconds (~3.5 ms
@@ -265,6 +271,9 @@ async def answer_chat(
     edge_decisions = [
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
     ]
+    if client is not None:  # one decision naming the client's ask and the gateway's side of the plan
+        window = gw.info(model).context_window
+        edge_decisions.append(plan_decision(client, configured, policy, window, assembly.decisions))
     outgoing = forward_body(body, assembly)
     # None unless find_tools or recall_archive is offered; such a request crosses to chat, whose loop serves them
     served = own_tools(gw, model, turn, outgoing) if native is None or native.falls_back else None

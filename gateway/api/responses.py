@@ -25,6 +25,7 @@ from starlette.responses import Response
 from gateway import metrics
 from gateway.api.admission import admitted
 from gateway.api.chat import answer_chat, json_object, read_body
+from gateway.api.client_plan import ClientAsk, responses_ask
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
@@ -90,9 +91,9 @@ class ResponsesRoute:
             return await self._triggered(body, chain, response_id, caller)
         own = input_items(body, response_id, earlier)
         native = self._native(body, chain, earlier, own, caller)
-        forwarded, compaction = (*earlier, *own), None
+        forwarded, compaction, client = (*earlier, *own), None, None
         if threshold is not None and native is None:  # a native upstream gets context_management as sent
-            forwarded, compaction = self._compacted(body, forwarded, threshold, caller)
+            forwarded, compaction, client = self._compacted(body, forwarded, threshold, caller)
         chat = chat_body(body, forwarded)
         # Everything the answer is wrapped in is built and checked before forwarding: a field that
         # cannot be echoed or stored is a 400 now, not a 500 after the provider was paid.
@@ -101,7 +102,8 @@ class ResponsesRoute:
         # Codex names its session in headers and prompt_cache_key: its conversations all open alike
         named = named or client_session(request.headers, body.get("prompt_cache_key"))
         answer = await answer_chat(
-            self.gw, orjson.dumps(chat), principal, named, started=started, native=native, route="responses"
+            self.gw, orjson.dumps(chat), principal, named, started=started, native=native, route="responses",
+            client=client,
         )
         if native is not None and native.used:
             return answer  # the provider's own Response or events, stored by ``native.keep``
@@ -138,16 +140,18 @@ class ResponsesRoute:
 
     def _compacted(
         self, body: Mapping[str, Any], items: tuple[dict[str, Any], ...], threshold: int, caller: str
-    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None, ClientAsk]:
         """``context_management`` compaction: past the client's ``compact_threshold`` (else the policy's share of
-        the window), the items to forward instead and the compaction item the output starts with."""
+        the window), the items to forward instead and the compaction item the output starts with; and the
+        client's ask, which the gateway's own compaction plans with."""
         model = self.compactor.model(body.get("model"))
         limit = threshold or int(self.gw.info(model).context_window * self.gw.settings.policy.compaction.threshold)
-        if self.compactor.tokens(model, items) <= limit:
-            return items, None
+        before = self.compactor.tokens(model, items)
+        if before <= limit:
+            return items, None, responses_ask(threshold, False, before, before)
         _, item, _ = self.compactor.compact(model, items, caller, task_inside=True)
-        expanded = self.compactor.expand({"input": [item]}, caller)["input"]
-        return tuple(expanded), item
+        expanded = tuple(self.compactor.expand({"input": [item]}, caller)["input"])
+        return expanded, item, responses_ask(threshold, True, before, self.compactor.tokens(model, expanded))
 
     async def _triggered(
         self, body: Mapping[str, Any], chain: list[StoredResponse], response_id: str, caller: str
