@@ -29,7 +29,13 @@ from gateway.api.client_plan import ClientAsk, responses_ask
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
-from gateway.api.responses_compact import Compactor, compact_resource, triggered_events, triggered_response
+from gateway.api.responses_compact import (
+    Compactor,
+    compact_resource,
+    compacts_natively,
+    triggered_events,
+    triggered_response,
+)
 from gateway.api.responses_native import NativeResponses
 from gateway.errors import NotFound, RequestError
 from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools, untranslated_fields
@@ -86,8 +92,7 @@ class ResponsesRoute:
         chain = await self._chain(body, caller)
         response_id = "resp_" + os.urandom(16).hex()
         earlier = conversation(chain)
-        upstream = self.gw.settings.model(body["model"])
-        if triggered and not (upstream is not None and upstream.speaks_responses):  # a native upstream gets it as sent
+        if triggered and not compacts_natively(self.gw.settings.model(body["model"])):  # OpenAI gets it as sent
             return await self._triggered(body, chain, response_id, caller)
         own = input_items(body, response_id, earlier)
         native = self._native(body, chain, earlier, own, caller)

@@ -124,6 +124,16 @@ def compact_resource(
     }
 
 
+def compacts_natively(model: ModelConfig | None) -> bool:
+    """Whether ``model``'s upstream answers a ``compaction_trigger`` itself: OpenAI's own API (or Azure's)
+    over the native Responses door. Another server that speaks Responses (vLLM, the simulator) does not
+    know the item, so the gateway answers it there too."""
+    if model is None or not model.speaks_responses:
+        return False
+    host = (model.api_base or "https://api.openai.com").split("://")[-1].split("/")[0]
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
+
+
 def triggered_response(
     compactor: Compactor, base: Mapping[str, Any], items: Sequence[Mapping[str, Any]], caller: str
 ) -> dict[str, Any]:
