@@ -151,12 +151,13 @@ class ResponsesRoute:
         client's ask, which the gateway's own compaction plans with."""
         model = self.compactor.model(body.get("model"))
         limit = threshold or int(self.gw.info(model).context_window * self.gw.settings.policy.compaction.threshold)
-        before = self.compactor.tokens(model, items)
+        before = self.compactor.request_tokens(model, body, items)
         if before <= limit:
             return items, None, responses_ask(threshold, False, before, before)
         _, item, _ = self.compactor.compact(model, items, caller, task_inside=True)
         expanded = tuple(self.compactor.expand({"input": [item]}, caller)["input"])
-        return expanded, item, responses_ask(threshold, True, before, self.compactor.tokens(model, expanded))
+        after = self.compactor.request_tokens(model, body, expanded)
+        return expanded, item, responses_ask(threshold, True, before, after)
 
     async def _triggered(
         self, body: Mapping[str, Any], chain: list[StoredResponse], response_id: str, caller: str

@@ -21,7 +21,7 @@ from gateway.api.deps import Gateway
 from gateway.assembly.clear_tool_results import stub
 from gateway.config import ModelConfig
 from gateway.errors import RequestError
-from gateway.formats.responses import chat_messages
+from gateway.formats.responses import chat_body, chat_messages
 from gateway.formats.responses_answer import listed_item
 from gateway.formats.responses_compaction import (
     SEALED_KIND,
@@ -63,6 +63,15 @@ class Compactor:
 
     def tokens(self, model: ModelConfig, items: Sequence[Mapping[str, Any]]) -> int:
         return self.gw.counter(model).messages(chat_messages(items))
+
+    def request_tokens(self, model: ModelConfig, request: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> int:
+        """What the gateway's own compaction compares with its threshold (``compaction_layout.request_tokens``):
+        the whole chat request, tools and the answer's reserve included. ``context_management`` measures with
+        it too, so the client's compaction is done here first, never the gateway's at the same threshold."""
+        chat = chat_body(request, items)
+        given = request.get("max_output_tokens")
+        reserve = given if isinstance(given, int) else self.gw.settings.policy.compaction.reserve_tokens
+        return self.gw.counter(model).request(chat["messages"], chat.get("tools")) + reserve
 
     def compact(
         self,
