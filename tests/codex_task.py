@@ -64,10 +64,12 @@ def gateway_config(sim: SimHandle, store: Path, **model: Any) -> dict[str, Any]:
     }
 
 
-def codex_home(home: Path, gw: GatewayHandle) -> dict[str, str]:
+def codex_home(home: Path, gw: GatewayHandle, *, name: str = "Ventana", top: str = "") -> dict[str, str]:
+    """Codex's config toward the gateway. ``name = "OpenAI"`` is how Codex tells a provider that compacts
+    remotely (``compaction_trigger``; any other name compacts by asking the model); ``top``: more settings."""
     home.mkdir()
     (home / "config.toml").write_text(
-        'model = "small-window"\nmodel_provider = "ventana"\n\n[model_providers.ventana]\nname = "Ventana"\n'
+        f'model = "small-window"\nmodel_provider = "ventana"\n{top}\n[model_providers.ventana]\nname = "{name}"\n'
         f'base_url = "{gw.base_url}"\nwire_api = "responses"\nenv_key = "VENTANA_API_KEY"\n'
     )
     return {**os.environ, "CODEX_HOME": str(home), "VENTANA_API_KEY": "sk-codex-native"}

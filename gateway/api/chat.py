@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from gateway.api.admission import Principal
 from gateway.api.answer import InFlight, complete, finish, stream
+from gateway.api.client_plan import ClientAsk, plan_decision, planned_policy
 from gateway.api.deps import Gateway
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
 from gateway.api.raw_forward import untouched_bytes, with_params_added
@@ -215,6 +216,7 @@ async def answer_chat(
     started: float | None = None,
     native: NativeDoor | None = None,
     route: str = "chat",
+    client: ClientAsk | None = None,
 ) -> Response:
     """Answer one Chat Completions body: the seam every front door (chat, Responses, Messages) goes through.
 
@@ -225,7 +227,8 @@ async def answer_chat(
     With ``native`` (an upstream that speaks the client's format) the chat body is the view the passes
     work on; ``native`` applies their result to the client's own body, forwards it and answers in its
     format. A door that ``falls_back`` sends the chat body instead when the gateway offers a tool of its
-    own this request (its loop answers chat only).
+    own this request (its loop answers chat only). ``client``: the context management the client asked for
+    and the door did; the gateway's compaction plans with its terms (``api/client_plan.py``).
     """
     started = time.perf_counter() if started is None else started
     opened = await open_turn(gw, raw, principal.caller, named)
@@ -235,6 +238,9 @@ async def answer_chat(
     for edge in gw.edges.ordered:  # edges before (edges/edges.py): checkpoints, memory, usage profiles
         ctx = await edge.before(ctx, turn)
     policy = gw.settings.policy if native is None else native.policy(gw.settings.policy, model.provider)
+    configured = policy
+    if client is not None:
+        policy = planned_policy(policy, client, gw.info(model).context_window)
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
     with summary_bill() as bill:  # a summariser model's calls are billed to this request (summarize/billing.py)
@@ -243,6 +249,9 @@ async def answer_chat(
     edge_decisions = [  # edges after: summaries published and prepared, archives, the tools offered
         d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
     ]
+    if client is not None:  # one decision naming the client's ask and the gateway's side of the plan
+        window = gw.info(model).context_window
+        edge_decisions.append(plan_decision(client, configured, policy, window, assembly.decisions))
     outgoing = forward_body(body, assembly)
     # None unless find_tools or recall_archive is offered; such a request crosses to chat, whose loop serves them
     served = own_tools(gw, model, turn, outgoing) if native is None or native.falls_back else None

@@ -31,6 +31,7 @@ from starlette.responses import Response
 from gateway import metrics
 from gateway.api.admission import Principal, admitted
 from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_model, json_object, read_body
+from gateway.api.client_plan import ClientAsk, messages_ask
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.messages_native import NATIVE_PROVIDERS, NativeMessages
@@ -108,6 +109,7 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
         raw, parsed = await _request(request, gw, admit)
         provider = _provider(gw, parsed.get("model"))
         native: NativeMessages | None = None
+        client: ClientAsk | None = None  # the client's context editing, which the gateway's compaction plans with
         applied: list[dict[str, Any]] | None = None  # context edits the gateway made for a non-Anthropic upstream
         off_loop = len(raw) >= OFF_LOOP_BYTES  # ~1-2 ms of Python for a 420 KB agent request: not on the loop
         if provider in NATIVE_PROVIDERS:
@@ -115,7 +117,9 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
             native = NativeMessages.of(parsed, raw, view, request.headers)
         else:
             if parsed.get("context_management") is not None:  # Anthropic's context editing, done here
+                asked = parsed["context_management"]
                 parsed, applied = _context_edits(gw, parsed)
+                client = messages_ask(asked, applied)
             beta = request.headers.get("anthropic-beta") if provider in CLAUDE_PROVIDERS else None
             chat = (
                 await asyncio.to_thread(_chat_bytes, parsed, provider, beta)
@@ -124,7 +128,7 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
             )
         named = client_session(request.headers, body=parsed)
         answer = await answer_chat(
-            gw, chat, admitted(request), named, started=started, native=native, route="messages"
+            gw, chat, admitted(request), named, started=started, native=native, route="messages", client=client
         )
     except VentanaError as exc:
         refused = anthropic_error(exc)
@@ -140,16 +144,16 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
     headers = {k: v for k, v in answer.headers.items() if k.startswith("x-ventana-")}
     model = str(parsed["model"])
     if isinstance(answer, EventStreamResponse):
-        return EventStreamResponse(OwnedStream.around(_events(answer.events, model), answer.events), headers=headers)
+        events = _events(answer.events, MessagesStream(model, applied))
+        return EventStreamResponse(OwnedStream.around(events, answer.events), headers=headers)
     message = message_from_chat(orjson.loads(answer.body), model)
     if applied is not None:  # reported as Anthropic reports the edits it made
         message["context_management"] = {"applied_edits": applied}
     return Response(orjson.dumps(message), media_type=_JSON, headers=headers)
 
 
-async def _events(chat: AsyncIterator[bytes], model: str) -> AsyncGenerator[bytes, None]:
+async def _events(chat: AsyncIterator[bytes], stream: MessagesStream) -> AsyncGenerator[bytes, None]:
     """The Messages events for a chat chunk stream; closing this closes (and so records) the chat stream."""
-    stream = MessagesStream(model)
     buffer = bytearray()
     try:
         async for data in chat:

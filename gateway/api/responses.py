@@ -25,15 +25,22 @@ from starlette.responses import Response
 from gateway import metrics
 from gateway.api.admission import admitted
 from gateway.api.chat import answer_chat, json_object, read_body
+from gateway.api.client_plan import ClientAsk, responses_ask
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
-from gateway.api.responses_compact import Compactor, compact_resource
+from gateway.api.responses_compact import (
+    Compactor,
+    compact_resource,
+    compacts_natively,
+    triggered_events,
+    triggered_response,
+)
 from gateway.api.responses_native import NativeResponses
 from gateway.errors import NotFound, RequestError
 from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools, untranslated_fields
 from gateway.formats.responses_answer import listed_item, response_from_chat, response_object
-from gateway.formats.responses_compaction import compaction_settings
+from gateway.formats.responses_compaction import compaction_settings, compaction_triggered
 from gateway.formats.responses_edits import sendable_item, view_of
 from gateway.formats.responses_stream import ResponseEvents
 from gateway.sealing import Sealer, load_key
@@ -80,15 +87,18 @@ class ResponsesRoute:
         except orjson.JSONDecodeError as exc:
             raise RequestError(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
         threshold = compaction_settings(body)
+        triggered = compaction_triggered(body)
         body = self.compactor.expand(body, caller)  # compaction items back into the messages they replaced
         chain = await self._chain(body, caller)
         response_id = "resp_" + os.urandom(16).hex()
         earlier = conversation(chain)
+        if triggered and not compacts_natively(self.gw.settings.model(body["model"])):  # OpenAI gets it as sent
+            return await self._triggered(body, chain, response_id, caller)
         own = input_items(body, response_id, earlier)
         native = self._native(body, chain, earlier, own, caller)
-        forwarded, compaction = (*earlier, *own), None
+        forwarded, compaction, client = (*earlier, *own), None, None
         if threshold is not None and native is None:  # a native upstream gets context_management as sent
-            forwarded, compaction = self._compacted(body, forwarded, threshold, caller)
+            forwarded, compaction, client = self._compacted(body, forwarded, threshold, caller)
         chat = chat_body(body, forwarded)
         # Everything the answer is wrapped in is built and checked before forwarding: a field that
         # cannot be echoed or stored is a 400 now, not a 500 after the provider was paid.
@@ -97,7 +107,8 @@ class ResponsesRoute:
         # Codex names its session in headers and prompt_cache_key: its conversations all open alike
         named = named or client_session(request.headers, body.get("prompt_cache_key"))
         answer = await answer_chat(
-            self.gw, orjson.dumps(chat), principal, named, started=started, native=native, route="responses"
+            self.gw, orjson.dumps(chat), principal, named, started=started, native=native, route="responses",
+            client=client,
         )
         if native is not None and native.used:
             return answer  # the provider's own Response or events, stored by ``native.keep``
@@ -134,16 +145,48 @@ class ResponsesRoute:
 
     def _compacted(
         self, body: Mapping[str, Any], items: tuple[dict[str, Any], ...], threshold: int, caller: str
-    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None, ClientAsk]:
         """``context_management`` compaction: past the client's ``compact_threshold`` (else the policy's share of
-        the window), the items to forward instead and the compaction item the output starts with."""
+        the window), the items to forward instead and the compaction item the output starts with; and the
+        client's ask, which the gateway's own compaction plans with."""
         model = self.compactor.model(body.get("model"))
         limit = threshold or int(self.gw.info(model).context_window * self.gw.settings.policy.compaction.threshold)
-        if self.compactor.tokens(model, items) <= limit:
-            return items, None
+        before = self.compactor.request_tokens(model, body, items)
+        if before <= limit:
+            return items, None, responses_ask(threshold, False, before, before)
         _, item, _ = self.compactor.compact(model, items, caller, task_inside=True)
-        expanded = self.compactor.expand({"input": [item]}, caller)["input"]
-        return tuple(expanded), item
+        expanded = tuple(self.compactor.expand({"input": [item]}, caller)["input"])
+        after = self.compactor.request_tokens(model, body, expanded)
+        return expanded, item, responses_ask(threshold, True, before, after)
+
+    async def _triggered(
+        self, body: Mapping[str, Any], chain: list[StoredResponse], response_id: str, caller: str
+    ) -> Response:
+        """A ``compaction_trigger`` answered by the gateway's compaction (no model call), streamed if asked."""
+        earlier = conversation(chain)
+        own = input_items({**body, "input": body["input"][:-1]}, response_id, earlier)
+        response = triggered_response(self.compactor, _response_base(body, response_id), (*earlier, *own), caller)
+        if body.get("store") is not False:
+            previous = chain[-1] if chain else None
+            await self._put(
+                StoredResponse(
+                    response_id=response_id,
+                    caller=caller,
+                    previous_id=previous.response_id if previous else None,
+                    session_id=previous.session_id if previous else "",
+                    created_at=time.time(),
+                    items=tuple(own),
+                    response=response,
+                )
+            )
+        if not body.get("stream"):
+            return _json(response)
+
+        async def events() -> AsyncGenerator[bytes, None]:
+            for event in triggered_events(response):
+                yield _sse(event)
+
+        return EventStreamResponse(events())
 
     async def compact(self, request: Request) -> Response:
         """``POST /v1/responses/compact``: the conversation (input and/or previous_response_id) compacted."""

@@ -132,17 +132,25 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy,
     counter, messages, memo = ctx.env.counter, ctx.messages, ctx.env.memos.result_tokens
     least = max(policy.clear_min_tokens, 1)
     keep = set(policy.never_clear)
+    kept = newest_results(messages, policy.keep_tool_results)
     loop_start = max(lay.tail_start, last_client_user(messages))  # the tail is cleared only inside the current loop
     for i in range(start, newest_round_start(messages)):
         if lay.tail_start <= i < loop_start:
             continue
         m = messages[i]
-        if m.get("role") != "tool" or stubs.tool(i) in keep:
+        if m.get("role") != "tool" or stubs.tool(i) in keep or i in kept:
             continue
         large = _result_tokens(m, counter, memo) >= least or stubs.total_saving(i) - stubs.saving(i) >= least
         if large and stubs.total_saving(i) > 0:
             out.append(i)
     return out
+
+
+def newest_results(messages: Sequence[Message], n: int) -> set[int]:
+    """Indices of the newest ``n`` tool results: a client's ``keep`` (``api/client_plan.py``), never cleared."""
+    if n <= 0:
+        return set()
+    return set([i for i, m in enumerate(messages) if m.get("role") == "tool"][-n:])
 
 
 def _result_tokens(m: Message, counter: Any, memo: ObjectMemo[tuple[str, int]]) -> int:
@@ -385,6 +393,7 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
         return ctx, []
     stubs = _Stubs(ctx, inputs=False)
     keep = set(policy.never_clear)
+    kept = newest_results(ctx.messages, policy.keep_tool_results)
     least = max(policy.clear_min_tokens, 1)
     counter, memo = ctx.env.counter, ctx.env.memos.result_tokens
     chosen: list[int] = []
@@ -395,7 +404,7 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
         if lay.tail_start <= i < loop_start:
             continue  # a user turn the tail keeps: only the rounds of the current loop are condensed
         m = ctx.messages[i]
-        if m.get("role") != "tool" or is_gateway_block(m) or stubs.tool(i) in keep:
+        if m.get("role") != "tool" or is_gateway_block(m) or stubs.tool(i) in keep or i in kept:
             continue
         if _result_tokens(m, counter, memo) >= least and stubs.saving(i) > 0:
             chosen.append(i)

@@ -45,6 +45,7 @@ class CompactionPolicy(PassPolicy):
     keep_recent_tokens: int | None = Field(default=None, ge=0)
     strategies: tuple[Strategy, ...] = ("clear_tool_results", "summarize")
     never_clear: tuple[str, ...] = ()  # tool names whose results are never cleared
+    keep_tool_results: int = Field(default=0, ge=0)  # the newest N tool results are never cleared (a client's keep)
     clear_tool_inputs: bool = False  # also stub the arguments of cleared calls (never of the newest rounds)
     summarizer_model: str | None = None  # a configured model name; null -> the session's model or extractive
     #: With no summarizer_model: summarise with the session's own model when it has a provider key.

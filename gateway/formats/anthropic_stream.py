@@ -40,8 +40,10 @@ def chat_payloads(buffer: bytearray, data: bytes) -> Iterator[bytes]:
 class MessagesStream:
     """Stateful translator: feed chat chunks, get Messages events (already SSE-encoded)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, applied_edits: list[dict[str, Any]] | None = None) -> None:
         self.model = model
+        #: the context edits the gateway made for this request; reported on ``message_delta`` as Anthropic does
+        self.applied_edits = applied_edits
         self.started = False
         self.index = -1
         self.open: tuple[str, object] | None = None  # (kind, key) of the open content block
@@ -135,7 +137,10 @@ class MessagesStream:
         """The closing events, after the chat stream's last chunk."""
         out = self._start(None) + self._close()
         delta = {"stop_reason": self.stop_reason or "end_turn", "stop_sequence": None}
-        out.append(sse({"type": "message_delta", "delta": delta, "usage": usage_of(self.usage)}))
+        closing: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": usage_of(self.usage)}
+        if self.applied_edits is not None:
+            closing["context_management"] = {"applied_edits": self.applied_edits}
+        out.append(sse(closing))
         out.append(sse({"type": "message_stop"}))
         return out
 

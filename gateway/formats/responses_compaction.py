@@ -25,6 +25,9 @@ from gateway.errors import RequestError
 from gateway.sealing import sealed_here
 
 COMPACTION = "compaction"
+#: Codex's other way to ask (remote compaction v2): this item last in ``input`` of an ordinary ``/responses``
+#: request; the answer's one output item is the compaction item, and the client keeps its own user messages.
+TRIGGER = "compaction_trigger"
 SEALED_KIND = "responses.compaction"
 SUMMARY_HEADING = "Summary of earlier turns of this conversation (compacted by the gateway):"
 
@@ -67,6 +70,31 @@ def split_items(
     return Split(tuple(task), tuple(rest[:start]), tuple(rest[start:]))
 
 
+def newest_round_kept(split: Split, shorten: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]) -> Split:
+    """``split`` with the newest function calls kept after all, their outputs shortened by ``shorten(call, output)``,
+    when the kept tail could not hold them.
+
+    A client that compacts in the middle of a turn (Codex, when a big tool output fills the window) continues
+    the turn right after: the model must still see the call it just made, or it makes it again."""
+    if any(_kind(item) == "function_call" for item in split.tail):
+        return split
+    middle = list(split.middle)
+    start = len(middle)
+    while start > 0 and _kind(middle[start - 1]) == "function_call_output":
+        start -= 1
+    outputs = start
+    while start > 0 and _kind(middle[start - 1]) == "function_call":
+        start -= 1
+    if start == outputs:
+        return split
+    calls = {item.get("call_id"): item for item in middle[start:outputs]}
+    kept = [
+        shorten(calls.get(item.get("call_id")) or {}, item) if _kind(item) == "function_call_output" else item
+        for item in middle[start:]
+    ]
+    return Split(split.task, tuple(middle[:start]), (*kept, *split.tail))
+
+
 def summary_message(summary: str) -> dict[str, Any]:
     """The message a compaction's summary becomes in the conversation the model reads."""
     return {"type": "message", "role": "user", "content": f"{SUMMARY_HEADING}\n{summary}"}
@@ -104,6 +132,22 @@ def expand_compactions(
         task = task if isinstance(task, int) and 0 <= task <= len(kept) else 0
         out += [*kept[:task], summary_message(summary), *kept[task:]]
     return out
+
+
+def compaction_triggered(request: Mapping[str, Any]) -> bool:
+    """Whether ``input`` ends with a ``compaction_trigger`` item; one anywhere else is refused, naming it."""
+    given = request.get("input")
+    if not isinstance(given, list):
+        return False
+    at = [i for i, item in enumerate(given) if isinstance(item, Mapping) and item.get("type") == TRIGGER]
+    if at and at != [len(given) - 1]:
+        raise RequestError("a compaction_trigger item must be the last item of input", param=f"input[{at[0]}]")
+    return bool(at)
+
+
+def without_users(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` less the user messages: what a trigger's compaction seals, since the client keeps those."""
+    return [dict(item) for item in items if not _is_user(item)]
 
 
 def compaction_settings(request: Mapping[str, Any]) -> int | None:

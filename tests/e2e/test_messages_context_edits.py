@@ -66,3 +66,30 @@ def test_an_unknown_edit_is_a_400_naming_it(default_gateway: GatewayHandle) -> N
         assert "context_management.edits[0].type" in str(exc)
     else:
         raise AssertionError("an unknown edit type must be refused")
+
+
+def test_a_streamed_answer_reports_applied_edits_on_message_delta(
+    default_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    """Anthropic reports the edits of a streamed answer on ``message_delta``; the SDK's beta stream folds them
+    into the final message."""
+    client = anthropic.Anthropic(base_url=default_gateway.url, api_key="sk-edits", max_retries=0)
+    sim.reset()
+    edit = {"type": "clear_tool_uses_20250919", "trigger": {"type": "tool_uses", "value": 3},
+            "keep": {"type": "tool_uses", "value": 1}}
+    with client.beta.messages.stream(
+        model="gpt-4o-mini", max_tokens=64, messages=_loop(5), tools=TOOLS,  # type: ignore[arg-type]
+        context_management={"edits": [edit]},  # type: ignore[list-item]
+        betas=["context-management-2025-06-27"],
+    ) as stream:
+        deltas = [e for e in stream if e.type == "message_delta"]
+        final = stream.get_final_message()
+    assert len(deltas) == 1 and deltas[0].context_management is not None
+    assert final.context_management is not None
+    applied = final.context_management.applied_edits
+    assert [a.type for a in applied] == ["clear_tool_uses_20250919"]
+    assert applied[0].cleared_tool_uses == 4 and applied[0].cleared_input_tokens > 1000  # type: ignore[union-attr]
+    received = sim.received()[-1]
+    assert received["stream"] is True
+    results = [str(m["content"]) for m in received["messages"] if m["role"] == "tool"]
+    assert sum("cleared to save context" in r for r in results) == 4, "the model read the edited history"

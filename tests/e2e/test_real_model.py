@@ -192,3 +192,35 @@ def test_compacted_conversation_keeps_planted_facts(gateway: tuple[GatewayHandle
             assert (stored.summary.reused_tokens or 0) > stored.summary.tokens_assembled // 2
             page = httpx.get(f"{gw.url}/ui/requests/{stored.summary.request_id}", timeout=30).text
             assert 'id="engine"' in page and str(stored.summary.reused_tokens) in page.replace(",", "")
+
+
+def test_responses_compaction_round_trips_through_the_real_model(gateway: tuple[GatewayHandle, str]) -> None:
+    """OpenAI's ``context_management`` compaction served by the gateway for a local model: the fact is planted
+    mid-conversation (not in the task, which a compaction keeps verbatim), the conversation crosses the client's
+    threshold, the client keeps only what the compaction item starts, and the model still answers the fact by
+    exact string when the item comes back in ``input``."""
+    gw, database = gateway
+    client = _openai(gw)
+    statement, question, expected = FACTS["locker"]
+    items: list[Any] = [
+        {"role": "user", "content": "I would like to tell you about my week."},
+        {"role": "assistant", "content": "Go ahead."},
+        {"role": "user", "content": statement},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    for day in range(16):
+        items += [{"role": "user", "content": f"Day {day + 1}: {FILLER[day % len(FILLER)]}"},
+                  {"role": "assistant", "content": "That sounds nice."}]
+    asked = {"model": MODEL, "instructions": FACT_PROMPT[0]["content"], "temperature": 0, "max_output_tokens": 16,
+             "context_management": [{"type": "compaction", "compact_threshold": 800}],
+             "extra_headers": {"x-session-id": "real-model-responses-compaction"}}
+    first = client.responses.create(input=[*items, {"role": "user", "content": "Reply with OK."}], **asked)
+    kinds = [item.type for item in first.output]
+    assert kinds[0] == "compaction", kinds
+    kept = [item.model_dump(exclude_none=True, warnings=False) for item in first.output]  # what OpenAI says to keep
+    raw = client.responses.with_raw_response.create(input=[*kept, {"role": "user", "content": question}], **asked)
+    second = raw.parse()
+    assert expected in second.output_text, f"the model answered {second.output_text!r}"
+    stored = recorded(database, raw.headers["x-ventana-request-id"])
+    assert stored.summary.tokens_assembled < 800, "the expanded item is far smaller than the conversation it replaced"
+    assert any("compacted by the gateway" in str(m.get("content")) for m in stored.assembled["messages"])

@@ -141,3 +141,35 @@ def test_a_compaction_item_survives_a_restart(sim: SimHandle, tmp_path: Path) ->
         reply = _client(gw).responses.create(model="small-window", input=[item, {"role": "user", "content": "next?"}])
     assert reply.output_text
     assert (tmp_path / "ventana-secret.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_compaction_trigger_is_answered_with_one_compaction_item(gateway: GatewayHandle, sim: SimHandle) -> None:
+    """Codex's remote compaction v2: ``{"type": "compaction_trigger"}`` last in ``input`` of a streamed, unstored
+    request; the answer's one output item is the compaction item, and Codex then sends its own user messages
+    followed by that item."""
+    client = _client(gateway)
+    history = _conversation(40)
+    sim.reset()
+    asked: list[Any] = [*history, {"type": "compaction_trigger"}]
+    stream = client.responses.create(model="small-window", input=asked, stream=True, store=False)
+    events = list(stream)
+    assert sim.received() == [], "the gateway compacts; no model is called"
+    kinds = [e.type for e in events]
+    assert kinds[-3:] == ["response.output_item.added", "response.output_item.done", "response.completed"]
+    completed = events[-1].response  # type: ignore[union-attr]
+    assert [item.type for item in completed.output] == ["compaction"]
+    assert completed.usage is not None and completed.usage.input_tokens > completed.usage.output_tokens > 0
+    item = events[-2].item.model_dump(exclude_none=True, warnings=False)  # type: ignore[union-attr]
+    assert item == completed.output[0].model_dump(exclude_none=True, warnings=False)
+
+    users = [m for m in history if m["role"] == "user"]
+    after: list[Any] = [*users, item, {"role": "user", "content": "Vault combination?"}]
+    client.responses.create(model="small-window", input=after)
+    seen = _text(sim.received()[-1]["messages"])
+    assert "compacted by the gateway" in seen and "31-07-1987" in seen
+    assert seen.count("Done with room 39;") == 1, "the client's own user messages are not said twice"
+    assert seen.index("compacted by the gateway") > seen.index("Done with room 39;"), "the item stands where it was put"
+
+    with pytest.raises(openai.BadRequestError) as err:  # anywhere but last is refused, naming the item
+        client.responses.create(model="small-window", input=asked[-1:] + history)
+    assert isinstance(err.value.body, dict) and err.value.body.get("param") == "input[0]"
