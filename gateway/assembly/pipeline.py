@@ -65,6 +65,7 @@ def _merged_lint_policy(policy: Policy) -> LintPolicy:
             "volatile_patterns": {**policy.volatile.patterns, **policy.lint.volatile_patterns},
             "rules": (*policy.rules.rules, *policy.lint.rules),
             "compaction_threshold": policy.lint.compaction_threshold or _compaction_threshold(policy),
+            "volatile_learns": policy.volatile.enabled and policy.volatile.learn,
         }
     )
 

@@ -26,6 +26,7 @@ from gateway.assembly.compaction_layout import (
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message
+from gateway.assembly.verify_assembly import is_gateway_block
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,8 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     marks = watermarks(original, lay, policy)
     if not marks.prepare < tokens <= marks.threshold:
         return None
+    if tokens + _growth(original) <= marks.threshold:
+        return None  # the next turn stays under the threshold: prepared now it may never be sent
     found = matching_checkpoints(messages, lay, assembled.session)
     previous = found[-1] if found else None
     if previous is not None and previous.range_hash != compaction_memory(assembled.session).get("active"):
@@ -63,3 +66,13 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
         return None  # nothing aged since the summary in use
     key = range_hash(messages[lay.head_end : end])
     return CompactionPlan(messages, lay.head_end, end, previous, key)
+
+
+def _growth(ctx: Context) -> int:
+    """What the next turn is expected to add: the newest exchange (an assistant reply and the user's
+    next message, or a loop's two newest rounds) of the client's request."""
+    messages = ctx.messages
+    starts = [i for i, m in enumerate(messages) if m.get("role") in ("user", "assistant") and not is_gateway_block(m)]
+    if len(starts) < 2:
+        return 0
+    return ctx.env.counter.messages(messages[starts[-2] :])
