@@ -41,7 +41,7 @@ def test_no_summary_is_prepared_for_a_threshold_the_next_turn_does_not_reach() -
         messages = conversation(n)
         ctx = make_ctx(messages)
         tokens = ctx.prompt_tokens()
-        if 0.45 * 8000 < tokens and make_ctx(conversation(n + 1)).prompt_tokens() <= 0.55 * 8000 - 200:
+        if tokens > 0.45 * 8000 and make_ctx(conversation(n + 1)).prompt_tokens() <= 0.55 * 8000 - 200:
             assert plan_compaction(ctx, ctx, POLICY) is None
             return
     raise AssertionError("no conversation length falls two turns under the threshold")
