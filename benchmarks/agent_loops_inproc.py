@@ -44,7 +44,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("rows", nargs="+", help="file:window, e.g. mini_swe_agent_deepseek.jsonl:6000")
     args = parser.parse_args()
-    print("| file | window | requests | over window | unpaired | newest result verbatim (< 1/4 window) | rewrites (bound) |")
+    print(
+        "| file | window | requests | over window | unpaired | newest result verbatim (< 1/4 window) "
+        "| rewrites (bound) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for spec in args.rows:
         name, window = spec.rsplit(":", 1)
