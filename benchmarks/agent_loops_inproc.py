@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from benchmarks.agent_loops import TARGET, THRESHOLD, load_runs, turns
+from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.policy import Policy
 from gateway.assembly.verify_assembly import tool_pairing_problems
 from tests.assembly.compaction_helpers import COUNTER, rewrites, run_turns
@@ -23,7 +24,7 @@ from tests.assembly.compaction_helpers import COUNTER, rewrites, run_turns
 def fit_row(name: str, window: int) -> str:
     run = load_runs(name, 1)[0]
     histories = list(turns(run["messages"]))
-    policy = Policy(compaction={"threshold": THRESHOLD, "target": TARGET, "keep_recent_rounds": 4})
+    policy = Policy(compaction=CompactionPolicy(threshold=THRESHOLD, target=TARGET, keep_recent_rounds=4))
     results = run_turns(histories, policy, window=window, tools=run["tools"], prepare_ahead=True)
     over = sum(COUNTER.request(r.assembled.messages, r.assembled.tools) > window for r in results)
     unpaired = sum(bool(tool_pairing_problems(r.assembled.messages)) for r in results)
