@@ -7,6 +7,12 @@ the end of the head through enough older rounds that, once the history has grown
 the API layer runs ``summarize_range`` on it in a background thread and stores the
 resulting checkpoint in the session. ``compact_history`` then finds it like any other
 checkpoint when the threshold is crossed.
+
+A summary prepared for a threshold the session never crosses is an upstream call that buys
+nothing (tau2's solo session ended between the watermarks with one LLM summary never sent, and
+cost more than sending the client's requests directly). So past ``prepare_at`` a summary is
+prepared only once twice the newest exchange's growth would cross the threshold: the turn that
+crosses finds it ready, and a session that stops short of it pays for none.
 """
 
 from __future__ import annotations
@@ -54,8 +60,8 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     marks = watermarks(original, lay, policy)
     if not marks.prepare < tokens <= marks.threshold:
         return None
-    if tokens + _growth(original) <= marks.threshold:
-        return None  # the next turn stays under the threshold: prepared now it may never be sent
+    if tokens + 2 * _growth(original) <= marks.threshold:
+        return None  # the next turns stay under the threshold: prepared now it may never be sent
     found = matching_checkpoints(messages, lay, assembled.session)
     previous = found[-1] if found else None
     if previous is not None and previous.range_hash != compaction_memory(assembled.session).get("active"):
