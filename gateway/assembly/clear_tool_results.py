@@ -389,7 +389,9 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
         return ctx, []
     marks = watermarks(ctx, lay, policy)
     tokens = request_tokens(ctx, ctx.messages, policy)
-    if tokens <= marks.target or (tokens <= marks.threshold and not ctx.annotations.get(REWRITTEN_KEY)):
+    sticky = {str(x) for x in compaction_memory(ctx.session).get("cleared", ())}
+    active = tokens > marks.threshold or (tokens > marks.target and bool(ctx.annotations.get(REWRITTEN_KEY)))
+    if not active and not sticky:
         return ctx, []
     stubs = _Stubs(ctx, inputs=False)
     keep = set(policy.never_clear)
@@ -399,19 +401,25 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     chosen: list[int] = []
     loop_start = max(lay.tail_start, last_client_user(ctx.messages))
     for i in range(lay.head_end, newest_round_start(ctx.messages)):
-        if tokens <= marks.target:
-            break
         if lay.tail_start <= i < loop_start:
             continue  # a user turn the tail keeps: only the rounds of the current loop are condensed
         m = ctx.messages[i]
-        if m.get("role") != "tool" or is_gateway_block(m) or stubs.tool(i) in keep or i in kept:
+        if (
+            m.get("role") != "tool"
+            or is_gateway_block(m)
+            or stubs.tool(i) in keep
+            or i in kept
+            or stubs.saving(i) <= 0
+        ):
             continue
-        if _result_tokens(m, counter, memo) >= least and stubs.saving(i) > 0:
+        # A result cleared on an earlier turn stays cleared (before: a tail result cleared after a summary
+        # came back whole on the next turn that did not compact, a rewrite of the prefix for nothing).
+        again = str(m.get("tool_call_id")) in sticky
+        if again or (active and tokens > marks.target and _result_tokens(m, counter, memo) >= least):
             chosen.append(i)
             tokens -= stubs.saving(i)
     if not chosen:
         return ctx, []
-    sticky = {str(x) for x in compaction_memory(ctx.session).get("cleared", ())}
     return _apply(ctx, policy, sticky, stubs, chosen, tail=True)
 
 

@@ -13,6 +13,7 @@ the background. ``target`` and ``prepare_at`` default relative to ``threshold`` 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -30,6 +31,9 @@ DEFAULT_KEEP_RECENT_ROUNDS = 4
 DEFAULT_SUMMARY_MAX_TOKENS = 1200
 DEFAULT_SUMMARIZER_INPUT_TOKENS = 6000
 DEFAULT_SUMMARIZER_TIMEOUT_S = 30.0
+#: An unset ``summary_max_tokens`` is at most this share of the window (and at least ``MIN_SUMMARY_TOKENS``).
+SUMMARY_WINDOW_SHARE = 0.08
+MIN_SUMMARY_TOKENS = 256
 
 Strategy = Literal["clear_tool_results", "summarize"]
 
@@ -93,3 +97,26 @@ class CompactionPolicy(PassPolicy):
                 f"({self.summary_max_tokens}): each call folds the previous summary and a new span"
             )
         return self
+
+
+def for_window(policy: CompactionPolicy, window: int) -> CompactionPolicy:
+    """``policy`` for a model with this window: an unset ``summary_max_tokens`` scaled down to it.
+
+    The default ceiling (1,200 tokens) is 15 % of an 8K window and 20 % of a 6K one: with the head a
+    compaction keeps (mini-swe-agent's task alone is 1.4K tokens) it left no room below the target, so
+    compactions landed high and came every few rounds (43 and 90 against bounds of 32 and 43). A
+    ceiling set in the config is the operator's and is kept.
+    """
+    if "summary_max_tokens" in policy.model_fields_set:
+        return policy
+    return _scaled(policy, window)
+
+
+#: Keyed by the policy's value (a policy with the ceiling set explicitly never gets here: equal
+#: values, different ``model_fields_set``). Memoised: one copy per policy and window.
+@lru_cache(maxsize=256)
+def _scaled(policy: CompactionPolicy, window: int) -> CompactionPolicy:
+    ceiling = min(DEFAULT_SUMMARY_MAX_TOKENS, max(MIN_SUMMARY_TOKENS, int(SUMMARY_WINDOW_SHARE * window)))
+    if ceiling >= policy.summary_max_tokens:
+        return policy
+    return policy.model_copy(update={"summary_max_tokens": ceiling})

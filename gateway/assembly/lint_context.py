@@ -32,7 +32,7 @@ from pydantic import Field
 
 from gateway.assembly.context import Context, Decision
 from gateway.assembly.message_text import is_system, system_messages, text_of
-from gateway.assembly.move_volatile import PLACEHOLDER_RX, pattern_spans, per_turn_patterns
+from gateway.assembly.move_volatile import PLACEHOLDER_RX, moved_patterns, pattern_spans, per_turn_patterns
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, find_rules
@@ -65,6 +65,9 @@ class LintPolicy(PassPolicy):
     volatile_patterns: dict[str, str] = Field(default_factory=dict)
     rules: tuple[RuleSpec, ...] = ()
     compaction_threshold: float | None = None
+    #: ``move_volatile`` runs and learns: a built-in per-turn value is a finding only once the session
+    #: saw it change (before that it is cacheable where it is, and the pass leaves it there on purpose).
+    volatile_learns: bool = False
 
     def severity(self, check: str) -> Severity:
         return self.severities.get(check, DEFAULT_SEVERITIES.get(check, "error"))
@@ -74,7 +77,8 @@ Finding = tuple[str, str, str]  # (check, message, default severity override or 
 
 
 def _prefix_values(ctx: Context, policy: LintPolicy) -> list[Finding]:
-    patterns = per_turn_patterns(tuple(sorted(policy.volatile_patterns.items())))
+    extra = tuple(sorted(policy.volatile_patterns.items()))
+    patterns = moved_patterns(extra, ctx.session.volatile_spans) if policy.volatile_learns else per_turn_patterns(extra)
     texts = [
         ("volatile_in_prefix", text_of(m.get("content")))
         for m in system_messages(ctx.messages)

@@ -13,9 +13,15 @@ model is offered), and user or assistant messages.
 
 Values are found two ways:
 
-- patterns that are per-turn on sight (``volatile_patterns.PER_TURN_PATTERNS``: a
-  timestamp with a time of day, a request id, an explicit "Current time:" label, a
-  millisecond epoch) plus the config's ``patterns``. These move from the first turn on.
+- patterns: the config's ``patterns`` move from the first turn on (the operator says they are
+  per-turn). The built-in per-turn ones (``volatile_patterns.PER_TURN_PATTERNS``: a timestamp
+  with a time of day, a request id, an explicit "Current time:" label, a millisecond epoch)
+  move once the session showed one of their values change (the pattern's name is remembered
+  in ``state.volatile_spans`` and it moves on every later turn): a value identical on every
+  turn is cacheable where it is, and moving it would only add an uncached reminder line to
+  every turn (tau2's fixed "The current time is 2025-02-25 12:08:00 EST." made a session
+  1.8 % costlier than sending it directly). The turn a value first changes misses the cache
+  from it on, as the client's own request does. With ``learn`` off they move on sight.
   A bare date, a clock time, a UUID or "Step 1" is as often static text, so on its own
   it is left where it is;
 - learning: a span of the system prompt that differs from the same session's previous
@@ -53,6 +59,8 @@ _ANCHOR_CHARS = 24
 _ANCHOR_SEP = "\x1f"
 _TOKEN_RX = re.compile(r"\w+|\s+|[^\w\s]")
 _NAME_RX = re.compile(r"^[A-Za-z_]\w*$")
+#: A ``state.volatile_spans`` entry that names a built-in per-turn pattern seen changing in the session.
+_ACTIVE = "\x1e"
 
 Patterns = tuple[tuple[str, re.Pattern[str]], ...]
 
@@ -93,8 +101,26 @@ def per_turn_patterns(extra: tuple[tuple[str, str], ...]) -> Patterns:
     )
 
 
+@lru_cache(maxsize=64)
+def session_patterns(extra: tuple[tuple[str, str], ...], active: frozenset[str]) -> Patterns:
+    """The patterns moved in a session: the config's, and the built-in per-turn ones whose values
+    changed in it (``active``). Memoised so a session's set is one object (``pattern_spans`` memo)."""
+    return tuple((name, rx) for name, rx in per_turn_patterns(extra) if name not in PER_TURN_PATTERNS or name in active)
+
+
+def moved_patterns(extra: tuple[tuple[str, str], ...], anchors: Sequence[str]) -> Patterns:
+    """The patterns a session with these learned ``anchors`` (``state.volatile_spans``) moves on sight."""
+    return session_patterns(extra, _active(anchors))
+
+
+def _active(anchors: Sequence[str]) -> frozenset[str]:
+    return frozenset(a[len(_ACTIVE) :] for a in anchors if a.startswith(_ACTIVE))
+
+
 #: Every built-in pattern: a learned span is widened to the match it overlaps.
 _ALL_BUILTIN = compile_named({})
+#: The built-in per-turn patterns alone: what a session watches for a changed value.
+_BUILTIN_PER_TURN = per_turn_patterns(())
 
 
 @dataclass(slots=True)
@@ -166,6 +192,8 @@ def _substitute(text: str, patterns: Patterns, anchors: Sequence[str], moves: _M
     out.append(text[last:])
     text = "".join(out)
     for anchor in anchors:
+        if anchor.startswith(_ACTIVE):
+            continue
         span = _anchor_span(text, anchor)
         if span is not None:
             text = text[: span[0]] + moves.take("learned", text[span[0] : span[1]]) + text[span[1] :]
@@ -234,9 +262,27 @@ def _learn_one(current: str, previous: str, policy: VolatilePolicy) -> list[str]
     return anchors
 
 
-def _learn(system: tuple[str, ...], state: SessionState, patterns: Patterns, policy: VolatilePolicy) -> list[str]:
+def _changed_patterns(current: str, previous: str, active: frozenset[str]) -> list[str]:
+    """Markers for the built-in per-turn patterns whose values differ between the two texts."""
+    out: list[str] = []
+    for name in sorted(PER_TURN_PATTERNS - active):
+        now = [current[s:e] for s, e, n in pattern_spans(current, _BUILTIN_PER_TURN) if n == name]
+        before = [previous[s:e] for s, e, n in pattern_spans(previous, _BUILTIN_PER_TURN) if n == name]
+        if now != before:
+            out.append(_ACTIVE + name)
+    return out
+
+
+def _learn(
+    system: tuple[str, ...], state: SessionState, extra: tuple[tuple[str, str], ...], policy: VolatilePolicy
+) -> list[str]:
     known = list(state.volatile_spans)
     learned: list[str] = []
+    for current, previous in zip(system, state.previous_system, strict=False):
+        if current == previous:
+            continue
+        learned += [m for m in _changed_patterns(current, previous, _active([*known, *learned])) if m not in learned]
+    patterns = session_patterns(extra, _active([*known, *learned]))
     for current, previous in zip(system, state.previous_system, strict=False):
         if current == previous:
             continue
@@ -259,10 +305,11 @@ def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[D
     client's original system texts and the learned anchors.
     """
     state = ctx.session
-    patterns = per_turn_patterns(tuple(sorted(policy.patterns.items())))
+    extra = tuple(sorted(policy.patterns.items()))
     system = tuple(text_of(m.get("content")) for m in system_messages(ctx.messages) if not is_gateway_block(m))
-    learned = _learn(system, state, patterns, policy) if policy.learn and state.previous_system else []
+    learned = _learn(system, state, extra, policy) if policy.learn and state.previous_system else []
     anchors = (*state.volatile_spans, *learned)
+    patterns = moved_patterns(extra, anchors) if policy.learn else per_turn_patterns(extra)
     moves = _Moves()
 
     def substitute(text: str) -> str:
@@ -279,7 +326,12 @@ def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[D
         return ctx, []
     decisions: list[Decision] = []
     if learned:
-        spans = [{"name": "learned", "text": a.replace(_ANCHOR_SEP, "…")} for a in learned]
+        spans = [
+            {"name": a[len(_ACTIVE) :], "text": "(each value of the pattern)"}
+            if a.startswith(_ACTIVE)
+            else {"name": "learned", "text": a.replace(_ANCHOR_SEP, "…")}
+            for a in learned
+        ]
         decisions.append(
             Decision(
                 "move_volatile",

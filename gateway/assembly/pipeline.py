@@ -17,6 +17,7 @@ from gateway.assembly.attach_documents import attach_documents
 from gateway.assembly.clear_tool_results import clear_tool_results, condense_tail
 from gateway.assembly.compact_history import compact_history, fit_newest
 from gateway.assembly.compaction_layout import head_end
+from gateway.assembly.compaction_policy import CompactionPolicy, for_window
 from gateway.assembly.context import Context, Decision, Pass
 from gateway.assembly.hint_cache import hint_cache
 from gateway.assembly.lint_context import LintPolicy, lint_context
@@ -65,6 +66,7 @@ def _merged_lint_policy(policy: Policy) -> LintPolicy:
             "volatile_patterns": {**policy.volatile.patterns, **policy.lint.volatile_patterns},
             "rules": (*policy.rules.rules, *policy.lint.rules),
             "compaction_threshold": policy.lint.compaction_threshold or _compaction_threshold(policy),
+            "volatile_learns": policy.volatile.enabled and policy.volatile.learn,
         }
     )
 
@@ -156,7 +158,7 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
     problems: list[str] = []
     too_long: ContextTooLong | None = None
     for k, spec in enumerate(passes):
-        pass_policy = spec.policy(policy)
+        pass_policy = _for_window(spec.policy(policy), ctx)
         if not pass_policy.enabled:
             continue
         try:
@@ -198,6 +200,11 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
     return Assembly(ctx, current, tuple(decisions))
 
 
+def _for_window(pass_policy: PassPolicy, ctx: Context) -> PassPolicy:
+    """Compaction's policy sized to the model's window (``compaction_policy.for_window``)."""
+    return for_window(pass_policy, ctx.env.context_window) if isinstance(pass_policy, CompactionPolicy) else pass_policy
+
+
 def _keep_rounds(policy: Policy) -> int | None:
     return policy.compaction.keep_recent_rounds if policy.compaction.enabled else None
 
@@ -220,7 +227,7 @@ def _finish(stage: Context, policy: Policy, passes: tuple[PassSpec, ...], after:
     for spec in passes[after + 1 :]:
         if spec.name not in FINISHING_PASSES or spec.name == "lint_context":
             continue
-        pass_policy = spec.policy(policy)
+        pass_policy = _for_window(spec.policy(policy), stage)
         if not pass_policy.enabled:
             continue
         try:
@@ -289,7 +296,7 @@ def _fit_newest(
     first = next((s for s in snapshots if s.after == "move_volatile"), snapshots[0])
     reserve = 0
     for _ in range(3):  # the finishing passes add the reminder: leave room for what they added last time
-        made = fit_newest(first.ctx, policy.compaction, reserve)
+        made = fit_newest(first.ctx, for_window(policy.compaction, ctx.env.context_window), reserve)
         if made is None:
             return None
         stage, compacted = made

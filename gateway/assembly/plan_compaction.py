@@ -7,6 +7,12 @@ the end of the head through enough older rounds that, once the history has grown
 the API layer runs ``summarize_range`` on it in a background thread and stores the
 resulting checkpoint in the session. ``compact_history`` then finds it like any other
 checkpoint when the threshold is crossed.
+
+A summary prepared for a threshold the session never crosses is an upstream call that buys
+nothing (tau2's solo session ended between the watermarks with one LLM summary never sent, and
+cost more than sending the client's requests directly). So past ``prepare_at`` a summary is
+prepared only once twice the newest exchange's growth would cross the threshold: the turn that
+crosses finds it ready, and a session that stops short of it pays for none.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from gateway.assembly.compaction_layout import (
     token_limit,
     watermarks,
 )
-from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.compaction_policy import CompactionPolicy, for_window
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState, Summarizer
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
+from gateway.assembly.verify_assembly import is_gateway_block
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,8 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     marks = watermarks(original, lay, policy)
     if not marks.prepare < tokens <= marks.threshold:
         return None
+    if tokens + 2 * _growth(original) <= marks.threshold:
+        return None  # the next turns stay under the threshold: prepared now it may never be sent
     found = matching_checkpoints(messages, lay, assembled.session)
     previous = found[-1] if found else None
     if previous is not None and previous.range_hash != compaction_memory(assembled.session).get("active"):
@@ -71,7 +80,8 @@ def prepare(
     plan: CompactionPlan, ctx: Context, policy: CompactionPolicy, summarizer: Summarizer | None
 ) -> RangeSummary:
     """The checkpoint ``plan`` names, summarised as the gateway prepares it ahead (in a background thread)."""
-    return summarize_range(plan.messages, plan.start, plan.end, plan.previous, summarizer, policy, ctx.env.counter)
+    sized = for_window(policy, ctx.env.context_window)  # the summary's ceiling follows the window
+    return summarize_range(plan.messages, plan.start, plan.end, plan.previous, summarizer, sized, ctx.env.counter)
 
 
 def adopt_checkpoints(state: SessionState, found: Sequence[Checkpoint], policy: CompactionPolicy) -> SessionState:
@@ -87,3 +97,13 @@ def adopt_checkpoints(state: SessionState, found: Sequence[Checkpoint], policy: 
     merged = sorted((*state.checkpoints, *new), key=lambda c: (c.end, c.range_hash))
     kept = tuple(merged[-policy.max_checkpoints :])
     return state if {c.range_hash for c in kept} == have else replace(state, checkpoints=kept)
+
+
+def _growth(ctx: Context) -> int:
+    """What the next turn is expected to add: the newest exchange (an assistant reply and the user's
+    next message, or a loop's two newest rounds) of the client's request."""
+    messages = ctx.messages
+    starts = [i for i, m in enumerate(messages) if m.get("role") in ("user", "assistant") and not is_gateway_block(m)]
+    if len(starts) < 2:
+        return 0
+    return ctx.env.counter.messages(messages[starts[-2] :])

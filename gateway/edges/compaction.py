@@ -33,6 +33,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from gateway.assembly.compaction_policy import for_window
 from gateway.assembly.context import Checkpoint, Context, Decision, SessionState, Summarizer
 from gateway.assembly.plan_compaction import CompactionPlan, adopt_checkpoints, plan_compaction, prepare
 from gateway.config import ModelConfig, Settings
@@ -174,7 +175,7 @@ class CompactionRuntime:
         session_id = assembled.session.session_id
         if session_id in self._running:
             return None
-        plan = plan_compaction(original, assembled, self.policy)
+        plan = plan_compaction(original, assembled, for_window(self.policy, original.env.context_window))
         if plan is None:
             return None
         if not await store_call(self._sessions, self._sessions.claim, checkpoint_key(session_id, plan.key)):

@@ -8,15 +8,18 @@ although the system prompt, the task and the newest round fit.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from gateway.assembly.compaction_policy import CompactionPolicy, for_window
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.policy import Policy
 from gateway.assembly.verify_assembly import tool_pairing_problems
 from gateway.errors import ContextTooLong
-from tests.assembly.compaction_helpers import COUNTER, make_ctx, run_turns
+from tests.assembly.compaction_helpers import COUNTER, make_ctx, rewrites, run_turns
 
 WORDS = [
     "def",
@@ -120,3 +123,30 @@ def test_refused_only_when_the_newest_round_cannot_fit_and_the_error_says_what_w
     with pytest.raises(ContextTooLong) as raised:
         assemble(make_ctx(messages, window=4096), pol)
     assert "at most" in raised.value.message and "newest round" in raised.value.message
+
+
+def test_a_small_window_gets_a_summary_ceiling_sized_to_it_unless_the_config_sets_one() -> None:
+    """The default 1,200-token ceiling is 20 % of a 6K window: with mini-swe-agent's 1.4K task a compaction
+    had no room below its target and landed high, so the next came a few rounds later."""
+    assert for_window(CompactionPolicy(), 8000).summary_max_tokens == 640
+    assert for_window(CompactionPolicy(), 6000).summary_max_tokens == 480
+    assert for_window(CompactionPolicy(), 32000).summary_max_tokens == 1200
+    assert for_window(CompactionPolicy(summary_max_tokens=1200), 6000).summary_max_tokens == 1200
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    path = Path(__file__).parents[1] / "data" / "agent_loops" / name
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def test_mini_swe_agent_at_6k_compacts_at_most_once_per_target_to_threshold_growth() -> None:
+    """Before: 8 rewrites of the prefix for a bound of 7.7 on this run (90 for 42.9 on the longest run)."""
+    (run,) = _rows("mini_swe_agent_deepseek.jsonl")
+    messages = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in run["messages"]]
+    histories = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
+    window = 6000
+    results = run_turns(histories, Policy(), window=window, tools=run["tools"])
+    assert all(r.assembled.prompt_tokens() <= window for r in results)
+    assert not any(tool_pairing_problems(r.assembled.messages) for r in results)
+    growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
+    assert len(rewrites(results)) <= growth / ((0.55 - 0.25) * window)

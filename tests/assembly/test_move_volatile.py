@@ -48,18 +48,19 @@ def test_prefix_is_byte_stable_across_turns_with_clock_counter_and_unknown_value
         )
         prefix, state, reminder = _turn(system, state)
         prefixes.append(prefix)
-        assert f"10:{turn:02d}:00 UTC" in " ".join(dict(reminder).values())
-        if turn > 1:  # a counter is per-turn once it changed; "turn 1" alone could be static text
+        if turn > 1:  # a clock or a counter is per-turn once it changed; on turn 1 it could be static text
+            assert f"10:{turn:02d}:00 UTC" in " ".join(dict(reminder).values())
             assert f"turn {turn}" in dict(reminder).values()
-    # turn 1 cannot know the counter and pool name are volatile; from turn 2 on the prefix never changes
-    assert "This is turn 1." in prefixes[0]
+    # turn 1 cannot know the clock, counter and pool name are volatile; from turn 2 on the prefix never changes
+    assert "This is turn 1." in prefixes[0] and "10:01:00 UTC" in prefixes[0]
     assert len(set(prefixes[1:])) == 1, prefixes
     assert "[learned: see reminder]" in prefixes[-1]
 
 
 def test_only_the_value_moves_and_the_rest_of_its_line_stays() -> None:
     system = "Current time: 2026-11-29T16:00:00Z NEVER push to main without review\nToday is 29 Nov 2026. Be kind."
-    prefix, _, reminder = _turn(system, SessionState("s"))
+    before = "Current time: 2026-11-28T15:00:00Z NEVER push to main without review\nToday is 28 Nov 2026. Be kind."
+    prefix, _, reminder = _turn(system, SessionState("s", previous_system=(before,)))
     assert prefix == (
         "[current_line: see reminder] NEVER push to main without review\n[current_line #2: see reminder]. Be kind."
     )
@@ -134,3 +135,20 @@ def test_span_memo_answers_for_the_pattern_set_it_is_asked_with() -> None:
         fresh = compile_named({"ticket": r"ABC-\d+"})
         assert pattern_spans(text, fresh) == pattern_spans(text, ticket)
         assert pattern_spans(text, compile_named({})) == pattern_spans(text, default)
+
+
+def test_a_per_turn_value_the_session_never_changed_stays_in_the_prefix() -> None:
+    """tau2's "The current time is 2025-02-25 12:08:00 EST." is the same on every turn of a session: left
+    where it is it is cached with the prompt; moved (before) it cost an uncached reminder line every turn
+    and made the session costlier than sending it directly. It moves from the turn its value changes."""
+    state = SessionState("s")
+    system = "# Policy\n\nThe current time is 2025-02-25 12:08:00 EST.\n\nBe precise. Request id: req-8f3a2b91."
+    for _ in range(3):
+        prefix, state, reminder = _turn(system, state)
+        assert prefix == system and reminder == []
+    later = system.replace("12:08:00", "12:09:30")
+    prefix, state, reminder = _turn(later, state)
+    assert prefix == "# Policy\n\nThe [current_line: see reminder].\n\nBe precise. Request id: req-8f3a2b91."
+    assert reminder == [("current_line", "current time is 2025-02-25 12:09:30 EST")]
+    prefix, state, reminder = _turn(later, state)  # once it changed it keeps moving, so the prefix stays
+    assert prefix.startswith("# Policy\n\nThe [current_line: see reminder].") and reminder

@@ -19,16 +19,32 @@ POLICY = policy(strategies=["summarize"], summary_max_tokens=400, keep_recent_tu
 
 
 def _between_watermarks() -> list[dict]:
+    """The last conversation length under the threshold: the next turn crosses it."""
+    found = None
     for n in range(1, 60):
         tokens = make_ctx(conversation(n)).prompt_tokens()
         if 0.45 * 8000 < tokens <= 0.55 * 8000:
-            return conversation(n)
-    raise AssertionError("no conversation length falls between the watermarks")
+            found = conversation(n)
+    assert found is not None, "no conversation length falls between the watermarks"
+    return found
 
 
 def test_no_plan_below_the_lower_watermark() -> None:
     ctx = make_ctx(conversation(3))
     assert plan_compaction(ctx, ctx, POLICY) is None
+
+
+def test_no_summary_is_prepared_for_a_threshold_the_next_turn_does_not_reach() -> None:
+    """Before: every request past ``prepare_at`` prepared one, and a session that ended between the
+    watermarks (tau2's solo run) paid for a summariser call never sent."""
+    for n in range(1, 60):
+        messages = conversation(n)
+        ctx = make_ctx(messages)
+        tokens = ctx.prompt_tokens()
+        if tokens > 0.45 * 8000 and make_ctx(conversation(n + 1)).prompt_tokens() <= 0.55 * 8000 - 200:
+            assert plan_compaction(ctx, ctx, POLICY) is None
+            return
+    raise AssertionError("no conversation length falls two turns under the threshold")
 
 
 def test_plans_the_middle_between_the_watermarks() -> None:

@@ -111,7 +111,8 @@ def test_move_volatile_and_the_reminder_edit_the_developer_item_and_append_one_i
     }
     chat = chat_body(body, body["input"])
     env = Env(counter=counter_for("o200k_base"), context_window=128_000, model="gpt-4o-mini")
-    ctx = context_from_body(chat, env, SessionState("s"))
+    earlier = SessionState("s", previous_system=("Current time: 2026-12-03T09:59:00Z. NEVER force-push.",))
+    ctx = context_from_body(chat, env, earlier)  # the clock changed since the session's previous turn
     moved, _ = move_volatile(ctx, VolatilePolicy())
     done, _ = render_reminder(moved, ReminderPolicy())
     out = apply_edits(

@@ -1,0 +1,59 @@
+"""The ``--fit`` rows of ``benchmarks.agent_loops`` counted in process, for a machine too loaded to serve them.
+
+    python -m benchmarks.agent_loops_inproc generated_coding_loop:16384 mini_swe_agent_deepseek.jsonl:6000
+
+The same replay (the longest run of each file, one request before every assistant message, one session),
+through ``assemble`` with the session carried over and each planned summary prepared at once as the API
+does in the background (``tests.assembly.compaction_helpers.run_turns``), with the extractive summariser.
+Counted from what the pipeline would forward: over window, unpaired, the newest result verbatim whenever
+it is under a quarter of the window, and rewrites against the bound of one per
+``(threshold - target) x window`` of growth. No cost column: that needs the simulator's cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from benchmarks.agent_loops import TARGET, THRESHOLD, load_runs, turns
+from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.policy import Policy
+from gateway.assembly.verify_assembly import tool_pairing_problems
+from tests.assembly.compaction_helpers import COUNTER, rewrites, run_turns
+
+
+def fit_row(name: str, window: int) -> str:
+    run = load_runs(name, 1)[0]
+    histories = list(turns(run["messages"]))
+    policy = Policy(compaction=CompactionPolicy(threshold=THRESHOLD, target=TARGET, keep_recent_rounds=4))
+    results = run_turns(histories, policy, window=window, tools=run["tools"], prepare_ahead=True)
+    over = sum(COUNTER.request(r.assembled.messages, r.assembled.tools) > window for r in results)
+    unpaired = sum(bool(tool_pairing_problems(r.assembled.messages)) for r in results)
+    small = verbatim = 0
+    for history, result in zip(histories, results, strict=True):
+        if history[-1].get("role") == "tool" and COUNTER.message(history[-1]) < window // 4:
+            small += 1
+            verbatim += history[-1] in list(result.assembled.messages)
+    growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
+    bound = growth / ((THRESHOLD - TARGET) * window)
+    return (
+        f"| `{name}` | {window} | {len(histories)} | {over} | {unpaired} | {verbatim}/{small} | "
+        f"{len(rewrites(results))} (bound {bound:.1f}) |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("rows", nargs="+", help="file:window, e.g. mini_swe_agent_deepseek.jsonl:6000")
+    args = parser.parse_args()
+    print(
+        "| file | window | requests | over window | unpaired | newest result verbatim (< 1/4 window) "
+        "| rewrites (bound) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for spec in args.rows:
+        name, window = spec.rsplit(":", 1)
+        print(fit_row(name, int(window)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
