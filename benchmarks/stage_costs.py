@@ -1,147 +1,412 @@
-"""Where a request's CPU goes inside the gateway, stage by stage and pass by pass, without HTTP.
+"""The CPU each stage of a served request costs, every default on, against a budget per stage.
 
-    python -m benchmarks.stage_costs [--profiles agent14k,agent105k] [--requests 100]
+    python -m benchmarks.stage_costs [--shapes tiny,stream,agent14k,agent105k,growing,fixed]
+                                     [--requests 60] [--write-docs] [--json PATH]
 
-For each profile body (``benchmarks/profiles.py``) it repeats, in process and on freshly
-parsed JSON as a request would arrive, what ``api/chat.py`` does to a request: parse,
-validate, name the session, build the Context, run every pass of the default pipeline
-(timed one by one), track the prefix, encode the body for the provider, then the bookkeeping
-done after the answer (counts, budget report, metrics) and the rows the store writer builds.
-The session state is carried from request to request, as the same conversation resent.
-Prints the median of each stage (the first quarter of requests, cold caches, left out).
-Run it from two checkouts (``PYTHONPATH=<other checkout> python -m benchmarks.stage_costs``)
-to compare them on the same machine minutes apart.
+Builds the gateway ``ventana serve`` builds (``create_app`` with ``build_dependencies``: a SQLite
+store with its writer thread, in-memory session state, recall on, served tools, the conversation
+index, usage profiles, cache hints; the default policy) in this process, runs its lifespan, and
+sends it requests through its ASGI app: the real routing, admission, ``answer_chat``, the aiohttp
+upstream client against the provider simulator (``--no-cache``, in its own process), the record.
+The seams of the request path are wrapped with a thread-CPU timer (``benchmarks/stage_clock.py``);
+each stage is charged its own CPU, and "http, routing, glue" is what no stage claimed (Starlette,
+middleware, admission, ``answer_chat``'s own lines, the response). "other threads" is the process
+CPU beyond the loop thread's: the store writer building and committing the record's rows.
+
+Shapes, one request at a time, one session each (no session header: the conversation index names
+them), the first quarter of requests left out (cold caches, a first turn):
+
+- ``tiny``, ``stream``, ``agent14k``, ``agent105k``: the ``benchmarks.overhead`` bodies, resent;
+- ``growing``: a real mini-swe-agent session (``gpt-4.1-mini``, nothing compacts) that grows by one
+  round (one tool call and its result) per request, measured from 100K to 125K tokens;
+- ``fixed``: that session's body at its median length, resent (the fixed shape of the same size).
+
+Medians of thread-CPU microseconds per stage; robust to a loaded machine, unlike wall time.
+Each stage has a budget (``BUDGETS``, us); the benchmark names the stages over theirs.
+``--write-docs`` rewrites the table between the markers in ``docs/performance.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import dataclasses
+import os
 import statistics
+import sys
+import tempfile
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import orjson
 
 import gateway  # noqa: F401  (offline tiktoken)
-from benchmarks.profiles import MODEL, build_profiles, fresh
+from benchmarks.profiles import MODEL, _renumbered, _runs, _steps, build_profiles
+from benchmarks.stage_clock import StageClock, Timed, span_cost_ns
 from gateway import metrics
-from gateway.api.chat import forward_body, parse_request
-from gateway.api.incremental_parse import IncrementalParser
-from gateway.api.validate import validate_chat_request
-from gateway.assembly.budget_report import budget_report
-from gateway.assembly.context import Context, Decision, Env, SessionState
-from gateway.assembly.pipeline import FORWARD_PASSES, Assembly, lint_findings
-from gateway.assembly.prefix import track_prefix
-from gateway.assembly.request import context_from_body
-from gateway.assembly.verify_assembly import verify_assembly
-from gateway.config import load_settings
-from gateway.memos import Memos
-from gateway.sessions.identify import identify_session
-from gateway.sessions.resent import ResentHistory
-from gateway.store import writer
-from gateway.store.record import RequestRecord
+from gateway.api import answer, chat
+from gateway.assembly.pipeline import PassSpec
+from gateway.config import parse_settings
 from gateway.tokens import counter_for
+from tests.procs import run_simulator
+from tests.shared_data import data_path
 
-T = TypeVar("T")
-#: The process-wide state chat.py's request path keeps between requests.
-RESENT = ResentHistory()
-PARSER = IncrementalParser()
-KNOWN = writer.KnownContent()
-MEMOS = Memos()  # the gateway's caches between requests (api.deps.Gateway.memos)
-
-
-class Stages:
-    def __init__(self) -> None:
-        self.times: dict[str, list[float]] = {}
-
-    def time(self, name: str, step: Callable[[], T]) -> T:
-        started = time.perf_counter()
-        out = step()
-        self.times.setdefault(name, []).append((time.perf_counter() - started) * 1e6)
-        return out
+GROWING_MODEL = "gpt-4.1-mini"
+LOOPS = data_path("agent_loops", "mini_swe_agent_deepseek.jsonl")
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
+BEGIN, END = "<!-- stage-costs:begin -->", "<!-- stage-costs:end -->"
+SHAPES = ("tiny", "stream", "agent14k", "agent105k", "growing", "fixed")
+HTTP = "http, routing, glue"
+OTHER_THREADS = "other threads (store writer)"
+TOTAL = "**loop thread, total**"
+REFERENCE = "reference work (not a stage)"
+#: A fixed piece of Python and orjson work, timed before every request: thread CPU on a loaded, shared
+#: machine swings 2-3x between minutes (cache and SMT contention, the hypervisor), so comparisons
+#: between runs divide by it (``stage / reference``).
+_REFERENCE_BODY = orjson.dumps({"messages": [{"role": "user", "content": f"message {i} " * 20} for i in range(200)]})
 
 
-def _assemble(stages: Stages, ctx: Context, policy: Any) -> Assembly:
-    current, decisions = ctx, []
-    for spec in FORWARD_PASSES:  # lint runs after the answer (warn mode, the default), as in api/chat.py
-        pass_policy = spec.policy(policy)
-        if not pass_policy.enabled:
-            continue
-        run = spec.run
-        current, made = stages.time(f"  pass {spec.name}", lambda r=run, p=pass_policy, c=current: r(c, p))
-        decisions.extend(made)
-    final = current
-    problems = stages.time("  verify_assembly", lambda: [] if final is ctx else verify_assembly(ctx, final, decisions))
-    return Assembly(ctx, ctx if problems else final, tuple(decisions))
+def reference_ns() -> int:
+    started = time.thread_time_ns()
+    data = orjson.loads(_REFERENCE_BODY)
+    total = 0
+    for m in data["messages"]:
+        total += len(m["content"].split())
+    orjson.dumps(data)
+    return time.thread_time_ns() - started
 
 
-def one_request(stages: Stages, raw: bytes, policy: Any, state: SessionState, i: int) -> SessionState:
-    body, reused = stages.time("parse", lambda: parse_request(raw, PARSER, "anonymous"))
-    stages.time("validate", lambda: validate_chat_request(body, max_messages=5_000, known_valid=reused))
-    stages.time("remember bytes", lambda: PARSER.remember(raw, "anonymous", body, reused))
-    session_id = stages.time("session id", lambda: identify_session(None, "anonymous", MODEL, body["messages"]))
-    stages.time("resent history", lambda: RESENT.adopt(session_id, body, len(raw), known=reused))
-    counter = counter_for("o200k_base")
-    counter = counter.for_request() if hasattr(counter, "for_request") else counter
-    env = Env(counter=counter, context_window=128_000, model=MODEL, provider="openai", now=time.time(), memos=MEMOS)
-    ctx = stages.time("context", lambda: context_from_body(body, env, state))
-    assembly = _assemble(stages, ctx, policy)
-    prefix = stages.time("track_prefix", lambda: track_prefix(assembly.assembled))
-    outgoing = forward_body(body, assembly)
-    stages.time("encode for provider", lambda: orjson.dumps(outgoing))
-    record = RequestRecord.of(
-        request_id=f"req-{i}",
-        session_id=session_id,
-        created_at=time.time(),
-        model=MODEL,
-        provider="openai",
-        caller="anonymous",
-        original=body,
-        assembled=outgoing,
-        decisions=[d.to_dict() for d in assembly.decisions if isinstance(d, Decision)],
+#: Budget per stage, us of loop-thread CPU, per shape (tiny, stream, agent14k, agent105k, growing, fixed).
+#: Derived from the issue's targets (+1.0 / +1.0 / +1.5 / +4.0 ms added at one client, of which the
+#: HTTP hop to the provider and back takes ~0.3 ms) and from the rule that a turn costs what changed:
+#: the growing session's stages are held to the fixed shape's budget, and a feature with nothing to do
+#: (recall without an archive, served tools none offered, naming a session already seen) costs a few us.
+#: A stage not listed has the budget of ``"*"``.
+BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
+    "parse, check, name": (25, 25, 60, 200, 200, 200),
+    "conversation index": (10, 10, 15, 40, 40, 40),
+    "resent history": (5, 5, 15, 60, 60, 60),
+    "session load": (5, 5, 5, 5, 5, 5),
+    "count new text": (5, 5, 10, 20, 20, 20),
+    "context": (15, 15, 20, 30, 30, 30),
+    "edge compaction before": (10, 10, 10, 15, 15, 15),
+    "edge memory before": (10, 10, 15, 25, 25, 25),
+    "edge tool_usage before": (10, 10, 10, 10, 10, 10),
+    "assembly (checks between passes)": (30, 30, 120, 300, 300, 300),
+    "track prefix": (20, 20, 30, 80, 80, 80),
+    "session save": (10, 10, 10, 10, 10, 10),
+    "edge compaction after": (10, 10, 10, 20, 20, 20),
+    "edge memory after": (10, 10, 15, 30, 30, 30),
+    "edge tool_usage after": (10, 10, 10, 10, 10, 10),
+    "forward body": (5, 5, 5, 5, 5, 5),
+    "served tools": (10, 10, 15, 15, 15, 15),
+    "encode for provider": (15, 15, 30, 120, 120, 120),
+    "upstream client (aiohttp)": (250, 300, 300, 450, 450, 450),
+    "answer (usage, response)": (40, 40, 40, 40, 40, 40),
+    "after: counts": (10, 10, 15, 30, 30, 30),
+    "after: budget report": (30, 30, 40, 80, 80, 80),
+    "after: lint": (20, 20, 40, 80, 80, 80),
+    "after: record built": (30, 30, 30, 30, 30, 30),
+    "after: metrics": (30, 30, 30, 40, 40, 40),
+    "after: calibration": (5, 5, 5, 5, 5, 5),
+    "edge compaction finish": (5, 5, 5, 5, 5, 5),
+    "edge memory finish": (5, 5, 5, 5, 5, 5),
+    "edge tool_usage finish": (10, 10, 10, 10, 10, 10),
+    "after: record queued": (10, 10, 10, 10, 10, 10),
+    HTTP: (200, 250, 200, 200, 200, 200),
+    "*": (20, 20, 40, 120, 120, 120),
+    TOTAL: (700, 800, 1000, 2500, 2500, 2500),
+}
+
+
+def budget(stage: str, shape: str) -> float:
+    """The budget of ``stage`` for ``shape``, us; none (infinite) for the other threads, reported only."""
+    if stage in (OTHER_THREADS, REFERENCE):
+        return float("inf")
+    return BUDGETS.get(stage, BUDGETS["*"])[SHAPES.index(shape)]
+
+
+def instrument(gw: Any, clock: StageClock) -> None:
+    """Swap the request path's seams for timed ones; raise if a seam is gone (the code moved)."""
+    t = clock.auto
+    module_seams = {
+        chat: {
+            "read_and_name": "parse, check, name",
+            "count_off_loop": "count new text",
+            "build_context": "context",
+            "assemble": "assembly (checks between passes)",
+            "track_prefix": "track prefix",
+            "forward_body": "forward body",
+            "own_tools": "served tools",
+            "untouched_bytes": "encode for provider",
+            "_params_spliced": "encode for provider",
+            "_encoded": "encode for provider",
+            "lint_findings": "after: lint",
+            "_budget": "after: budget report",
+            "count_tokens": "after: counts",
+        },
+        answer: {"request_record": "after: record built", "normalise_usage": "answer (usage, response)"},
+        metrics: {"observe": "after: metrics"},
+    }
+    for module, seams in module_seams.items():
+        for attr, stage in seams.items():
+            if not hasattr(module, attr):
+                raise SystemExit(f"stage seam {module.__name__}.{attr} not found: update benchmarks/stage_costs.py")
+            setattr(module, attr, t(stage, getattr(module, attr)))
+    for attr in ("FORWARD_PASSES", "PASSES"):
+        specs: tuple[PassSpec, ...] = getattr(chat, attr)
+        setattr(chat, attr, tuple(dataclasses.replace(s, run=t(f"pass {s.name}", s.run)) for s in specs))
+    gw.sessions = Timed(gw.sessions, clock, {"load": "session load", "save": "session save"})
+    gw.conversations = Timed(gw.conversations, clock, {"name": "conversation index"})
+    gw.resent = Timed(gw.resent, clock, {"adopt": "resent history"})
+    gw.upstream = Timed(
+        gw.upstream, clock, {"complete": "upstream client (aiohttp)", "open_stream": "upstream client (aiohttp)"}
     )
-    stages.time("after: counts", lambda: (ctx.prompt_tokens(), assembly.assembled.prompt_tokens()))
-    stages.time("after: budget report", lambda: budget_report(assembly.assembled))
-    stages.time("after: lint", lambda: lint_findings(assembly.assembled, policy))
-    stages.time("after: metrics", lambda: metrics.observe(record))
-    batch = writer._Batch(known=KNOWN)
-    stages.time("writer thread: rows", lambda: writer._request_row(batch, record, time.time()))
-    KNOWN.update([*batch.blobs, *batch.nodes])  # as the writer does once the batch has committed
-    return assembly.assembled.session if prefix is not None else state
+    gw.recorder = Timed(gw.recorder, clock, {"record": "after: record queued"})
+    gw.calibration = Timed(gw.calibration, clock, {"observe": "after: calibration"})
+    names = {id(getattr(gw.edges, f.name)): f.name for f in dataclasses.fields(gw.edges)}
+    ordered = tuple(
+        Timed(e, clock, {m: f"edge {names.get(id(e), type(e).__name__)} {m}" for m in ("before", "after", "finish")})
+        for e in gw.edges.ordered
+    )
+    gw.edges = _TimedEdges(gw.edges, ordered)
+
+
+class _TimedEdges:
+    def __init__(self, edges: Any, ordered: tuple[Any, ...]) -> None:
+        self._edges = edges
+        self.ordered = ordered
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._edges, name)
+
+
+def _scope(raw: bytes) -> dict[str, Any]:
+    path = "/v1/chat/completions"
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(raw)).encode()),
+        ],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8080),
+        "state": {},
+    }
+
+
+async def send_one(app: Any, raw: bytes) -> int:
+    """One request through the ASGI app; its status (the body is read to the end)."""
+    delivered = False
+    status = 0
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(_scope(raw), receive, send)
+    done.set()
+    return status
+
+
+def growing_bodies(start_tokens: int, end_tokens: int) -> Iterator[tuple[int, bytes]]:
+    """A real agent session one round longer each request, from ``start_tokens`` to ``end_tokens``."""
+    runs = _runs(LOOPS)
+    tools = runs[0]["tools"]
+    messages: list[dict[str, Any]] = [dict(m) for m in runs[0]["messages"][:2]]
+    steps = _steps(runs)
+    counter = counter_for("o200k_base")
+    tokens = counter.request(messages, tools)
+    k = 0
+    while tokens < end_tokens:
+        chunk = _renumbered(steps[k % len(steps)], k)
+        messages.extend(chunk)
+        tokens += counter.messages(chunk)
+        k += 1
+        if tokens >= start_tokens:
+            yield tokens, orjson.dumps({"model": GROWING_MODEL, "messages": messages, "tools": tools, "max_tokens": 32})
+
+
+@dataclasses.dataclass
+class Shape:
+    name: str
+    bodies: list[bytes]
+    measured_from: int  # index of the first measured request
+    detail: str
+
+
+def shapes(names: list[str], requests: int) -> list[Shape]:
+    out: list[Shape] = []
+    profiles = {p.name: p for p in build_profiles(tuple(n for n in names if n not in ("growing", "fixed")))}
+    for name, p in profiles.items():
+        out.append(Shape(name, [p.body] * requests, requests // 4, f"{p.messages} messages, {p.tokens} tokens"))
+    if "growing" in names or "fixed" in names:
+        grown = list(growing_bodies(95_000, 125_000))
+        start = next(i for i, (tokens, _) in enumerate(grown) if tokens >= 100_000)
+        if "growing" in names:
+            detail = f"{grown[start][0]}-{grown[-1][0]} tokens, +1 round a request ({len(grown) - start} measured)"
+            out.append(Shape("growing", [b for _, b in grown], start, detail))
+        if "fixed" in names:
+            tokens, body = grown[(start + len(grown)) // 2]
+            out.append(Shape("fixed", [body] * requests, requests // 4, f"the growing session at {tokens} tokens"))
+    order = {n: i for i, n in enumerate(SHAPES)}
+    return sorted(out, key=lambda s: order[s.name])
+
+
+async def run_shape(app: Any, clock: StageClock, shape: Shape) -> tuple[dict[str, list[float]], int]:
+    """Per stage, the us of each measured request; and the spans a request makes."""
+    samples: dict[str, list[float]] = {}
+    spans = []
+    for i, raw in enumerate(shape.bodies):
+        reference = reference_ns()
+        clock.take()
+        thread0, process0 = time.thread_time_ns(), time.process_time_ns()
+        status = await send_one(app, raw)
+        for _ in range(3):  # the bookkeeping after the answer runs in loop callbacks
+            await asyncio.sleep(0)
+        thread_ns, process_ns = time.thread_time_ns() - thread0, time.process_time_ns() - process0
+        if status != 200:
+            raise SystemExit(f"{shape.name}: request {i} answered {status}")
+        spent, calls = clock.take()
+        if i < shape.measured_from:
+            continue
+        spans.append(calls)
+        row = {k: v / 1000 for k, v in spent.items()}
+        row[HTTP] = (thread_ns - sum(spent.values())) / 1000
+        row[OTHER_THREADS] = max(0, process_ns - thread_ns) / 1000
+        row[TOTAL] = thread_ns / 1000
+        row[REFERENCE] = reference / 1000
+        for k, v in row.items():
+            samples.setdefault(k, []).append(v)
+    return samples, int(statistics.median(spans))
+
+
+def table(results: dict[str, dict[str, float]], details: dict[str, str]) -> list[str]:
+    names = list(results)
+    stages: list[str] = []
+    for medians in results.values():
+        stages += [s for s in medians if s not in stages]
+    fixed_order = [TOTAL, OTHER_THREADS, REFERENCE]
+    stages = [s for s in stages if s not in fixed_order and s != HTTP] + [HTTP] + fixed_order
+    lines = ["| stage | " + " | ".join(f"{n} us (budget)" for n in names) + " |"]
+    lines.append("| --- |" + " --- |" * len(names))
+    for stage in stages:
+        cells: list[str] = []
+        for n in names:
+            value = results[n].get(stage)
+            limit = budget(stage, n)
+            if value is None:
+                cells.append("-")
+                continue
+            mark = " **over**" if value > limit else ""
+            cells.append(f"{value:.1f} ({limit:g}){mark}" if limit != float("inf") else f"{value:.1f}")
+        lines.append(f"| {stage} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [
+        f"- {n}: {details[n]}; loop total {results[n][TOTAL] / results[n][REFERENCE]:.1f}x the reference work"
+        for n in names
+    ]
+    return lines
+
+
+def over_budget(results: dict[str, dict[str, float]]) -> list[str]:
+    return [
+        f"{shape}: {stage} {value:.1f} us > {budget(stage, shape):g}"
+        for shape, medians in results.items()
+        for stage, value in medians.items()
+        if value > budget(stage, shape)
+    ]
+
+
+def write_docs(lines: list[str]) -> None:
+    text = DOCS.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{DOCS} has no {BEGIN} .. {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+
+
+async def measure(app: Any, clock: StageClock, todo: list[Shape]) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    results: dict[str, dict[str, float]] = {}
+    spans: dict[str, int] = {}
+    async with app.router.lifespan_context(app):
+        for shape in todo:
+            samples, spans[shape.name] = await run_shape(app, clock, shape)
+            results[shape.name] = {k: statistics.median(v) for k, v in samples.items()}
+            print(f"{shape.name}: {len(samples[TOTAL])} requests measured", file=sys.stderr)
+    return results, spans
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--profiles", default="agent14k,agent105k")
-    parser.add_argument("--requests", type=int, default=100)
-    parser.add_argument(
-        "--fresh",
-        action="store_true",
-        help="every request a first turn with every text new (its tokens counted beforehand, untimed, "
-        "as the gateway counts big new text in a worker thread)",
-    )
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--requests", type=int, default=60, help="per resent shape (growing: one per round)")
+    parser.add_argument("--write-docs", action="store_true", help="rewrite the stage table in docs/performance.md")
+    parser.add_argument("--json", default="", help="also write the medians here")
     args = parser.parse_args()
-    policy = load_settings().policy
-    for profile in build_profiles(tuple(args.profiles.split(","))):
-        stages, state = Stages(), SessionState(session_id="stage-costs")
-        for i in range(args.requests):
-            raw = profile.body
-            if args.fresh:
-                raw, state = fresh(raw, i), SessionState(session_id=f"stage-costs-{i}")
-                data = orjson.loads(raw)
-                counter = counter_for("o200k_base")
-                counter.learn(counter.missing(data["messages"], data.get("tools")))
-            state = one_request(stages, raw, policy, state, i)
-        skip = args.requests // 4
-        medians = {name: statistics.median(values[skip:]) for name, values in stages.times.items()}
-        request_path = sum(v for k, v in medians.items() if not k.startswith(("after", "writer")))
-        size = f"{profile.messages} messages, {profile.tokens} tokens"
-        print(f"\n{profile.name} ({size}), median us of {args.requests - skip} requests:")
-        print("| stage | median us |\n| --- | --- |")
-        for name, value in medians.items():
-            print(f"| {name} | {value:.1f} |")
-        print(f"| **before forwarding (parse .. encode)** | **{request_path:.1f}** |")
+    names = [n for n in args.shapes.split(",") if n]
+    unknown = set(names) - set(SHAPES)
+    if unknown:
+        raise SystemExit(f"unknown shapes {sorted(unknown)}; known: {', '.join(SHAPES)}")
+    todo = shapes(names, args.requests)
+    from gateway.api.app import create_app
+    from gateway.serve import build_dependencies
+
+    with tempfile.TemporaryDirectory() as tmp_name, contextlib.ExitStack() as stack:
+        tmp = Path(tmp_name)
+        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
+        models = [{"name": m, "litellm_model": f"openai/{m}", "api_base": sim.base_url} for m in (MODEL, GROWING_MODEL)]
+        cwd = os.getcwd()
+        os.chdir(tmp)  # the gateway's key file and default paths, as `ventana serve` in a fresh folder
+        stack.callback(os.chdir, cwd)
+        settings = parse_settings({"models": models, "database_url": f"sqlite:///{tmp}/stage-costs.db"})
+        app = create_app(settings, **build_dependencies(settings))
+        clock = StageClock()
+        per_span = span_cost_ns(clock) / 1000
+        instrument(app.state.gateway, clock)
+        import uvloop  # as `ventana serve` runs
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        results, spans = asyncio.run(measure(app, clock, todo))
+    details = {s.name: s.detail for s in todo}
+    lines = table(results, details)
+    lines.append(
+        f"- the timer adds ~{per_span:.2f} us per stage entered ({', '.join(f'{n} {c}' for n, c in spans.items())} "
+        "per request), included in the stages' times"
+    )
+    print("\n".join(lines))
+    over = over_budget(results)
+    print("\nover budget:" if over else "\nevery stage within its budget")
+    for line in over:
+        print("  " + line)
+    if args.write_docs:
+        write_docs(lines)
+        print(f"wrote {DOCS}")
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps({"results": results, "details": details}, option=orjson.OPT_INDENT_2))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ def with_params_added(raw: bytes, added: Mapping[str, Any]) -> bytes | None:
         extra = b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in added.items())
     except TypeError:
         return None
-    return end[:-1] + b"," + extra + b"}"
+    # One copy of the client's bytes: slicing and then concatenating three times copied 400 KB four times.
+    return b"".join((memoryview(end)[:-1], b",", extra, b"}"))
 
 
 def with_usage_requested(raw: bytes, body: Mapping[str, Any]) -> bytes | None:

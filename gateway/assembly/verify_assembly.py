@@ -114,8 +114,14 @@ def protected_start(messages: Sequence[Message], keep_rounds: int | None) -> int
     ``keep_rounds`` None (compaction off): from the last client user message. -1 when
     there is nothing to protect (no user message and no round).
     """
-    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    rounds = assistants[-min(keep_rounds, len(assistants))] if assistants and keep_rounds else -1
+    rounds = -1
+    if keep_rounds:  # walk back over the newest rounds only: a 400-round loop is not listed every check
+        seen = 0
+        for i in range(len(messages) - 1, -1, -1):
+            if messages[i].get("role") == "assistant":
+                rounds, seen = i, seen + 1
+                if seen == keep_rounds:
+                    break
     return max(last_client_user(messages), rounds)
 
 

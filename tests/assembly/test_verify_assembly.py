@@ -103,3 +103,22 @@ def test_comparable_reads_a_marked_single_part_as_the_string() -> None:
     assert comparable(marked) == {"role": "system", "content": "x"}
     image = {"type": "image_url", "image_url": {"url": "u"}}
     assert comparable({"role": "user", "content": [image]}) == {"role": "user", "content": [image]}
+
+
+def test_protected_start_walks_back_over_the_kept_rounds_as_the_full_listing_did() -> None:
+    """protected_start walks back from the end; it must agree with listing every assistant message."""
+    import random
+
+    from gateway.assembly.verify_assembly import last_client_user, protected_start
+
+    def listed(messages: list[dict[str, Any]], keep_rounds: int | None) -> int:
+        assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        rounds = assistants[-min(keep_rounds, len(assistants))] if assistants and keep_rounds else -1
+        return max(last_client_user(messages), rounds)
+
+    rng = random.Random(7)
+    for _ in range(300):
+        roles = [rng.choice(("system", "user", "assistant", "tool")) for _ in range(rng.randrange(0, 30))]
+        messages: list[dict[str, Any]] = [{"role": r, "content": "x"} for r in roles]
+        for keep in (None, 0, 1, 2, 4, 40):
+            assert protected_start(messages, keep) == listed(messages, keep)

@@ -1,24 +1,71 @@
-"""benchmarks.stage_costs times every stage of a real request and every enabled pass."""
+"""benchmarks.stage_costs times the seams of the served request path, every default on."""
 
 from __future__ import annotations
 
-from benchmarks.profiles import build_profiles
-from benchmarks.stage_costs import Stages, one_request
-from gateway.assembly.context import SessionState
-from gateway.assembly.pipeline import FORWARD_PASSES
-from gateway.config import load_settings
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from benchmarks import stage_costs
+from benchmarks.profiles import MODEL, build_profiles
+from benchmarks.stage_clock import StageClock
+from gateway import metrics
+from gateway.api import answer, chat
+from gateway.api.app import create_app
+from gateway.config import parse_settings
+from gateway.serve import build_dependencies
+from tests.procs import run_simulator
 
 
-def test_every_stage_and_enabled_pass_is_timed_and_the_session_carries_over() -> None:
-    default = load_settings().policy
-    # mode: prune, so the tool set is chosen whatever the payoff (auto sends this small list whole)
-    policy = default.model_copy(update={"tools": default.tools.model_copy(update={"mode": "prune"})})
-    profile = build_profiles(("agent14k",))[0]
-    stages, state = Stages(), SessionState(session_id="stage-costs")
-    for i in range(3):
-        state = one_request(stages, profile.body, policy, state, i)
-    enabled = {f"  pass {p.name}" for p in FORWARD_PASSES if getattr(p.policy(policy), "enabled", True)}
-    assert enabled <= set(stages.times)
-    assert {"parse", "validate", "track_prefix", "after: lint", "writer thread: rows"} <= set(stages.times)
-    assert all(len(v) == 3 and min(v) >= 0 for v in stages.times.values())
-    assert state.tool_set  # prune_tools remembered the session's tool set, carried to the next request
+def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the gateway's key file
+    saved = {name: getattr(chat, name) for name in dir(chat) if not name.startswith("__")}  # restored after
+    saved_answer = {n: getattr(answer, n) for n in ("request_record", "normalise_usage")}
+    saved_observe = metrics.observe
+    try:
+        with run_simulator(tmp_path, record=False, cache=False) as sim:
+            models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
+            settings = parse_settings({"models": models, "database_url": f"sqlite:///{tmp_path}/t.db"})
+            app = create_app(settings, **build_dependencies(settings))
+            clock = StageClock()
+            stage_costs.instrument(app.state.gateway, clock)
+            profile = build_profiles(("agent14k",))[0]
+            shape = stage_costs.Shape("agent14k", [profile.body] * 3, 1, "")
+            results, spans = asyncio.run(stage_costs.measure(app, clock, [shape]))
+    finally:
+        for name, value in saved.items():
+            setattr(chat, name, value)
+        for name, value in saved_answer.items():
+            setattr(answer, name, value)
+        metrics.observe = saved_observe
+    medians = results["agent14k"]
+    expected = {
+        "parse, check, name",
+        "conversation index",
+        "session load",
+        "session save",
+        "edge memory before",
+        "edge compaction after",
+        "pass clear_tool_results",
+        "track prefix",
+        "served tools",
+        "upstream client (aiohttp)",
+        "after: lint",
+        "after: metrics",
+        "after: record queued",
+        "edge tool_usage finish",
+        stage_costs.HTTP,
+        stage_costs.TOTAL,
+    }
+    assert expected <= set(medians)
+    stages = [
+        v for k, v in medians.items() if k not in (stage_costs.TOTAL, stage_costs.OTHER_THREADS, stage_costs.REFERENCE)
+    ]
+    assert all(v >= 0 for k, v in medians.items() if k != stage_costs.HTTP)
+    assert spans["agent14k"] > 20
+    assert sum(stages) == pytest.approx(medians[stage_costs.TOTAL], rel=0.5)  # medians of parts, roughly the whole
+    lines = stage_costs.table(results, {"agent14k": "detail"})
+    assert any(line.startswith("| pass clear_tool_results |") for line in lines)
