@@ -112,9 +112,7 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "after: record built": (30, 30, 30, 30, 30, 30),
     "after: metrics": (30, 30, 30, 40, 40, 40),
     "after: calibration": (5, 5, 5, 5, 5, 5),
-    "edge compaction finish": (5, 5, 5, 5, 5, 5),
-    "edge memory finish": (5, 5, 5, 5, 5, 5),
-    "edge tool_usage finish": (10, 10, 10, 10, 10, 10),
+    "edge tool_usage answered": (10, 10, 10, 10, 10, 10),
     "after: record queued": (10, 10, 10, 10, 10, 10),
     HTTP: (200, 250, 200, 200, 200, 200),
     "*": (20, 20, 40, 120, 120, 120),
@@ -168,17 +166,22 @@ def instrument(gw: Any, clock: StageClock) -> None:
     gw.recorder = Timed(gw.recorder, clock, {"record": "after: record queued"})
     gw.calibration = Timed(gw.calibration, clock, {"observe": "after: calibration"})
     names = {id(getattr(gw.edges, f.name)): f.name for f in dataclasses.fields(gw.edges)}
-    ordered = tuple(
-        Timed(e, clock, {m: f"edge {names.get(id(e), type(e).__name__)} {m}" for m in ("before", "after", "finish")})
+    timed = {
+        id(e): Timed(e, clock, {m: f"edge {names.get(id(e), type(e).__name__)} {m}" for m in ("before", "after")})
         for e in gw.edges.ordered
+    }
+    answered = tuple(
+        Timed(timed.get(id(e), e), clock, {"answered": f"edge {names.get(id(e), type(e).__name__)} answered"})
+        for e in gw.edges.after_answer
     )
-    gw.edges = _TimedEdges(gw.edges, ordered)
+    gw.edges = _TimedEdges(gw.edges, tuple(timed.values()), answered)
 
 
 class _TimedEdges:
-    def __init__(self, edges: Any, ordered: tuple[Any, ...]) -> None:
+    def __init__(self, edges: Any, ordered: tuple[Any, ...], after_answer: tuple[Any, ...]) -> None:
         self._edges = edges
         self.ordered = ordered
+        self.after_answer = after_answer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._edges, name)

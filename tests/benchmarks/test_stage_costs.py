@@ -56,7 +56,7 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
         "after: lint",
         "after: metrics",
         "after: record queued",
-        "edge tool_usage finish",
+        "edge tool_usage answered",
         stage_costs.HTTP,
         stage_costs.TOTAL,
     }
