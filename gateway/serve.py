@@ -170,7 +170,10 @@ def run(settings: Settings, *, host: str, port: int, workers: int = 1, log_level
         print("--workers > 1: session state is shared through the database", flush=True)
         settings = settings.model_copy(update={"session_state": "database"})
     if workers > 1:
-        os.environ["VENTANA_SETTINGS_JSON"] = orjson.dumps(settings.model_dump(mode="json")).decode()
+        # Only what was set: a worker must tell an operator's value from a default, as one process does
+        # (``compaction_policy.for_window`` sizes the summary only when the config left it unset).
+        inline = settings.model_dump(mode="json", exclude_unset=True)
+        os.environ["VENTANA_SETTINGS_JSON"] = orjson.dumps(inline).decode()
         os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="ventana-metrics-"))
         uvicorn.run(
             "gateway.api.factory:app_from_env",

@@ -21,8 +21,8 @@ async def test_every_record_carries_the_budget_and_the_calibration_learns(sim: S
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
         client = openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="sk-x", http_client=http)
-        messages = [{"role": "system", "content": "Today is 2026-11-29.\nBe brief."}, {"role": "user", "content": "hi"}]
-        for _ in range(3):
+        for day in ("2026-11-29", "2026-11-30", "2026-12-01"):  # a date that changes moves to the reminder
+            messages = [{"role": "system", "content": f"Today is {day}.\nBe brief."}, {"role": "user", "content": "hi"}]
             await client.chat.completions.create(model="gpt-4o-mini", messages=messages, max_tokens=256)
     await app.state.gateway.upstream.close()
     budget = recorder.records[-1].budget
