@@ -248,10 +248,13 @@ def _child(metric: Any, *labels: str) -> Any:
     return metric.labels(*labels)
 
 
-def _count(n: int) -> int:
-    """A counter only goes up: a negative figure (a provider's odd usage block) counts as 0,
-    rather than raising inside the request that is being finished."""
-    return n if n > 0 else 0
+def _add(child: Any, n: int) -> None:
+    """Add ``n`` to a counter series already created; nothing at 0 or below (most of a small request's
+    figures: cached and cache-write tokens), where ``inc`` would take its lock to add nothing. A negative
+    figure (a provider's odd usage block) counts as 0 too: a counter only goes up, and raising inside the
+    request being finished would cost it its record."""
+    if n > 0:
+        child.inc(n)
 
 
 def observe(record: RequestRecord) -> None:
@@ -264,11 +267,11 @@ def observe(record: RequestRecord) -> None:
     _child(OVERHEAD_MS, model).observe(record.overhead_ms)
     if record.ttfb_ms is not None:
         _child(TTFB_MS, model).observe(record.ttfb_ms)
-    _child(PROMPT_TOKENS, model, "original").inc(_count(record.tokens_original))
-    _child(PROMPT_TOKENS, model, "assembled").inc(_count(record.tokens_assembled))
-    _child(CACHED_TOKENS, model).inc(_count(record.usage.cached_tokens))
-    _child(BILLED_TOKENS, model, "prompt").inc(_count(record.usage.prompt_tokens))
-    _child(BILLED_TOKENS, model, "completion").inc(_count(record.usage.completion_tokens))
+    _add(_child(PROMPT_TOKENS, model, "original"), record.tokens_original)
+    _add(_child(PROMPT_TOKENS, model, "assembled"), record.tokens_assembled)
+    _add(_child(CACHED_TOKENS, model), record.usage.cached_tokens)
+    _add(_child(BILLED_TOKENS, model, "prompt"), record.usage.prompt_tokens)
+    _add(_child(BILLED_TOKENS, model, "completion"), record.usage.completion_tokens)
     observe_cache(record)
     observe_decisions(record)
 
@@ -276,17 +279,17 @@ def observe(record: RequestRecord) -> None:
 def observe_cache(record: RequestRecord) -> None:
     """The provider's cache figures next to the gateway's prediction, and what broke the prefix."""
     model = record.model
-    _child(CACHE_WRITE_TOKENS, model).inc(_count(record.usage.cache_write_tokens))
+    _add(_child(CACHE_WRITE_TOKENS, model), record.usage.cache_write_tokens)
     if record.usage.evaluated_tokens is not None:
-        _child(ENGINE_PROMPT_TOKENS, model, "evaluated").inc(_count(record.usage.evaluated_tokens))
-        _child(ENGINE_PROMPT_TOKENS, model, "reused").inc(_count(record.usage.reused_tokens or 0))
-    _child(PREDICTED_CACHED_TOKENS, model).inc(_count(record.predicted_cached_tokens))
+        _add(_child(ENGINE_PROMPT_TOKENS, model, "evaluated"), record.usage.evaluated_tokens)
+        _add(_child(ENGINE_PROMPT_TOKENS, model, "reused"), record.usage.reused_tokens or 0)
+    _add(_child(PREDICTED_CACHED_TOKENS, model), record.predicted_cached_tokens)
     if record.prefix_break is not None:
         component = record.prefix_break if record.prefix_break in COMPONENTS else "history"
         _child(PREFIX_BREAKS, model, component).inc()
     for component, tokens in record.component_tokens.items():
         if component in COMPONENTS:
-            _child(COMPONENT_TOKENS, model, component).inc(_count(tokens))
+            _add(_child(COMPONENT_TOKENS, model, component), tokens)
 
 
 def observe_decisions(record: RequestRecord) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
@@ -243,7 +244,8 @@ async def answer_chat(
         policy = planned_policy(policy, client, gw.info(model).context_window)
     lint_after = gw.settings.policy.lint.mode != "strict"  # findings only report: made after the answer
     passes = FORWARD_PASSES if lint_after else PASSES
-    with summary_bill() as bill:  # a summariser model's calls are billed to this request (summarize/billing.py)
+    # a summariser model's calls are billed to this request (summarize/billing.py); without one, none is made
+    with summary_bill() if summarizer is not None else nullcontext() as bill:
         assembly, prefix = await assemble_turn(gw, opened, ctx, policy, passes, summarizer)
     await save_turn(gw, opened, ctx.session, assembly, prefix)
     edge_decisions = [  # edges after: summaries published and prepared, archives, the tools offered
@@ -262,7 +264,7 @@ async def answer_chat(
         outgoing, raw_out = native.body(assembly, model)
     else:
         raw_out = request_bytes(raw, body, outgoing, assembly, model)
-    decisions = (*assembly.decisions, *bill.decisions(), *edge_decisions)
+    decisions = (*assembly.decisions, *(bill.decisions() if bill is not None else ()), *edge_decisions)
     sent = forwarded(gw, opened, ctx.session.turn + 1, prefix, decisions, outgoing, raw, raw_out, native, route)
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
     flight = InFlight(gw, model, sent, started, opened.headers, count, served)

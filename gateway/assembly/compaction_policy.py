@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from gateway.assembly.pass_policy import PassPolicy
+from gateway.object_memo import ObjectMemo
 
 DEFAULT_THRESHOLD = 0.55
 DEFAULT_TARGET = 0.25
@@ -107,9 +108,18 @@ def for_window(policy: CompactionPolicy, window: int) -> CompactionPolicy:
     compactions landed high and came every few rounds (43 and 90 against bounds of 32 and 43). A
     ceiling set in the config is the operator's and is kept.
     """
-    if "summary_max_tokens" in policy.model_fields_set:
-        return policy
-    return _scaled(policy, window)
+    by_window = _SIZED.get_or(policy, lambda _: {})
+    sized = by_window.get(window)
+    if sized is None:
+        sized = by_window[window] = (
+            policy if "summary_max_tokens" in policy.model_fields_set else _scaled(policy, window)
+        )
+    return sized
+
+
+#: By the policy object's identity, five times a request: ``_scaled``'s key hashes every field of a
+#: pydantic model (~2-5 us a call). Policies planned per request (a client's context management) churn it.
+_SIZED: ObjectMemo[dict[int, CompactionPolicy]] = ObjectMemo(limit=256)
 
 
 #: Keyed by the policy's value (a policy with the ceiling set explicitly never gets here: equal

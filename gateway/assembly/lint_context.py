@@ -38,6 +38,7 @@ from gateway.assembly.render_reminder import parse_reminder
 from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, find_rules
 from gateway.assembly.verify_assembly import client_user_indices, is_gateway_block
 from gateway.history_fold import index_fold
+from gateway.object_memo import ObjectMemo
 
 Severity = Literal["error", "warning", "off"]
 CHECKS: tuple[str, ...] = (
@@ -97,6 +98,9 @@ def _prefix_values(ctx: Context, policy: LintPolicy) -> list[Finding]:
 #: (``gateway.history_fold``), so linting a long agent turn walks only what is new.
 _reminder_index = index_fold(lambda m: parse_reminder(m.get("content")) is not None)
 _summary_index = index_fold(lambda m: str(m.get("content") or "").startswith("<summary"))
+#: The rules policy of each lint policy (frozen, as long-lived as the settings): validating a new one
+#: every request was ~10 us of pydantic.
+_RULES: ObjectMemo[RulesPolicy] = ObjectMemo(limit=64)
 
 
 def _tail(ctx: Context) -> list[Finding]:
@@ -118,7 +122,7 @@ def _flat(texts: Iterable[str]) -> str:
 
 
 def _rules(ctx: Context, policy: LintPolicy) -> list[Finding]:
-    rules = find_rules(ctx.messages, RulesPolicy(rules=policy.rules))
+    rules = find_rules(ctx.messages, _RULES.get_or(policy, lambda p: RulesPolicy(rules=p.rules)))
     if not rules:
         return []
     messages = ctx.messages

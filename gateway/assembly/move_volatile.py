@@ -320,6 +320,8 @@ def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[D
         m = rewritten[i]
         if not is_gateway_block(m):
             rewritten[i] = with_content(m, map_text(m.get("content"), substitute))
+    if not moves.lines and not learned and system == state.previous_system:
+        return ctx, []  # nothing moved, learned or changed: the session's state stays as it is
     messages = tuple(rewritten)
     session = replace(state, previous_system=system, volatile_spans=anchors)
     if not moves.lines and session == state:

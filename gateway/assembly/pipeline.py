@@ -157,10 +157,7 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
     snapshots = [_Snapshot(ctx, 0, "", -1)]
     problems: list[str] = []
     too_long: ContextTooLong | None = None
-    for k, spec in enumerate(passes):
-        pass_policy = _for_window(spec.policy(policy), ctx)
-        if not pass_policy.enabled:
-            continue
+    for k, spec, pass_policy in _enabled(policy, passes, ctx.env.context_window):
         try:
             current, made = spec.run(current, pass_policy)
         except ContextTooLong as exc:  # a pass that could not make it fit: an earlier stage may still
@@ -200,9 +197,37 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
     return Assembly(ctx, current, tuple(decisions))
 
 
+_Enabled = tuple[tuple[int, PassSpec, PassPolicy], ...]
+#: policy -> (id of the passes, window) -> (the passes, the enabled ones with their policies sized to
+#: the window). The policy is the gateway's (frozen) settings on every request but those a client's
+#: context management plans; resolving twelve passes' policies was ~10 us a request.
+_ENABLED: ObjectMemo[dict[tuple[int, int], tuple[tuple[PassSpec, ...], _Enabled]]] = ObjectMemo(limit=64)
+
+
+def _enabled(policy: Policy, passes: tuple[PassSpec, ...], window: int) -> _Enabled:
+    """The passes that run under ``policy``, in order, with their position and their policy for the window."""
+    by_passes = _ENABLED.get_or(policy, lambda _: {})
+    hit = by_passes.get((id(passes), window))
+    if hit is not None and hit[0] is passes:
+        return hit[1]
+    enabled = tuple(
+        (k, spec, pass_policy)
+        for k, spec in enumerate(passes)
+        if (pass_policy := _sized(spec.policy(policy), window)).enabled
+    )
+    if len(by_passes) >= 16:  # pass lists made per call (tests, benchmarks' wrapped specs): bounded
+        by_passes.clear()
+    by_passes[(id(passes), window)] = (passes, enabled)
+    return enabled
+
+
+def _sized(pass_policy: PassPolicy, window: int) -> PassPolicy:
+    return for_window(pass_policy, window) if isinstance(pass_policy, CompactionPolicy) else pass_policy
+
+
 def _for_window(pass_policy: PassPolicy, ctx: Context) -> PassPolicy:
     """Compaction's policy sized to the model's window (``compaction_policy.for_window``)."""
-    return for_window(pass_policy, ctx.env.context_window) if isinstance(pass_policy, CompactionPolicy) else pass_policy
+    return _sized(pass_policy, ctx.env.context_window)
 
 
 def _keep_rounds(policy: Policy) -> int | None:
