@@ -303,8 +303,41 @@ def _rhelm_cases(count: int, half: Half = "all", window: int = WINDOW) -> list[d
     return longer[:count]
 
 
+def explain_miss(
+    gateway_dir: Path, q: dict[str, Any], received: Sequence[dict[str, Any]], history: Sequence[dict[str, Any]]
+) -> str:
+    """Why an answer was not present when asked: where it sits in the conversation, in the archive,
+    and how the archive ranks it against the question (the tail the gateway also weighs is left out)."""
+    from gateway.memory.archive import search
+    from gateway.store.engine import make_engine
+
+    answer = q["answer"]
+    turns = [i for i, m in enumerate(history) if _contains(answer, _norm(str(m.get("content") or "")))]
+    engine = make_engine(f"sqlite:///{gateway_dir / 'ventana.db'}")
+    found = search(engine, q["question"])
+    sessions = {p.session_id for p in found if _contains(answer, _norm(p.text))}
+    ranked = [p for p in found if p.session_id in sessions]
+    hits = [(i, p) for i, p in enumerate(ranked) if _contains(answer, _norm(p.text))]
+    block = next((str(m["content"]) for m in received if str(m.get("content") or "").startswith("<recalled")), "")
+    recalled = re.findall(r'<passage turns="([^"]*)" messages="[^"]*"(?: said="[^"]*")? score="([^"]*)"', block)
+    engine.dispose()
+    lines = [
+        f"MISS [{q['type']}] {q['question']!r} -> {answer!r}",
+        f"  answer in history messages {turns[:6]}; archived in {len(hits)} passage(s) of {len(ranked)}",
+        *(f"  rank {i} score {p.score:.2f} turns {p.turns}: {p.text[:160]!r}" for i, p in hits[:3]),
+        f"  top: {[(p.turns, round(p.score, 2)) for p in ranked[:5]]}; recalled {recalled}",
+    ]
+    return "\n".join(lines)
+
+
 def rhelm(
-    tmp: Path, count: int, stride: int, memory_mode: str = "inline", half: Half = "all", window: int = WINDOW
+    tmp: Path,
+    count: int,
+    stride: int,
+    memory_mode: str = "inline",
+    half: Half = "all",
+    window: int = WINDOW,
+    misses: bool = False,
 ) -> tuple[Tally, list[dict[str, Any]]]:
     cases = _rhelm_cases(count, half, window)
     tally = Tally()
@@ -321,6 +354,8 @@ def rhelm(
                         continue
                     received, cut = ask(client, sim, "rhelm", f"rhelm-{k}", history, q["question"])
                     _score(tally, q["type"], [q["answer"]], final, received, cut, final_cut)
+                    if misses and not _contains(q["answer"], _norm(_content(received))):
+                        print(explain_miss(tmp / f"gw-rhelm-{half}-{window}", q, received, history), flush=True)
     return tally, cases
 
 
@@ -372,6 +407,7 @@ def main() -> None:
         help="rhelm: the chats tuned on or the held-out ones (benchmarks/rhelm_split.py)",
     )
     parser.add_argument("--rhelm-windows", default=str(WINDOW), help="rhelm: comma-separated context windows")
+    parser.add_argument("--misses", action="store_true", help="rhelm: print why each answer missing when asked was missed")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="ventana-summaries-bench-") as name:
@@ -383,7 +419,7 @@ def main() -> None:
             print("\n### bfcl_memory.jsonl (window = conversation tokens / 4)\n")
             print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions, args.memory_mode))), flush=True)
         for window in [int(w) for w in args.rhelm_windows.split(",")] if "rhelm" in parts else []:
-            tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode, args.half, window)
+            tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode, args.half, window, args.misses)
             tokens = sorted(c["meta"]["tokens_o200k"] for c in cases)
             sizes = f"{tokens[0]}-{tokens[-1]}" if tokens else "no"
             print(
