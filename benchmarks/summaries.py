@@ -407,7 +407,7 @@ def main() -> None:
         help="rhelm: the chats tuned on or the held-out ones (benchmarks/rhelm_split.py)",
     )
     parser.add_argument("--rhelm-windows", default=str(WINDOW), help="rhelm: comma-separated context windows")
-    parser.add_argument("--misses", action="store_true", help="rhelm: print why each answer missing when asked was missed")
+    parser.add_argument("--misses", action="store_true", help="rhelm: say why each missed answer was missed")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="ventana-summaries-bench-") as name:
