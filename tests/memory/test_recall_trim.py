@@ -1,0 +1,57 @@
+"""A recalled passage that would overflow the budget is cut to its sentences that match the question.
+
+Before, ``select_passages`` skipped it whole: rhelm's tuning half lost "OneDrive, Google Drive,
+Dropbox" this way, ranked second behind a long turn and its neighbour piece that filled the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.assembly.memory_blocks import CANDIDATES_KEY, Passage
+from gateway.assembly.recall_memory import MemoryPolicy, recall_memory
+from gateway.assembly.select_passages import select_passages
+from tests.assembly.make_context import make_context
+
+FILLER = "We talked about the weather and the long week at school, nothing else of note. "
+QUESTION = "Which cloud platforms did you name for getting my files back if my laptop died?"
+
+
+def _passage(pid: int, start: int, text: str, score: float) -> Passage:
+    return Passage(pid, "s", start, start + 2, start // 2 + 1, start // 2 + 1, text, score)
+
+
+def _candidates() -> tuple[Passage, ...]:
+    answer = "assistant: " + FILLER * 6 + "Files come back from cloud platforms: OneDrive, Google Drive, Dropbox. "
+    return (
+        _passage(1, 10, "user: " + FILLER * 14, 0.48),
+        _passage(2, 10, "user: " + FILLER * 13 + "Laptop.", 0.30),  # the same turn's second piece: a neighbour
+        _passage(3, 40, answer + FILLER * 8, 0.40),
+    )
+
+
+def _messages() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": QUESTION},
+    ]
+
+
+def test_a_passage_over_the_remaining_budget_is_cut_to_the_matching_sentences() -> None:
+    ctx = make_context({"messages": _messages()}).annotate(**{CANDIDATES_KEY: _candidates()})
+    policy = MemoryPolicy(recall_budget_tokens=800)
+    out, decisions = recall_memory(ctx, policy)
+    block = str(out.messages[-2]["content"])
+    assert block.startswith("<recalled")
+    assert "OneDrive, Google Drive, Dropbox" in block
+    assert ctx.env.counter.message(out.messages[-2]) <= 800
+    assert {d.detail["start"] for d in decisions} == {10, 40}
+
+
+def test_cutting_keeps_the_bounds() -> None:
+    ctx = make_context({"messages": _messages()})
+    for budget in range(0, 1000, 37):
+        chosen = select_passages(_candidates(), _messages(), MemoryPolicy(recall_budget_tokens=budget), ctx.env.counter)
+        assert sum(c.tokens for c in chosen) <= budget
+        assert all(c.passage.text for c in chosen)
