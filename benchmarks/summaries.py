@@ -275,13 +275,19 @@ def final_kept(history: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]]
     return _norm(_content(body)), _norm(_content(truncate(covered, COUNTER.messages(body))))
 
 
-def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally:
+def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline", summarizer: str = "extractive") -> Tally:
+    """``summarizer``: ``extractive`` (no key), or ``llm``: the simulator's model summarises (it answers
+    a ``<transcript>`` request by keeping the clauses with facts; it does not read the prompt's rules)."""
     cases = [orjson.loads(line) for line in need(data_path("bfcl_memory.jsonl")).read_text().splitlines() if line]
     tally = Tally()
-    with run_simulator(_dir(tmp / "sim-bfcl")) as sim:
+    with run_simulator(_dir(tmp / f"sim-bfcl-{summarizer}")) as sim:
         models = [_model("mem-" + c["id"].rsplit("/", 1)[-1], sim.base_url, _window(c)) for c in cases]
-        config = {"models": models, "policy": {"compaction": BFCL_COMPACTION, "memory": {"mode": memory_mode}}}
-        with run_gateway(_dir(tmp / "gw-bfcl"), config) as gw:
+        compaction: dict[str, Any] = dict(BFCL_COMPACTION)
+        if summarizer == "llm":
+            models.append(_model("summariser", sim.base_url, 128_000))
+            compaction["summarizer_model"] = "summariser"
+        config = {"models": models, "policy": {"compaction": compaction, "memory": {"mode": memory_mode}}}
+        with run_gateway(_dir(tmp / f"gw-bfcl-{summarizer}"), config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
             for case in tqdm(cases, desc="bfcl_memory"):
                 name = case["id"].rsplit("/", 1)[-1]
@@ -407,6 +413,9 @@ def main() -> None:
         help="rhelm: the chats tuned on or the held-out ones (benchmarks/rhelm_split.py)",
     )
     parser.add_argument("--rhelm-windows", default=str(WINDOW), help="rhelm: comma-separated context windows")
+    parser.add_argument(
+        "--summarizer", choices=["extractive", "llm"], default="extractive", help="bfcl: who writes the summaries"
+    )
     parser.add_argument("--misses", action="store_true", help="rhelm: say why each missed answer was missed")
     args = parser.parse_args()
     parts = set(args.only.split(","))
@@ -416,8 +425,9 @@ def main() -> None:
             print(f"\n### locker session ({args.turns} turns, {args.codes} codes, {args.window}-token window)\n")
             print("\n".join(locker(tmp, args.turns, args.codes, args.window)), flush=True)
         if "bfcl" in parts:
-            print("\n### bfcl_memory.jsonl (window = conversation tokens / 4)\n")
-            print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions, args.memory_mode))), flush=True)
+            print(f"\n### bfcl_memory.jsonl (window = conversation tokens / 4, {args.summarizer} summariser)\n")
+            tally = bfcl(tmp, args.bfcl_questions, args.memory_mode, args.summarizer)
+            print("\n".join(tally_rows("conversation", tally)), flush=True)
         for window in [int(w) for w in args.rhelm_windows.split(",")] if "rhelm" in parts else []:
             tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode, args.half, window, args.misses)
             tokens = sorted(c["meta"]["tokens_o200k"] for c in cases)
