@@ -275,10 +275,18 @@ def final_kept(history: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]]
     return _norm(_content(body)), _norm(_content(truncate(covered, COUNTER.messages(body))))
 
 
-def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline", summarizer: str = "extractive") -> Tally:
+def bfcl(
+    tmp: Path,
+    questions: int | None,
+    memory_mode: str = "inline",
+    summarizer: str = "extractive",
+    only: Sequence[str] = (),
+    misses: bool = False,
+) -> Tally:
     """``summarizer``: ``extractive`` (no key), or ``llm``: the simulator's model summarises (it answers
     a ``<transcript>`` request by keeping the clauses with facts; it does not read the prompt's rules)."""
     cases = [orjson.loads(line) for line in need(data_path("bfcl_memory.jsonl")).read_text().splitlines() if line]
+    cases = [c for c in cases if not only or c["id"].rsplit("/", 1)[-1] in only]
     tally = Tally()
     with run_simulator(_dir(tmp / f"sim-bfcl-{summarizer}")) as sim:
         models = [_model("mem-" + c["id"].rsplit("/", 1)[-1], sim.base_url, _window(c)) for c in cases]
@@ -299,6 +307,9 @@ def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline", summariz
                         continue
                     received, cut = ask(client, sim, "mem-" + name, f"bfcl-{name}", history, q["question"])
                     _score(tally, name, q["answers"], final, received, cut, final_cut)
+                    if misses and not any(_contains(a, _norm(_content(received))) for a in q["answers"]):
+                        about = {"type": name, "question": q["question"], "answer": q["answers"][0]}
+                        print(explain_miss(tmp / f"gw-bfcl-{summarizer}", about, received, history), flush=True)
     return tally
 
 
@@ -416,7 +427,8 @@ def main() -> None:
     parser.add_argument(
         "--summarizer", choices=["extractive", "llm"], default="extractive", help="bfcl: who writes the summaries"
     )
-    parser.add_argument("--misses", action="store_true", help="rhelm: say why each missed answer was missed")
+    parser.add_argument("--bfcl-cases", default="", help="bfcl: comma-separated conversations (all)")
+    parser.add_argument("--misses", action="store_true", help="bfcl, rhelm: say why each answer was missed")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="ventana-summaries-bench-") as name:
@@ -426,7 +438,8 @@ def main() -> None:
             print("\n".join(locker(tmp, args.turns, args.codes, args.window)), flush=True)
         if "bfcl" in parts:
             print(f"\n### bfcl_memory.jsonl (window = conversation tokens / 4, {args.summarizer} summariser)\n")
-            tally = bfcl(tmp, args.bfcl_questions, args.memory_mode, args.summarizer)
+            only = [c for c in args.bfcl_cases.split(",") if c]
+            tally = bfcl(tmp, args.bfcl_questions, args.memory_mode, args.summarizer, only, args.misses)
             print("\n".join(tally_rows("conversation", tally)), flush=True)
         for window in [int(w) for w in args.rhelm_windows.split(",")] if "rhelm" in parts else []:
             tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode, args.half, window, args.misses)

@@ -55,3 +55,14 @@ def test_cutting_keeps_the_bounds() -> None:
         chosen = select_passages(_candidates(), _messages(), MemoryPolicy(recall_budget_tokens=budget), ctx.env.counter)
         assert sum(c.tokens for c in chosen) <= budget
         assert all(c.passage.text for c in chosen)
+
+
+def test_the_block_is_sized_to_the_room_the_window_leaves() -> None:
+    """bfcl's finance chat (window a quarter of it): the 800-token block did not fit beside the compacted
+    history, the plan reverted to the stage before recall, and 9 of 22 answers ranked first were not sent."""
+    probe = make_context({"messages": _messages()})
+    window = probe.prompt_tokens() + 400
+    ctx = make_context({"messages": _messages()}, context_window=window).annotate(**{CANDIDATES_KEY: _candidates()})
+    out, decisions = recall_memory(ctx, MemoryPolicy(recall_budget_tokens=800))
+    assert decisions and str(out.messages[-2]["content"]).startswith("<recalled")
+    assert out.prompt_tokens() <= window
