@@ -226,8 +226,10 @@ def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
     built") and what a sentence budget drops first: a long sentence carries one or two, a name
     costs two or three tokens (benchmarks/RESULTS.md, session 35)."""
     found: dict[str, int] = {}
-    lines = [(speaker, text) for speaker, text in transcript_lines(messages) if speaker_kind(speaker) != "called"]
-    common = {w.lower() for _, text in lines for w in _LOWER_WORD.findall(text)}
+    said = [(speaker, text) for speaker, text in transcript_lines(messages) if speaker_kind(speaker) != "called"]
+    heads = template_heads(said)  # "Simulated answer 3fa2 to: Long day": a template's words name nobody
+    lines = [(speaker, text) for speaker, text in said if not is_template(speaker, text, heads)]
+    common = {w.lower() for _, text in said for w in _LOWER_WORD.findall(text)}
     for text, _, body in _previous_lines(previous):
         if text.startswith(ALSO_MENTIONED) and _BARE_NAME.match(body):
             found.setdefault(body, 4)
