@@ -7,13 +7,9 @@ most ``max_passages``, within ``recall_budget_tokens`` for the whole ``<recalled
 An answer is often spread over two turns (the question's words in one, the answer in the
 next), so a chosen passage brings its adjacent turn along, ahead of weaker matches elsewhere,
 when that one scores at least ``NEIGHBOUR_SHARE`` of it (and ``min_score``), within the same
-bounds. A passage chosen on its own score that would overflow the budget is not skipped when at
-least ``MIN_TRIM_TOKENS`` remain: it is cut to the run of its sentences that shares most words with
-the question and fits (an answer ranked third behind two long passages was otherwise left out
-whole). A neighbour comes only whole, and the pieces of one turn count as one of the
-``max_passages``: a neighbour piece cut to fit took the last place from the next distinct match
-(rhelm's held-out half lost answers ranked 2nd-3rd to a top turn's second piece and its next turn).
-Pure.
+bounds. A passage that would overflow the budget is not skipped when at least ``MIN_TRIM_TOKENS``
+remain: it is cut to the run of its sentences that shares most words with the question and fits
+(an answer ranked third behind two long passages was otherwise left out whole). Pure.
 """
 
 from __future__ import annotations
@@ -74,20 +70,16 @@ def select_passages(
     asked = set(terms(text_of(messages[question].get("content")))) if question >= 0 else set()
     chosen: list[Chosen] = []
     taken: set[int] = set()
-    turns: set[tuple[str, int]] = set()  # the turns given back: one place in max_passages each
     used = counter.message(recalled_message([]))
 
-    def has_place(p: Passage) -> bool:
-        return _turn(p) in turns or len(turns) < policy.max_passages
-
-    def take(p: Passage, cut: bool) -> bool:
+    def take(p: Passage) -> bool:
         nonlocal used
-        if p.passage_id in taken or p.text in visible or not has_place(p):
-            return False  # already chosen, the model still sees it verbatim, or no place left
+        if p.passage_id in taken or p.text in visible:
+            return False  # already chosen, or the model still sees it verbatim
         tokens = counter.text(passage_block(p)) + 1 + HEAD_SHARE_TOKENS
         room = policy.recall_budget_tokens - used
         if tokens > room:
-            if not cut or room < MIN_TRIM_TOKENS:
+            if room < MIN_TRIM_TOKENS:
                 return False
             p = trimmed(p, asked, room - (tokens - counter.text(p.text)), counter)
             tokens = counter.text(passage_block(p)) + 1 + HEAD_SHARE_TOKENS
@@ -95,25 +87,19 @@ def select_passages(
                 return False
         used += tokens
         taken.add(p.passage_id)
-        turns.add(_turn(p))
         chosen.append(Chosen(p, tokens))
         return True
 
     for p in sorted(candidates, key=lambda c: (-c.score, c.start, c.passage_id)):
-        if p.score < policy.min_score:
+        if len(chosen) >= policy.max_passages or p.score < policy.min_score:
             break
-        if not take(p, cut=True):
+        if not take(p):
             continue
         floor = max(policy.min_score, NEIGHBOUR_SHARE * p.score)
         for q in sorted(_neighbours(p, candidates), key=lambda c: -c.score):
-            if q.score >= floor:
-                take(q, cut=False)
+            if len(chosen) < policy.max_passages and q.score >= floor:
+                take(q)
     return chosen
-
-
-def _turn(p: Passage) -> tuple[str, int]:
-    """The turn a passage is a piece of (a long turn is archived as several pieces with one start)."""
-    return (p.session_id, p.start)
 
 
 def _neighbours(p: Passage, candidates: Sequence[Passage]) -> list[Passage]:

@@ -66,19 +66,3 @@ def test_the_block_is_sized_to_the_room_the_window_leaves() -> None:
     out, decisions = recall_memory(ctx, MemoryPolicy(recall_budget_tokens=800))
     assert decisions and str(out.messages[-2]["content"]).startswith("<recalled")
     assert out.prompt_tokens() <= window
-
-
-def test_pieces_of_one_turn_take_one_place() -> None:
-    """rhelm held-out ("dental treats"): the answer's turn ranked second lost the last of three places to the
-    top turn's second piece and its next turn (a neighbour, cut to fit); the pieces of one turn are one place."""
-    answer = "assistant: The vet said dental treats twice a week keep the teeth clean. " + FILLER * 2
-    candidates = (
-        _passage(1, 10, "user: " + FILLER * 14, 0.84),
-        _passage(2, 10, "user: " + FILLER * 14, 0.76),  # the top turn's second piece
-        _passage(3, 12, "assistant: " + FILLER * 14, 0.68),  # the next turn: a neighbour
-        _passage(4, 96, answer, 0.78),
-    )
-    ctx = make_context({"messages": _messages()})
-    chosen = select_passages(candidates, _messages(), MemoryPolicy(recall_budget_tokens=800), ctx.env.counter)
-    assert any("dental treats" in c.passage.text for c in chosen)
-    assert len({(c.passage.session_id, c.passage.start) for c in chosen}) <= 3
