@@ -7,22 +7,17 @@ most ``max_passages``, within ``recall_budget_tokens`` for the whole ``<recalled
 An answer is often spread over two turns (the question's words in one, the answer in the
 next), so a chosen passage brings its adjacent turn along, ahead of weaker matches elsewhere,
 when that one scores at least ``NEIGHBOUR_SHARE`` of it (and ``min_score``), within the same
-bounds. A passage that would overflow the budget is not skipped when at least ``MIN_TRIM_TOKENS``
-remain: it is cut to the run of its sentences that shares most words with the question and fits
-(an answer ranked third behind two long passages was otherwise left out whole). Pure.
+bounds. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.assembly.context import Message
 from gateway.assembly.memory_blocks import Passage, passage_block, recalled_message
-from gateway.assembly.message_text import text_of
-from gateway.assembly.text_relevance import sentences, terms
-from gateway.assembly.verify_assembly import last_client_user
 
 if TYPE_CHECKING:
     from gateway.assembly.recall_memory import MemoryPolicy
@@ -33,9 +28,6 @@ if TYPE_CHECKING:
 NEIGHBOUR_SHARE = 0.6
 #: Tokens a passage adds to the block's head (its turns in the note).
 HEAD_SHARE_TOKENS = 4
-#: Room left in the budget below which a passage that does not fit is skipped rather than cut.
-MIN_TRIM_TOKENS = 60
-_CUT = "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +58,6 @@ def select_passages(
     if not candidates:
         return []
     visible = visible_text(messages)
-    question = last_client_user(messages)
-    asked = set(terms(text_of(messages[question].get("content")))) if question >= 0 else set()
     chosen: list[Chosen] = []
     taken: set[int] = set()
     used = counter.message(recalled_message([]))
@@ -77,14 +67,8 @@ def select_passages(
         if p.passage_id in taken or p.text in visible:
             return False  # already chosen, or the model still sees it verbatim
         tokens = counter.text(passage_block(p)) + 1 + HEAD_SHARE_TOKENS
-        room = policy.recall_budget_tokens - used
-        if tokens > room:
-            if room < MIN_TRIM_TOKENS:
-                return False
-            p = trimmed(p, asked, room - (tokens - counter.text(p.text)), counter)
-            tokens = counter.text(passage_block(p)) + 1 + HEAD_SHARE_TOKENS
-            if not p.text or tokens > room:
-                return False
+        if used + tokens > policy.recall_budget_tokens:
+            return False
         used += tokens
         taken.add(p.passage_id)
         chosen.append(Chosen(p, tokens))
@@ -111,27 +95,3 @@ def _neighbours(p: Passage, candidates: Sequence[Passage]) -> list[Passage]:
         and q.session_id == p.session_id
         and (q.end == p.start or q.start == p.end or q.start == p.start)
     ]
-
-
-def trimmed(p: Passage, asked: set[str], budget: int, counter: TokenCounter) -> Passage:
-    """``p`` cut to the run of whole sentences sharing most words with the question (``asked``) that
-    fits in ``budget`` tokens, an ellipsis marking each cut (empty text when not even one sentence fits)."""
-    parts = sentences(p.text)
-    costs = [counter.text(s) for s in parts]
-    hits = [len(asked & set(terms(s))) for s in parts]
-    room = budget - 2 * counter.text(_CUT)
-    best: tuple[int, int, int] = (-1, 0, 0)  # (shared words, start, end)
-    for a in range(len(parts)):
-        spent, shared = 0, 0
-        for b in range(a, len(parts)):
-            spent += costs[b]
-            if spent > room:
-                break
-            shared += hits[b]
-            if shared > best[0] or (shared == best[0] and b + 1 - a > best[2] - best[1]):
-                best = (shared, a, b + 1)
-    _, a, b = best
-    if b <= a:
-        return replace(p, text="")
-    text = "".join(parts[a:b]).strip()
-    return replace(p, text=f"{_CUT if a else ''}{text}{_CUT if b < len(parts) else ''}")
