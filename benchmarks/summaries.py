@@ -275,13 +275,27 @@ def final_kept(history: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]]
     return _norm(_content(body)), _norm(_content(truncate(covered, COUNTER.messages(body))))
 
 
-def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally:
+def bfcl(
+    tmp: Path,
+    questions: int | None,
+    memory_mode: str = "inline",
+    summarizer: str = "extractive",
+    only: Sequence[str] = (),
+    misses: bool = False,
+) -> Tally:
+    """``summarizer``: ``extractive`` (no key), or ``llm``: the simulator's model summarises (it answers
+    a ``<transcript>`` request by keeping the clauses with facts; it does not read the prompt's rules)."""
     cases = [orjson.loads(line) for line in need(data_path("bfcl_memory.jsonl")).read_text().splitlines() if line]
+    cases = [c for c in cases if not only or c["id"].rsplit("/", 1)[-1] in only]
     tally = Tally()
-    with run_simulator(_dir(tmp / "sim-bfcl")) as sim:
+    with run_simulator(_dir(tmp / f"sim-bfcl-{summarizer}")) as sim:
         models = [_model("mem-" + c["id"].rsplit("/", 1)[-1], sim.base_url, _window(c)) for c in cases]
-        config = {"models": models, "policy": {"compaction": BFCL_COMPACTION, "memory": {"mode": memory_mode}}}
-        with run_gateway(_dir(tmp / "gw-bfcl"), config) as gw:
+        compaction: dict[str, Any] = dict(BFCL_COMPACTION)
+        if summarizer == "llm":
+            models.append(_model("summariser", sim.base_url, 128_000))
+            compaction["summarizer_model"] = "summariser"
+        config = {"models": models, "policy": {"compaction": compaction, "memory": {"mode": memory_mode}}}
+        with run_gateway(_dir(tmp / f"gw-bfcl-{summarizer}"), config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
             for case in tqdm(cases, desc="bfcl_memory"):
                 name = case["id"].rsplit("/", 1)[-1]
@@ -293,6 +307,9 @@ def bfcl(tmp: Path, questions: int | None, memory_mode: str = "inline") -> Tally
                         continue
                     received, cut = ask(client, sim, "mem-" + name, f"bfcl-{name}", history, q["question"])
                     _score(tally, name, q["answers"], final, received, cut, final_cut)
+                    if misses and not any(_contains(a, _norm(_content(received))) for a in q["answers"]):
+                        about = {"type": name, "question": q["question"], "answer": q["answers"][0]}
+                        print(explain_miss(tmp / f"gw-bfcl-{summarizer}", about, received, history), flush=True)
     return tally
 
 
@@ -303,8 +320,41 @@ def _rhelm_cases(count: int, half: Half = "all", window: int = WINDOW) -> list[d
     return longer[:count]
 
 
+def explain_miss(
+    gateway_dir: Path, q: dict[str, Any], received: Sequence[dict[str, Any]], history: Sequence[dict[str, Any]]
+) -> str:
+    """Why an answer was not present when asked: where it sits in the conversation, in the archive,
+    and how the archive ranks it against the question (the tail the gateway also weighs is left out)."""
+    from gateway.memory.archive import search
+    from gateway.store.engine import make_engine
+
+    answer = q["answer"]
+    turns = [i for i, m in enumerate(history) if _contains(answer, _norm(str(m.get("content") or "")))]
+    engine = make_engine(f"sqlite:///{gateway_dir / 'ventana.db'}")
+    found = search(engine, q["question"])
+    sessions = {p.session_id for p in found if _contains(answer, _norm(p.text))}
+    ranked = [p for p in found if p.session_id in sessions]
+    hits = [(i, p) for i, p in enumerate(ranked) if _contains(answer, _norm(p.text))]
+    block = next((str(m["content"]) for m in received if str(m.get("content") or "").startswith("<recalled")), "")
+    recalled = re.findall(r'<passage turns="([^"]*)" messages="[^"]*"(?: said="[^"]*")? score="([^"]*)"', block)
+    engine.dispose()
+    lines = [
+        f"MISS [{q['type']}] {q['question']!r} -> {answer!r}",
+        f"  answer in history messages {turns[:6]}; archived in {len(hits)} passage(s) of {len(ranked)}",
+        *(f"  rank {i} score {p.score:.2f} turns {p.turns}: {p.text[:160]!r}" for i, p in hits[:3]),
+        f"  top: {[(p.turns, round(p.score, 2)) for p in ranked[:5]]}; recalled {recalled}",
+    ]
+    return "\n".join(lines)
+
+
 def rhelm(
-    tmp: Path, count: int, stride: int, memory_mode: str = "inline", half: Half = "all", window: int = WINDOW
+    tmp: Path,
+    count: int,
+    stride: int,
+    memory_mode: str = "inline",
+    half: Half = "all",
+    window: int = WINDOW,
+    misses: bool = False,
 ) -> tuple[Tally, list[dict[str, Any]]]:
     cases = _rhelm_cases(count, half, window)
     tally = Tally()
@@ -321,6 +371,8 @@ def rhelm(
                         continue
                     received, cut = ask(client, sim, "rhelm", f"rhelm-{k}", history, q["question"])
                     _score(tally, q["type"], [q["answer"]], final, received, cut, final_cut)
+                    if misses and not _contains(q["answer"], _norm(_content(received))):
+                        print(explain_miss(tmp / f"gw-rhelm-{half}-{window}", q, received, history), flush=True)
     return tally, cases
 
 
@@ -372,6 +424,11 @@ def main() -> None:
         help="rhelm: the chats tuned on or the held-out ones (benchmarks/rhelm_split.py)",
     )
     parser.add_argument("--rhelm-windows", default=str(WINDOW), help="rhelm: comma-separated context windows")
+    parser.add_argument(
+        "--summarizer", choices=["extractive", "llm"], default="extractive", help="bfcl: who writes the summaries"
+    )
+    parser.add_argument("--bfcl-cases", default="", help="bfcl: comma-separated conversations (all)")
+    parser.add_argument("--misses", action="store_true", help="bfcl, rhelm: say why each answer was missed")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="ventana-summaries-bench-") as name:
@@ -380,10 +437,12 @@ def main() -> None:
             print(f"\n### locker session ({args.turns} turns, {args.codes} codes, {args.window}-token window)\n")
             print("\n".join(locker(tmp, args.turns, args.codes, args.window)), flush=True)
         if "bfcl" in parts:
-            print("\n### bfcl_memory.jsonl (window = conversation tokens / 4)\n")
-            print("\n".join(tally_rows("conversation", bfcl(tmp, args.bfcl_questions, args.memory_mode))), flush=True)
+            print(f"\n### bfcl_memory.jsonl (window = conversation tokens / 4, {args.summarizer} summariser)\n")
+            only = [c for c in args.bfcl_cases.split(",") if c]
+            tally = bfcl(tmp, args.bfcl_questions, args.memory_mode, args.summarizer, only, args.misses)
+            print("\n".join(tally_rows("conversation", tally)), flush=True)
         for window in [int(w) for w in args.rhelm_windows.split(",")] if "rhelm" in parts else []:
-            tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode, args.half, window)
+            tally, cases = rhelm(tmp, args.rhelm, args.stride, args.memory_mode, args.half, window, args.misses)
             tokens = sorted(c["meta"]["tokens_o200k"] for c in cases)
             sizes = f"{tokens[0]}-{tokens[-1]}" if tokens else "no"
             print(

@@ -6,9 +6,10 @@ Two memories, one pass (slot 6, after compaction decided what aged out of the wi
   turn's question, hands in scored candidates (``memory_blocks.CANDIDATES_KEY``). When the question is
   the newest client message, the pass keeps those at or above ``min_score`` whose text the model does
   not already see, best first (with their adjacent turns), at most ``max_passages`` and within
-  ``recall_budget_tokens``, and places them in one ``<recalled>`` user message just before the
-  question, labelled with their turns and framed as earlier conversation: after the question it was
-  the last thing a small model read, and it answered the block ("Noted.") instead of the question.
+  ``recall_budget_tokens`` and the room the window leaves, and places them in one ``<recalled>`` user
+  message just before the question, labelled with their turns and framed as earlier conversation:
+  after the question it was the last thing a small model read, and it answered the block ("Noted.")
+  instead of the question.
   The block and the question's key are frozen in the session state; the agent rounds that follow
   the question get the same bytes at the same place, so each round extends the cached prefix, and
   the next question replaces it. One ``recalled`` decision per passage (score, turns, tokens, reused).
@@ -61,6 +62,9 @@ from gateway.assembly.verify_assembly import last_client_user
 PASS = "recall_memory"
 DEFAULT_RECALL_BUDGET_TOKENS = 800
 DEFAULT_PROFILE_BUDGET_TOKENS = 300
+#: Window tokens recall leaves to the passes after it (a reminder): the block is sized to the room the
+#: compacted request leaves, since a plan over the window reverts to a stage without any recall.
+WINDOW_MARGIN_TOKENS = 64
 
 
 class MemoryPolicy(PassPolicy):
@@ -158,6 +162,10 @@ def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Dec
     candidates: Sequence[Passage] = ctx.annotations.get(CANDIDATES_KEY) or ()
     if not candidates:
         return [], []
+    room = ctx.env.context_window - ctx.prompt_tokens() - WINDOW_MARGIN_TOKENS
+    budget = min(policy.recall_budget_tokens, room)
+    if budget < policy.recall_budget_tokens:  # a block over the window would make the plan revert without it
+        policy = policy.model_copy(update={"recall_budget_tokens": max(0, budget)})
     chosen = select_passages(candidates, ctx.messages, policy, ctx.env.counter)
     return [c.passage for c in chosen], [_recalled(c.passage, c.tokens, reused=False) for c in chosen]
 

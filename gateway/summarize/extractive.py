@@ -61,6 +61,15 @@ MIN_PIECE_CHARS = 48
 ALSO_MENTIONED = "- also mentioned: "
 _ELLIPSIS = " …"
 _SUMMARY_LINE = re.compile(r"^- ([a-z][\w -]*?): (.*)$")
+#: Share of the budget kept for a line of the names the chosen sentences leave out.
+NAMES_SHARE = 0.5
+#: Fewer names than this get no reserved room, only what the sentences leave (a locker log names nobody).
+MIN_NAMES = 5
+#: An item of a previous "also mentioned" line that is itself a name ("Legend Investments", "SOAR").
+_NAME_TAIL = re.compile(r"(?:['’]s?| I['’]\w+| I)$")
+_DIGIT = re.compile(r"\d")
+_LOWER_WORD = re.compile(r"\b[a-z][\w'’-]*")
+_BARE_NAME = re.compile(r"^[A-Z][\w'’&.-]*(?: [A-Z][\w'’&.-]*)*$")
 
 
 def _decision_bonus(decision: bool, facts: frozenset[str]) -> int:
@@ -209,6 +218,50 @@ def _render(units: list[_Unit]) -> str:
     return "\n".join(lines)
 
 
+def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[str]:
+    """The names people stated (a firm, a product, a place, a person), heaviest speaker first, then
+    first said first; a previous summary's "also mentioned" names come before the new ones.
+
+    Names are what a later question most often asks back ("the firm I manage", "the platform we
+    built") and what a sentence budget drops first: a long sentence carries one or two, a name
+    costs two or three tokens (benchmarks/RESULTS.md, session 35)."""
+    found: dict[str, int] = {}
+    said = [(speaker, text) for speaker, text in transcript_lines(messages) if speaker_kind(speaker) != "called"]
+    heads = template_heads(said)  # "Simulated answer 3fa2 to: Long day": a template's words name nobody
+    lines = [(speaker, text) for speaker, text in said if not is_template(speaker, text, heads)]
+    common = {w.lower() for _, text in said for w in _LOWER_WORD.findall(text)}
+    for text, _, body in _previous_lines(previous):
+        if text.startswith(ALSO_MENTIONED) and _BARE_NAME.match(body):
+            found.setdefault(body, 4)
+    for speaker, text in lines:
+        if is_small_talk(text, speaker):
+            continue
+        for raw in _NAME.findall(text):
+            name = _NAME_TAIL.sub("", raw)
+            if not name or _DIGIT.search(name) or (" " not in name and name.lower() in common):
+                continue  # an id is a fact already; "Submit", "Team" are words written lowercase elsewhere
+            found[name] = max(found.get(name, 0), weight(speaker))
+    order = {name: i for i, name in enumerate(found)}
+    return sorted(found, key=lambda n: (-found[n], order[n]))
+
+
+def _with_names(summary: str, names: Sequence[str], budget: int, counter: TokenCounter) -> str:
+    """``summary`` and one "also mentioned" line of the ``names`` it lacks, as many as ``budget`` allows."""
+    room = budget - counter.text(summary) - 1 - counter.text(ALSO_MENTIONED)
+    kept: list[str] = []
+    for name in names:
+        if name in summary or any(name in k for k in kept):
+            continue
+        room -= counter.text(name + ", ")
+        if room < 0:
+            break
+        kept.append(name)
+    if not kept:
+        return summary
+    line = ALSO_MENTIONED + ", ".join(kept)
+    return f"{summary}\n{line}" if summary else line
+
+
 class ExtractiveSummarizer:
     """The deterministic summariser: always available, used when no model is set or the model fails."""
 
@@ -219,11 +272,13 @@ class ExtractiveSummarizer:
 
     def __call__(self, messages: tuple[Mapping[str, Any], ...], previous: str | None, max_tokens: int) -> str:
         units = _units(messages, previous)
-        chosen = _select(units, max_tokens, self._counter)
-        if not chosen and units:  # nothing fact-bearing: keep the opening of the span so it is not lost silently
+        names = _names(messages, previous)
+        room = int(max_tokens * NAMES_SHARE) if len(names) >= MIN_NAMES else 0
+        chosen = _select(units, max_tokens - room, self._counter)
+        if not chosen and units and not names:  # nothing fact-bearing: keep the span's opening, not lose it silently
             first = units[0].text
             return first[: max(16, max_tokens * 3)] + (_ELLIPSIS if len(first) > max_tokens * 3 else "")
-        return _render(chosen)
+        return _with_names(_render(chosen), names, max_tokens, self._counter)
 
     def __repr__(self) -> str:
         return f"ExtractiveSummarizer(encoding={self._counter.encoding_name!r})"

@@ -43,6 +43,9 @@ order/booking/ticket id, URL, email, file path, tool name and version that the u
 reactions ("you must be so stoked!", "sounds amazing!"), the assistant's own questions, filler and repetition. \
 Spend every line on facts, never on how the conversation opened.
 - Write one fact group per line, oldest first.
+- Names are asked back most often: when the sentences that give them do not all fit, end with one line \
+"- also mentioned: " listing, comma-separated, every remaining name (person, firm, product, place) \
+and figure.
 - The lines under "summary so far" are an earlier summary: fold them in, do not drop their facts.
 - Stay under {max_tokens} tokens. Output only the summary lines, no preamble."""
 

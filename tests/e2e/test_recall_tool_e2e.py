@@ -23,7 +23,8 @@ from tests.store.records import recorded
 
 SYSTEM = {"role": "system", "content": "You are a coding assistant."}
 FILLER = "We went through the sprint board, the retro notes and the on-call rota once more. " * 5
-#: One key holder stated per turn: more than a 40-token summary keeps, so some are only in the archive.
+#: One key holder stated per turn: more than a 20-token summary keeps (half of it a line of names), so some
+#: are only in the archive.
 HOLDERS = (
     ("boiler room", "Marisol"),
     ("bike shed", "Tobias"),
@@ -57,7 +58,7 @@ def recall_gateway(sim: SimHandle, database: str, tmp_path_factory: pytest.TempP
         "database_url": database,
         "policy": {
             "memory": {"mode": "tool", "recall_budget_tokens": 400, "passage_tokens": 120},
-            "compaction": {"summary_max_tokens": 40, "keep_recent_turns": 2, "prepare_at": 0.55},
+            "compaction": {"summary_max_tokens": 20, "keep_recent_turns": 2, "prepare_at": 0.55},
         },
     }
     with run_gateway(tmp_path_factory.mktemp("gw-recall-tool"), config) as handle:

@@ -1,0 +1,79 @@
+"""The extractive summary carries the names a later question asks back, more than truncation does.
+
+Reads the bfcl_memory subset in tests/data: each conversation (the client answering "Noted.") is
+summarised the way compaction summarises an aged range in ``benchmarks.memory_recall`` (200-token
+summary, chunks of the summariser's input size), all but its last two turns, and the accepted
+answers found in the summary are counted against naive truncation of the same span to the
+summary's own tokens. Before the names line the summary carried 29 of 141 answers (truncation
+8, +0.15); the goal of issue 40 is +0.2.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from benchmarks.memory_recall import COMPACTION
+from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.summarize_range import summarize_range
+from gateway.summarize.extractive import ExtractiveSummarizer
+from gateway.tokens import counter_for
+from tests.shared_data import TEST_DATA
+
+COUNTER = counter_for("o200k_base")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().replace("’", "'").split())
+
+
+def _has(answer: str, text: str) -> bool:
+    needle = _norm(answer).strip(" .\"'")
+    return bool(needle) and re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", text) is not None
+
+
+def _truncated(span: list[dict[str, Any]], budget: int) -> str:
+    kept: list[str] = []
+    spent = 0
+    for m in reversed(span):
+        spent += COUNTER.message(m)
+        if spent > budget:
+            break
+        kept.append(str(m["content"]))
+    return _norm("\n".join(kept))
+
+
+def test_summary_carries_answers_beyond_truncation_to_its_tokens() -> None:
+    cases = [orjson.loads(x) for x in (TEST_DATA / "bfcl_memory.jsonl").read_bytes().splitlines() if x]
+    policy = CompactionPolicy.model_validate(COMPACTION)
+    questions = in_summary = in_truncation = 0
+    for case in cases:
+        span: list[dict[str, Any]] = []
+        for m in case["messages"]:
+            span += [m, {"role": "assistant", "content": "Noted."}]
+        span = span[:-4]
+        summary = summarize_range(span, 0, len(span), None, None, policy, COUNTER).checkpoint.summary
+        assert COUNTER.text(summary) <= policy.summary_max_tokens
+        full = _norm("\n".join(m["content"] for m in case["messages"]))
+        said = [q["answers"] for q in case["questions"] if any(_has(a, full) for a in q["answers"])]
+        cut = _truncated(span, COUNTER.text(summary))
+        questions += len(said)
+        in_summary += sum(any(_has(a, _norm(summary)) for a in answers) for answers in said)
+        in_truncation += sum(any(_has(a, cut) for a in answers) for answers in said)
+    assert (in_summary - in_truncation) / questions >= 0.2, (in_summary, in_truncation, questions)
+
+
+def test_names_line_skips_words_written_lowercase_and_ids() -> None:
+    chat = (
+        {"role": "user", "content": "I manage money at Legend Investments, and our platform is called SOAR."},
+        {"role": "user", "content": "Notes: Submit the form, then we submit again; order ORD-881 is late."},
+        {"role": "user", "content": "My mentor at Goldman Sachs, and later at Morgan Stanley, was Dana Reyes."},
+        {"role": "user", "content": "We moved to Lisbon, then to Porto."},
+    )
+    summary = ExtractiveSummarizer(COUNTER)(chat, None, 60)
+    names = next(line for line in summary.splitlines() if line.startswith("- also mentioned: "))
+    for name in ("Legend Investments", "Goldman Sachs", "Morgan Stanley", "Dana Reyes", "Lisbon", "Porto"):
+        assert name in summary
+    assert "Submit" not in names and "ORD-881" not in names
