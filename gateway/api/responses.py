@@ -32,6 +32,7 @@ from gateway.api.owned_stream import OwnedStream
 from gateway.api.responses_compact import (
     Compactor,
     compact_resource,
+    compaction_record,
     compacts_natively,
     triggered_events,
     triggered_response,
@@ -55,6 +56,7 @@ from gateway.store.responses import (
 
 _JSON = "application/json"
 log = logging.getLogger("ventana")
+REQUEST_ID = "x-ventana-request-id"  # as api/app.py names every answer (imported there, not from it)
 #: Items one page of ``input_items`` holds unless ``limit`` says otherwise (the API's default).
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
@@ -165,7 +167,10 @@ class ResponsesRoute:
         """A ``compaction_trigger`` answered by the gateway's compaction (no model call), streamed if asked."""
         earlier = conversation(chain)
         own = input_items({**body, "input": body["input"][:-1]}, response_id, earlier)
+        started = time.perf_counter()
         response = triggered_response(self.compactor, _response_base(body, response_id), (*earlier, *own), caller)
+        session_id = chain[-1].session_id if chain else ""
+        request_id = self._record_compaction(body, response, caller, session_id, started)
         if body.get("store") is not False:
             previous = chain[-1] if chain else None
             await self._put(
@@ -179,17 +184,31 @@ class ResponsesRoute:
                     response=response,
                 )
             )
+        headers = {REQUEST_ID: request_id}
         if not body.get("stream"):
-            return _json(response)
+            return _json(response, headers)
 
         async def events() -> AsyncGenerator[bytes, None]:
             for event in triggered_events(response):
                 yield _sse(event)
 
-        return EventStreamResponse(events())
+        return EventStreamResponse(events(), headers=headers)
+
+    def _record_compaction(
+        self, body: Mapping[str, Any], response: Mapping[str, Any], caller: str, session_id: str, started: float
+    ) -> str:
+        """Record a compaction answered here (no request is missing from the log); its request id."""
+        request_id = "req-" + os.urandom(10).hex()
+        record = compaction_record(request_id, body, response, caller=caller, session_id=session_id, started=started)
+        try:
+            self.gw.recorder.record(record)
+        except Exception:  # bookkeeping: the client has its compaction either way
+            log.exception("recording the compaction %s failed", request_id)
+        return request_id
 
     async def compact(self, request: Request) -> Response:
         """``POST /v1/responses/compact``: the conversation (input and/or previous_response_id) compacted."""
+        started = time.perf_counter()
         raw = await read_body(request, self.gw.settings.limits.max_body_bytes)
         caller = admitted(request).caller
         body = json_object(raw)
@@ -197,7 +216,10 @@ class ResponsesRoute:
         body = dict(self.compactor.expand({**body, "input": body.get("input") or []}, caller))
         chain = await self._chain(body, caller)
         items = (*conversation(chain), *input_items(body, "resp_" + os.urandom(16).hex(), conversation(chain)))
-        return _json(compact_resource(self.compactor, body, items, caller))
+        resource = compact_resource(self.compactor, body, items, caller)
+        session_id = chain[-1].session_id if chain else ""
+        request_id = self._record_compaction(body, resource, caller, session_id, started)
+        return _json(resource, {REQUEST_ID: request_id})
     def _native(
         self,
         body: Mapping[str, Any],

@@ -33,6 +33,7 @@ from gateway.formats.responses_compaction import (
     without_users,
 )
 from gateway.sealing import Sealer
+from gateway.store.record import Forwarded, Outcome, RequestRecord
 from gateway.summarize.extractive import ExtractiveSummarizer
 from gateway.tokens import TokenCounter
 
@@ -181,3 +182,42 @@ def _usage(input_tokens: int, summary_tokens: int) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": input_tokens + summary_tokens,
     }
+
+
+def compaction_record(
+    request_id: str,
+    body: Mapping[str, Any],
+    response: Mapping[str, Any],
+    *,
+    caller: str,
+    session_id: str = "",
+    started: float,
+) -> RequestRecord:
+    """The record of a compaction the gateway answered itself (``/responses/compact``, ``compaction_trigger``):
+    stored like every request, so ``ventana logs`` and ``/ui`` show it, with nothing forwarded and nothing
+    billed (no model was called) and one decision saying what was compacted."""
+    usage = response.get("usage") or {}
+    before, summary = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    decision = {
+        "pass": "context_management",
+        "action": "compacted_by_gateway",
+        "tokens_before": before,
+        "tokens_after": summary,
+        "reason": "the client asked for compaction; the gateway compacted without a model call",
+        "detail": {"items": len(body.get("input") or []), "upstream_calls": 0},
+    }
+    sent = Forwarded(
+        request_id,
+        session_id,
+        time.time(),
+        str(body.get("model") or ""),
+        "",
+        caller,
+        dict(body),
+        {},
+        decisions=(decision,),
+        stream=bool(body.get("stream")),
+        route="responses",
+    )
+    elapsed = (time.perf_counter() - started) * 1000
+    return RequestRecord(sent, outcome=Outcome(status=200, overhead_ms=elapsed, total_ms=elapsed))

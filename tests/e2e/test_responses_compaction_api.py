@@ -173,3 +173,31 @@ def test_a_compaction_trigger_is_answered_with_one_compaction_item(gateway: Gate
     with pytest.raises(openai.BadRequestError) as err:  # anywhere but last is refused, naming the item
         client.responses.create(model="small-window", input=asked[-1:] + history)
     assert isinstance(err.value.body, dict) and err.value.body.get("param") == "input[0]"
+
+
+def test_a_compaction_the_gateway_answers_is_recorded(sim: SimHandle, tmp_path: Path) -> None:
+    """No request missing from the log: ``/responses/compact`` and a ``compaction_trigger`` are answered without a
+    model call, and each is stored under the request id the client got, nothing billed, one decision."""
+    from gateway.store.engine import make_engine
+    from gateway.store.queries import get_request
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with run_gateway(tmp_path, {"models": sim_models(sim.base_url), "database_url": url}) as gw:
+        client = _client(gw)
+        compacted = client.responses.with_raw_response.compact(model="small-window", input=_conversation(20))  # type: ignore[arg-type]
+        trigger: list[Any] = [*_conversation(20), {"type": "compaction_trigger"}]
+        triggered = client.responses.with_raw_response.create(model="small-window", input=trigger, store=False)
+        ids = [r.headers["x-ventana-request-id"] for r in (compacted, triggered)]
+        assert triggered.parse().output[0].type == "compaction"
+    engine = make_engine(url)
+    try:
+        for request_id in ids:
+            stored = get_request(engine, request_id)
+            assert stored is not None, f"{request_id} is in the store"
+            row = stored.summary
+            assert row.status == 200 and row.route == "responses" and row.caller != "anonymous"
+            actions = [(d["pass"], d["action"]) for d in stored.decisions]
+            assert actions == [("context_management", "compacted_by_gateway")]
+            assert row.upstream_calls == 0 and row.prompt_tokens == 0, "no model was called: nothing billed"
+    finally:
+        engine.dispose()
