@@ -14,10 +14,12 @@ import re
 from typing import Any
 
 import orjson
+import pytest
 
 from benchmarks.memory_recall import COMPACTION
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.summarize_range import summarize_range
+from gateway.summarize import extractive
 from gateway.summarize.extractive import ExtractiveSummarizer
 from gateway.tokens import counter_for
 from tests.shared_data import TEST_DATA
@@ -45,7 +47,9 @@ def _truncated(span: list[dict[str, Any]], budget: int) -> str:
     return _norm("\n".join(kept))
 
 
-def test_summary_carries_answers_beyond_truncation_to_its_tokens() -> None:
+def test_summary_carries_answers_beyond_truncation_to_its_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With half the budget reserved for the names line (off by default: it cost rhelm held-out answers)."""
+    monkeypatch.setattr(extractive, "NAMES_SHARE", 0.5)
     cases = [orjson.loads(x) for x in (TEST_DATA / "bfcl_memory.jsonl").read_bytes().splitlines() if x]
     policy = CompactionPolicy.model_validate(COMPACTION)
     questions = in_summary = in_truncation = 0
@@ -65,7 +69,8 @@ def test_summary_carries_answers_beyond_truncation_to_its_tokens() -> None:
     assert (in_summary - in_truncation) / questions >= 0.2, (in_summary, in_truncation, questions)
 
 
-def test_names_line_skips_words_written_lowercase_and_ids() -> None:
+def test_names_line_skips_words_written_lowercase_and_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extractive, "NAMES_SHARE", 0.5)
     chat = (
         {"role": "user", "content": "I manage money at Legend Investments, and our platform is called SOAR."},
         {"role": "user", "content": "Notes: Submit the form, then we submit again; order ORD-881 is late."},
