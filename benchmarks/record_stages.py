@@ -10,41 +10,20 @@ from __future__ import annotations
 
 import timeit
 
-from gateway.store.record import Answer, Counts, Forwarded, Outcome, record_dict, request_record
+from gateway.store.record import (
+    FLAT_FIELDS,
+    TRANSIENT_FIELDS,
+    Answer,
+    Counts,
+    Forwarded,
+    Outcome,
+    record_dict,
+    request_record,
+)
 from gateway.upstream.usage import Usage
 
-#: The 29 stored values the writer, the metrics and the JSONL log read.
-NAMES = (
-    "request_id",
-    "session_id",
-    "created_at",
-    "model",
-    "provider",
-    "caller",
-    "original",
-    "assembled",
-    "decisions",
-    "stream",
-    "response",
-    "response_text",
-    "finish_reason",
-    "tool_calls",
-    "usage",
-    "tokens_original",
-    "tokens_assembled",
-    "overhead_ms",
-    "ttfb_ms",
-    "total_ms",
-    "status",
-    "error",
-    "replay_of",
-    "turn",
-    "budget",
-    "predicted_cached_tokens",
-    "prefix_break",
-    "component_tokens",
-    "route",
-)
+#: The 29 stored values the writer, the metrics and the JSONL log read (the transient bytes left out).
+NAMES = tuple(name for name in FLAT_FIELDS if name not in TRANSIENT_FIELDS)
 
 
 def per_call_us(fn: object, number: int) -> float:
