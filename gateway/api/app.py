@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,6 +33,7 @@ from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
 from gateway.api.messages import count_tokens, create_message
 from gateway.api.rate_limit import RateLimiter
 from gateway.api.refusals import record_refusal
+from gateway.api.request_ids import REQUEST_ID_HEADER, new_request_id
 from gateway.api.responses import add_responses_routes
 from gateway.config import Settings
 from gateway.edges.edges import Edges
@@ -69,13 +69,6 @@ def freeze_startup_objects() -> None:
 #: default is 5 ms). Assembly of a very large request and the store writer run in threads; at
 #: 5 ms a loop thread waking up to serve another request could wait that long for its turn.
 GIL_SWITCH_INTERVAL_S = 0.001
-
-
-REQUEST_ID_HEADER = "x-ventana-request-id"
-
-
-def new_request_id() -> str:
-    return "req-" + os.urandom(10).hex()
 
 
 def error_response(exc: VentanaError, headers: dict[str, str] | None = None) -> Response:

@@ -7,7 +7,6 @@ queue after the answer is built (non-streamed) or after the last chunk (streamed
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -24,6 +23,7 @@ from gateway.api.client_plan import ClientAsk, plan_decision, planned_policy
 from gateway.api.deps import Gateway
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
 from gateway.api.raw_forward import untouched_bytes, with_params_added
+from gateway.api.request_ids import REQUEST_ID_HEADER, new_request_id
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
 from gateway.assembly.context import Context, Decision, Env, SessionState, Summarizer
@@ -293,7 +293,7 @@ class Opened:
 
 async def open_turn(gw: Gateway, raw: bytes, caller: str, named: str | None) -> Opened:
     """Parse, check and name the request, then load its session's state (counting big new text off the loop)."""
-    request_id = "req-" + os.urandom(10).hex()  # uuid4 is the same randomness, slower
+    request_id = new_request_id()
     body, reused, model, session_id = await read_and_name(gw, raw, caller, named)
     if not named:  # two conversations that open alike and then diverge are two sessions
         session_id = await gw.conversations.name(caller, session_id, body["messages"], gw.sessions)
@@ -301,7 +301,7 @@ async def open_turn(gw: Gateway, raw: bytes, caller: str, named: str | None) -> 
     recognised = gw.resent.adopt(scoped, body, len(raw), known=reused)
     loaded = await gw.sessions.load(scoped)
     await count_off_loop(gw.counter(model), body, len(raw), loaded.extra.get(BODY_BYTES_KEY))
-    headers = {"x-ventana-request-id": request_id, "x-ventana-session-id": session_id}
+    headers = {REQUEST_ID_HEADER: request_id, "x-ventana-session-id": session_id}
     turn = Turn(request_id, scoped, caller, body)
     return Opened(turn, body, model, session_id, loaded, recognised, len(raw), headers)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
@@ -37,6 +36,7 @@ from gateway.api.event_stream import EventStreamResponse
 from gateway.api.messages_native import NATIVE_PROVIDERS, NativeMessages
 from gateway.api.owned_stream import OwnedStream
 from gateway.api.refusals import record_refusal
+from gateway.api.request_ids import REQUEST_ID_HEADER, new_request_id
 from gateway.errors import UpstreamError, VentanaError
 from gateway.formats.anthropic_context_edits import apply_context_edits
 from gateway.formats.anthropic_messages import CLAUDE_PROVIDERS, chat_body, error_body, message_from_chat
@@ -133,8 +133,8 @@ async def create_message(request: Request, gw: Gateway, admit: Admit) -> Respons
     except VentanaError as exc:
         refused = anthropic_error(exc)
         if exc.status_code < 500 and not isinstance(exc, UpstreamError):
-            refused.headers.setdefault("x-ventana-request-id", "req-" + os.urandom(10).hex())
-            record_refusal(gw, request, exc, refused.headers["x-ventana-request-id"])
+            refused.headers.setdefault(REQUEST_ID_HEADER, new_request_id())
+            record_refusal(gw, request, exc, refused.headers[REQUEST_ID_HEADER])
         return refused
     except Exception as exc:  # Anthropic's SDKs read only Anthropic's error shape, a 500 included
         log.exception("unexpected error on POST /v1/messages")

@@ -29,6 +29,7 @@ from gateway.api.client_plan import ClientAsk, responses_ask
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
+from gateway.api.request_ids import REQUEST_ID_HEADER, new_request_id
 from gateway.api.responses_compact import (
     Compactor,
     compact_resource,
@@ -56,7 +57,6 @@ from gateway.store.responses import (
 
 _JSON = "application/json"
 log = logging.getLogger("ventana")
-REQUEST_ID = "x-ventana-request-id"  # as api/app.py names every answer (imported there, not from it)
 #: Items one page of ``input_items`` holds unless ``limit`` says otherwise (the API's default).
 DEFAULT_PAGE = 20
 MAX_PAGE = 100
@@ -184,7 +184,7 @@ class ResponsesRoute:
                     response=response,
                 )
             )
-        headers = {REQUEST_ID: request_id}
+        headers = {REQUEST_ID_HEADER: request_id}
         if not body.get("stream"):
             return _json(response, headers)
 
@@ -198,7 +198,7 @@ class ResponsesRoute:
         self, body: Mapping[str, Any], response: Mapping[str, Any], caller: str, session_id: str, started: float
     ) -> str:
         """Record a compaction answered here (no request is missing from the log); its request id."""
-        request_id = "req-" + os.urandom(10).hex()
+        request_id = new_request_id()
         record = compaction_record(request_id, body, response, caller=caller, session_id=session_id, started=started)
         try:
             self.gw.recorder.record(record)
@@ -219,7 +219,7 @@ class ResponsesRoute:
         resource = compact_resource(self.compactor, body, items, caller)
         session_id = chain[-1].session_id if chain else ""
         request_id = self._record_compaction(body, resource, caller, session_id, started)
-        return _json(resource, {REQUEST_ID: request_id})
+        return _json(resource, {REQUEST_ID_HEADER: request_id})
     def _native(
         self,
         body: Mapping[str, Any],
