@@ -51,6 +51,7 @@ from gateway.api import answer, chat
 from gateway.assembly.pipeline import PassSpec
 from gateway.config import parse_settings
 from gateway.tokens import counter_for
+from tests.inproc import post_scope
 from tests.procs import run_simulator
 from tests.shared_data import data_path
 
@@ -187,29 +188,6 @@ class _TimedEdges:
         return getattr(self._edges, name)
 
 
-def _scope(raw: bytes) -> dict[str, Any]:
-    path = "/v1/chat/completions"
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(raw)).encode()),
-        ],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8080),
-        "state": {},
-    }
-
-
 async def send_one(app: Any, raw: bytes) -> int:
     """One request through the ASGI app; its status (the body is read to the end)."""
     delivered = False
@@ -229,7 +207,7 @@ async def send_one(app: Any, raw: bytes) -> int:
         if message["type"] == "http.response.start":
             status = message["status"]
 
-    await app(_scope(raw), receive, send)
+    await app(post_scope("/v1/chat/completions", len(raw)), receive, send)
     done.set()
     return status
 

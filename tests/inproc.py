@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -36,3 +37,26 @@ def serve_in_thread(app: ASGIApp) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+def post_scope(path: str, body_length: int | None = None) -> dict[str, Any]:
+    """The ASGI scope of a JSON ``POST path`` from a loopback client, for driving an app without a server
+    (``content-length`` when the body's length is given)."""
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
+    if body_length is not None:
+        headers.append((b"content-length", str(body_length).encode()))
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8080),
+        "state": {},
+    }

@@ -23,6 +23,7 @@ from starlette.types import Message
 from gateway.api.app import create_app
 from gateway.config import parse_settings
 from gateway.store.record import MemoryRecorder, RequestRecord
+from tests.inproc import post_scope
 from tests.procs import SimHandle, sim_models
 
 USER = "Tell me about owners of requests, in a good many words please."
@@ -34,23 +35,6 @@ DOORS: dict[str, tuple[str, dict[str, Any]]] = {
         {"model": "gpt-4o-mini", "max_tokens": 64, "messages": [{"role": "user", "content": USER}]},
     ),
 }
-
-
-def _scope(path: str) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8080),
-    }
 
 
 async def _drive(door: str, client: Callable[[Message], bool], gone: asyncio.Event) -> list[RequestRecord]:
@@ -75,7 +59,7 @@ async def _drive(door: str, client: Callable[[Message], bool], gone: asyncio.Eve
 
     async with app.router.lifespan_context(app):
         with contextlib.suppress(OSError):  # the server's own failure, as uvicorn would log it
-            await app(_scope(path), receive, send)
+            await app(post_scope(path), receive, send)
         for _ in range(50):  # the record is handed over on a later loop turn
             await asyncio.sleep(0.02)
     return list(recorder.records)
