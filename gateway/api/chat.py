@@ -19,13 +19,13 @@ from starlette.responses import Response
 
 from gateway.api.admission import Principal
 from gateway.api.answer import InFlight, complete, finish, stream
-from gateway.api.client_plan import ClientAsk, plan_decision, planned_policy
 from gateway.api.deps import Gateway
 from gateway.api.incremental_parse import IncrementalParser, Layout, message_ends
 from gateway.api.raw_forward import untouched_bytes, with_params_added
 from gateway.api.request_ids import REQUEST_ID_HEADER, new_request_id
 from gateway.api.validate import validate_chat_request
 from gateway.assembly.budget_report import budget_report
+from gateway.assembly.client_plan import ClientAsk, plan_decision, planned_policy
 from gateway.assembly.context import Context, Decision, Env, SessionState, Summarizer
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, PassSpec, assemble, lint_findings
@@ -229,7 +229,7 @@ async def answer_chat(
     work on; ``native`` applies their result to the client's own body, forwards it and answers in its
     format. A door that ``falls_back`` sends the chat body instead when the gateway offers a tool of its
     own this request (its loop answers chat only). ``client``: the context management the client asked for
-    and the door did; the gateway's compaction plans with its terms (``api/client_plan.py``).
+    and the door did; the gateway's compaction plans with its terms (``assembly/client_plan.py``).
     """
     started = time.perf_counter() if started is None else started
     opened = await open_turn(gw, raw, principal.caller, named)

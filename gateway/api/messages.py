@@ -30,13 +30,13 @@ from starlette.responses import Response
 from gateway import metrics
 from gateway.api.admission import Principal, admitted
 from gateway.api.chat import ASSEMBLE_OFF_LOOP_BYTES, answer_chat, configured_model, json_object, read_body
-from gateway.api.client_plan import ClientAsk, messages_ask
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.messages_native import NATIVE_PROVIDERS, NativeMessages
 from gateway.api.owned_stream import OwnedStream
 from gateway.api.refusals import record_refusal
 from gateway.api.request_ids import REQUEST_ID_HEADER, new_request_id
+from gateway.assembly.client_plan import ClientAsk, messages_ask
 from gateway.errors import UpstreamError, VentanaError
 from gateway.formats.anthropic_context_edits import apply_context_edits
 from gateway.formats.anthropic_messages import CLAUDE_PROVIDERS, chat_body, error_body, message_from_chat

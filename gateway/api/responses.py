@@ -25,7 +25,6 @@ from starlette.responses import Response
 from gateway import metrics
 from gateway.api.admission import admitted
 from gateway.api.chat import answer_chat, json_object, read_body
-from gateway.api.client_plan import ClientAsk, responses_ask
 from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
@@ -39,6 +38,7 @@ from gateway.api.responses_compact import (
     triggered_response,
 )
 from gateway.api.responses_native import NativeResponses
+from gateway.assembly.client_plan import ClientAsk, responses_ask
 from gateway.errors import NotFound, RequestError
 from gateway.formats.responses import chat_body, check_request, input_items, unserved_tools, untranslated_fields
 from gateway.formats.responses_answer import listed_item, response_from_chat, response_object

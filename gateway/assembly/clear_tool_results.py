@@ -147,7 +147,7 @@ def _candidates(ctx: Context, lay: Layout, start: int, policy: CompactionPolicy,
 
 
 def newest_results(messages: Sequence[Message], n: int) -> set[int]:
-    """Indices of the newest ``n`` tool results: a client's ``keep`` (``api/client_plan.py``), never cleared."""
+    """Indices of the newest ``n`` tool results: a client's ``keep`` (``assembly/client_plan.py``), never cleared."""
     if n <= 0:
         return set()
     return set([i for i, m in enumerate(messages) if m.get("role") == "tool"][-n:])

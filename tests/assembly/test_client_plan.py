@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.api.client_plan import messages_ask, plan_decision, planned_policy, responses_ask
+from gateway.assembly.client_plan import messages_ask, plan_decision, planned_policy, responses_ask
 from gateway.assembly.context import Decision
 from gateway.assembly.policy import Policy
 
