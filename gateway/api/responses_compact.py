@@ -19,6 +19,7 @@ import orjson
 from gateway.api.chat import configured_model
 from gateway.api.deps import Gateway
 from gateway.assembly.clear_tool_results import stub
+from gateway.assembly.context import Decision
 from gateway.config import ModelConfig
 from gateway.errors import RequestError
 from gateway.formats.responses import chat_body, chat_messages
@@ -198,14 +199,14 @@ def compaction_record(
     billed (no model was called) and one decision saying what was compacted."""
     usage = response.get("usage") or {}
     before, summary = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-    decision = {
-        "pass": "context_management",
-        "action": "compacted_by_gateway",
-        "tokens_before": before,
-        "tokens_after": summary,
-        "reason": "the client asked for compaction; the gateway compacted without a model call",
-        "detail": {"items": len(body.get("input") or []), "upstream_calls": 0},
-    }
+    decision = Decision(
+        "context_management",
+        "compacted_by_gateway",
+        before,
+        summary,
+        "the client asked for compaction; the gateway compacted without a model call",
+        {"items": len(body.get("input") or []), "upstream_calls": 0},
+    )
     sent = Forwarded(
         request_id,
         session_id,
@@ -215,7 +216,7 @@ def compaction_record(
         caller,
         dict(body),
         {},
-        decisions=(decision,),
+        decisions=(decision.to_dict(),),
         stream=bool(body.get("stream")),
         route="responses",
     )
