@@ -21,6 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.scripted_agent import TOOLS, scripted_turns
 from gateway.assembly.verify_assembly import tool_pairing_problems
+from gateway.store.engine import make_engine
+from gateway.store.queries import get_request, list_requests
 from gateway.tokens import counter_for
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
 
@@ -94,9 +96,12 @@ def test_llm_summary_is_prepared_ahead_so_the_crossing_turn_does_not_summarise(
     own_sim: SimHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     own_sim.reset()
-    with _gateway(own_sim, tmp_path_factory.mktemp("gw-llm"), summarizer_model="gpt-4o-mini") as gw:
+    tmp = tmp_path_factory.mktemp("gw-llm")
+    with _gateway(own_sim, tmp, summarizer_model="gpt-4o-mini") as gw:
         _converse(gw, "e2e-llm", turns=24, pause_s=0.15)
         counted = _compactions_counted(gw)
+    first = _first_compaction(f"sqlite:///{tmp / 'ventana.db'}")  # the gateway's default store, in its folder
+    assert first.get("prepared_ahead") is True, f"the crossing turn sent the summary prepared ahead: {first}"
     received = own_sim.received()
     chats = [i for i, b in enumerate(received) if "<transcript" not in str(b["messages"])]
     summarizer_calls = [i for i, b in enumerate(received) if "<transcript" in str(b["messages"])]
@@ -110,6 +115,21 @@ def test_llm_summary_is_prepared_ahead_so_the_crossing_turn_does_not_summarise(
     assert len([i for i in summarizer_calls if i < crossing]) == 1, "one preparation; the crossing turn made none"
     new_summaries = {_summaries(received[i])[0]["content"] for i in chats if _summaries(received[i])}
     assert counted == len(new_summaries) >= 1, "every summary sent for the first time, prepared or not, counts once"
+
+
+def _first_compaction(database_url: str) -> dict[str, Any]:
+    """The detail of the first ``compact_history`` decision that sent a summary, from the stored records."""
+    engine = make_engine(database_url)
+    try:
+        found = (get_request(engine, s.request_id) for s in list_requests(engine, limit=1_000))
+        stored = sorted((r for r in found if r is not None), key=lambda r: r.summary.created_at)
+    finally:
+        engine.dispose()
+    for record in stored:
+        for d in record.decisions:
+            if d["pass"] == "compact_history" and d["action"] == "compacted":
+                return dict(d["detail"])
+    raise AssertionError("no stored request compacted")
 
 
 def _compactions_counted(gw: GatewayHandle) -> float:
