@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.compaction_lines import compaction_lines
-from gateway.store.queries import RequestSummary, StoredRequest
+from gateway.store.queries import StoredRequest
 from gateway.summariser_share import SummariserShare, split_cost
 from gateway.upstream.model_info import ModelInfo
 
@@ -38,18 +38,6 @@ class Outcome:
     @property
     def cached_share(self) -> float:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
-def cost_usd(s: RequestSummary | Any, info: ModelInfo | None) -> float | None:
-    """The provider's price for this usage (cached input at the cache-read price), None without a price."""
-    if info is None or not (info.input_cost_per_token or info.output_cost_per_token):
-        return None
-    uncached = max(s.prompt_tokens - s.cached_tokens, 0)
-    return (
-        uncached * info.input_cost_per_token
-        + s.cached_tokens * info.cache_read_cost_per_token
-        + s.completion_tokens * info.output_cost_per_token
-    )
 
 
 def share_of(s: Any) -> SummariserShare:
