@@ -10,10 +10,12 @@ multiplying each model's tokens by its price (``ventana_model_price``) did the s
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy import Engine
 
 from gateway import metrics
 from gateway.store.engine import make_engine
@@ -25,6 +27,7 @@ from gateway.ui.queries import list_session_rows, session_turns
 from gateway.ui.request_view import outcome
 from gateway.upstream.model_info import ModelInfo
 from gateway.upstream.usage import Usage
+from tests.store.databases import postgres_database
 from tests.store.records import make_record
 
 BIG = ModelInfo(128_000, input_cost_per_token=10e-6, output_cost_per_token=30e-6, cache_read_cost_per_token=5e-6)
@@ -46,10 +49,23 @@ BILLED = {
 EXPECTED = 2_000 * 10e-6 + 2_000 * 5e-6 + 200 * 30e-6 + 6_000 * 0.1e-6 + 300 * 0.4e-6
 
 
-def test_summariser_tokens_are_priced_at_the_summariser_model(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'prices.db'}"
-    upgrade(url)
-    engine = make_engine(url)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'prices.db'}"
+        upgrade(url)
+        made = make_engine(url)
+        yield made
+        made.dispose()
+        return
+    with postgres_database() as url:
+        upgrade(url)
+        made = make_engine(url)
+        yield made
+        made.dispose()
+
+
+def test_summariser_tokens_are_priced_at_the_summariser_model(engine: Engine) -> None:
     messages = [{"role": "user", "content": "a long history, summarised"}]
     record = make_record(
         messages,
@@ -74,8 +90,7 @@ def test_summariser_tokens_are_priced_at_the_summariser_model(tmp_path: Path) ->
     turns = session_turns(engine, "s-summarised")
     assert session_page("s-summarised", turns, price=INFO.get)["cost"] == pytest.approx(EXPECTED)
     (row,) = list_session_rows(engine, prices=PRICES).rows
-    assert row.cost == pytest.approx(EXPECTED)
-    engine.dispose()
+    assert row.cost == pytest.approx(EXPECTED)  # the list prices in SQL, per request
 
     def sample(model: str, kind: str) -> float:
         return REGISTRY.get_sample_value("ventana_billed_tokens_total", {"model": model, "kind": kind}) or 0.0
