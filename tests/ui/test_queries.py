@@ -125,3 +125,29 @@ def test_user_and_tag_filters_total_only_the_matching_requests(engine: Engine) -
     assert (row.turns, row.prompt_tokens) == (1, 1_000)
     by_cost = list_session_rows(engine, SessionFilter(user="u-2", sort="cost"), prices=prices).rows
     assert [r.prompt_tokens for r in by_cost] == [1_000]
+
+
+def test_search_reads_messages_and_answers_and_every_column_sorts(engine: Engine) -> None:
+    """The issue's list: "search matches ids only; no sort by cost, cache share, model or caller"."""
+    now = _fill(engine)
+    (found,) = list_session_rows(engine, SessionFilter(search="question of session 7")).rows
+    assert found.session_id == "s-07", "a user message's text finds its session"
+    answered = make_record(
+        [{"role": "user", "content": "where is the spare key?"}],
+        session_id="s-answered",
+        created_at=now - 5,
+        response_text="Under the blue flowerpot by the door.",
+        caller="f00d00000000",
+        usage=Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=9),
+        model="m-z",
+    )
+    with engine.begin() as conn:
+        write_records(conn, [answered])
+    (found,) = list_session_rows(engine, SessionFilter(search="blue flowerpot")).rows
+    assert found.session_id == "s-answered", "an answer's text finds its session"
+    top = {
+        key: list_session_rows(engine, SessionFilter(sort=key, descending=True), limit=1).rows[0].session_id
+        for key in ("cache", "model", "caller")
+    }
+    assert top == {"cache": "s-answered", "model": "s-answered", "caller": "s-answered"}
+    assert list_session_rows(engine, SessionFilter(sort="model", descending=False), limit=1).rows[0].model == "m-a"
