@@ -282,10 +282,14 @@ def ui_router(gw: Gateway) -> APIRouter:
     @router.get("/sessions/{session_id:path}")
     async def _session(request: Request, session_id: str) -> HTMLResponse:
         caller = request.query_params.get("caller") or None
-        turns = await asyncio.to_thread(session_turns, engine(), session_id, caller=caller)
+        user = request.query_params.get("user", "").strip() or None
+        tag = request.query_params.get("tag", "").strip() or None
+        turns = await asyncio.to_thread(partial(session_turns, caller=caller, user=user, tag=tag), engine(), session_id)
         if not turns:
             return _missing("session", session_id)
-        return _page("session.html", **session_page(session_id, turns, caller=caller, price=price), names=names)
+        values = session_page(session_id, turns, caller=caller, price=price)
+        only = [label for label in (f"user {user}" if user else "", f"tag {tag}" if tag else "") if label]
+        return _page("session.html", **values, only=only, names=names)
 
     @router.get("/requests/{request_id}")
     async def _request(request: Request, request_id: str) -> HTMLResponse:

@@ -307,8 +307,18 @@ def _text(content: Any) -> str:
     return ""
 
 
-def session_turns(engine: Engine, session_id: str, *, limit: int = 2000, caller: str | None = None) -> list[TurnRow]:
-    """The turns of one session: of one caller when ``caller`` is given (a session is a caller's)."""
+def session_turns(
+    engine: Engine,
+    session_id: str,
+    *,
+    limit: int = 2000,
+    caller: str | None = None,
+    user: str | None = None,
+    tag: str | None = None,
+) -> list[TurnRow]:
+    """The turns of one session: of one caller when ``caller`` is given (a session is a caller's); with
+    ``user`` or ``tag``, only the turns the client labelled so, as the list's row reached from a filter
+    totals them."""
     columns = (
         Request.request_id,
         Request.turn,
@@ -334,6 +344,10 @@ def session_turns(engine: Engine, session_id: str, *, limit: int = 2000, caller:
     query = select(*columns).where(Request.session_id == session_id)
     if caller is not None:
         query = query.where(Request.caller == caller)
+    if user:
+        query = query.where(Request.client_user == user)
+    if tag:
+        query = query.where(Request.tags.like(tag_pattern(tag), escape="\\"))
     query = query.order_by(Request.created_at).limit(limit)
     with engine.connect() as conn:
         rows = conn.execute(query).all()
