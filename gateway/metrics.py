@@ -30,6 +30,7 @@ from gateway.assembly.pipeline import PASSES
 from gateway.assembly.prefix import COMPONENTS
 from gateway.decision_tally import VOCABULARY, tally_decisions
 from gateway.store.record import RequestRecord
+from gateway.summariser_share import summariser_share
 from gateway.upstream.model_info import ModelInfo
 
 if TYPE_CHECKING:
@@ -269,9 +270,18 @@ def observe(record: RequestRecord) -> None:
         _child(TTFB_MS, model).observe(record.ttfb_ms)
     _add(_child(PROMPT_TOKENS, model, "original"), record.tokens_original)
     _add(_child(PROMPT_TOKENS, model, "assembled"), record.tokens_assembled)
-    _add(_child(CACHED_TOKENS, model), record.usage.cached_tokens)
-    _add(_child(BILLED_TOKENS, model, "prompt"), record.usage.prompt_tokens)
-    _add(_child(BILLED_TOKENS, model, "completion"), record.usage.completion_tokens)
+    # The summariser's calls are billed under the summariser's model, so a dashboard multiplying each
+    # model's tokens by its price (ventana_model_price) prices them at the summariser's (summariser_share.py).
+    share = summariser_share(record.decisions)
+    other = share.model if share.model is not None and share.model != model else None
+    moved = (share.cached_tokens, share.prompt_tokens, share.completion_tokens) if other else (0, 0, 0)
+    _add(_child(CACHED_TOKENS, model), record.usage.cached_tokens - moved[0])
+    _add(_child(BILLED_TOKENS, model, "prompt"), record.usage.prompt_tokens - moved[1])
+    _add(_child(BILLED_TOKENS, model, "completion"), record.usage.completion_tokens - moved[2])
+    if other is not None:
+        _add(_child(CACHED_TOKENS, other), moved[0])
+        _add(_child(BILLED_TOKENS, other, "prompt"), moved[1])
+        _add(_child(BILLED_TOKENS, other, "completion"), moved[2])
     observe_cache(record)
     observe_decisions(record)
 

@@ -12,6 +12,7 @@ from gateway.config import Settings, load_settings
 from gateway.errors import ConfigError
 from gateway.replay.cli_support import load_policy, pick_model
 from gateway.replay.report import print_report, to_csv, to_json, write_chart
+from gateway.replay.served_summaries import served_summarizer
 from gateway.replay.transcripts import Conversation, conversations_from_store, read_transcripts
 from gateway.replay.whatif import WhatIfResult, run_whatif
 
@@ -90,6 +91,9 @@ def whatif_command(
         Console(stderr=True).print(f"what-if with {chosen}", style="dim")
     conversations = _conversations(settings, model.name, transcript, session, since, limit)
     total_turns = sum(len(c.requests) for c in conversations)
+    # The served policy summarises as the gateway did: with the texts it sent (a model's summary cannot be
+    # written again offline); other policies summarise other ranges, extractively.
+    served = served_summarizer((o, a) for c in conversations for o, a in zip(c.requests, c.served, strict=False))
     results = []
     for spec in policies:
         name, policy = load_policy(spec, served=settings.policy)
@@ -110,6 +114,7 @@ def whatif_command(
                     cache_kind=cache_model or model.cache_model,
                     policy_name=name,
                     progress=progress,
+                    summarizer=served if name == "served" else None,
                 )
             )
     console = Console(width=None if sys.stdout.isatty() else 160)

@@ -20,6 +20,9 @@ import orjson
 class Conversation:
     id: str
     requests: tuple[dict[str, Any], ...]
+    #: A logged session's bodies as forwarded, one per request (empty for a transcript): the summaries the
+    #: gateway sent are in them (``served_summaries``).
+    served: tuple[dict[str, Any], ...] = ()
 
 
 def turn_ends(messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -70,9 +73,11 @@ def conversations_from_store(
 
     rows = [r for r in list_requests(engine, session=session, since=since, limit=limit) if r.replay_of is None]
     rows.sort(key=lambda r: (r.session_id, r.created_at))
-    grouped: dict[str, list[dict[str, Any]]] = {}
+    grouped: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for row in rows:
         stored = get_request(engine, row.request_id)
         if stored is not None:
-            grouped.setdefault(row.session_id, []).append(stored.original)
-    return [Conversation(sid, tuple(bodies)) for sid, bodies in grouped.items()]
+            grouped.setdefault(row.session_id, []).append((stored.original, stored.assembled))
+    return [
+        Conversation(sid, tuple(o for o, _ in bodies), tuple(a for _, a in bodies)) for sid, bodies in grouped.items()
+    ]

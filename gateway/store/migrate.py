@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: The newest revision in ``migrations/versions``: a gateway starting on a database at this
 #: revision needs no Alembic at all (importing it is ~0.4 s of start-up). A test keeps it
 #: equal to what Alembic finds.
-HEAD_REVISION = "0010_client_tags"
+HEAD_REVISION = "0011_h37_summarizer_usage"
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 

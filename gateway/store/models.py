@@ -108,6 +108,11 @@ class Request(Base):
     # Revision 0010: the client's own labels (store/client_tags.py)
     client_user: Mapped[str | None] = mapped_column(String(256), nullable=True)
     tags: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    # The summariser's share of the billed usage above and its model (``summariser_share.py``): priced at its prices
+    summarizer_model: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    summarizer_prompt_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    summarizer_cached_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    summarizer_completion_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class SessionStateRow(Base):

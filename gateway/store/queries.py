@@ -62,6 +62,11 @@ class RequestSummary:
     upstream_calls: int = 1  # every call a served-tool loop made (0: refused before forwarding)
     client_user: str | None = None  # the client's own ``user`` and metadata tags (store/client_tags.py)
     tags: str | None = None
+    #: The summariser's share of the billed usage and its model (``summariser_share.py``)
+    summarizer_model: str | None = None
+    summarizer_prompt_tokens: int = 0
+    summarizer_cached_tokens: int = 0
+    summarizer_completion_tokens: int = 0
 
     @property
     def refused(self) -> bool:

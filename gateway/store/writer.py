@@ -31,6 +31,7 @@ from gateway.store.client_tags import client_tags, client_user
 from gateway.store.content import ROOT, canonical_json, content_hash, node_hash
 from gateway.store.models import Blob, MessageNode, Request
 from gateway.store.record import RequestRecord
+from gateway.summariser_share import summariser_share
 
 #: Hashes per ``IN (...)`` lookup; well under SQLite's and PostgreSQL's parameter limits.
 LOOKUP_CHUNK = 500
@@ -226,6 +227,7 @@ def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, 
     answer = answer_message(record)
     usage = record.usage
     tally = tally_decisions(record.decisions)
+    share = summariser_share(record.decisions)
     return {
         "request_id": record.request_id,
         "session_id": record.session_id,
@@ -268,6 +270,10 @@ def _request_row(batch: _Batch, record: RequestRecord, now: float) -> dict[str, 
         "upstream_calls": max(tally.upstream_calls, 1) + tally.summarizer_billed if record.assembled else 0,
         "client_user": client_user(record.original),
         "tags": client_tags(record.original),
+        "summarizer_model": share.model,
+        "summarizer_prompt_tokens": share.prompt_tokens,
+        "summarizer_cached_tokens": share.cached_tokens,
+        "summarizer_completion_tokens": share.completion_tokens,
     }
 
 

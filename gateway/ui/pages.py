@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -41,8 +41,8 @@ from gateway.ui.queries import (
     requests_by_id,
     session_turns,
 )
-from gateway.ui.request_view import changes, chat_message, cost_usd, outcome, tool_names
-from gateway.ui.session_view import SessionsForm, session_cost, turn_chart
+from gateway.ui.request_view import changes, chat_message, outcome, request_cost, tool_names
+from gateway.ui.session_view import SessionsForm, turn_chart
 from gateway.upstream.model_info import ModelInfo
 
 #: In the order the context is laid out (the summary replaces the oldest history, so it comes first).
@@ -101,10 +101,15 @@ def bar_segments(budget: dict[str, Any] | None, scale: float) -> list[tuple[str,
 
 
 def session_page(
-    session_id: str, turns: Sequence[TurnRow], *, caller: str | None = None, info: ModelInfo | None = None
+    session_id: str,
+    turns: Sequence[TurnRow],
+    *,
+    caller: str | None = None,
+    price: Callable[[str], ModelInfo | None] = lambda _: None,
 ) -> dict[str, Any]:
     """The session page's values: the chart, one bar per turn on a shared scale, the counts, and
-    the totals billed (the sum of the turns' billed usage, as the list and ``ventana logs`` sum it)."""
+    the totals billed (the sum of the turns' billed usage, as the list and ``ventana logs`` sum it),
+    each turn priced at its model and its summariser calls at the summariser's model."""
     scale = max((t.prompt_tokens or t.tokens_assembled) for t in turns) or 1
     totals = SessionTotals(
         prompt_tokens=sum(t.prompt_tokens for t in turns),
@@ -117,7 +122,7 @@ def session_page(
         "session_id": session_id,
         "caller": caller,
         "totals": totals,
-        "cost": cost_usd(totals, info),
+        "cost": _sum_known(request_cost(t, price) for t in turns),
         "reverted": sum(t.reverted for t in turns),
         "served_calls": sum(max(t.upstream_calls - 1, 0) for t in turns),
         "rows": [(t, bar_segments(t.budget, scale), 100 * t.cached_tokens / scale) for t in turns],
@@ -127,6 +132,12 @@ def session_page(
         "compactions": sum(t.compacted for t in turns),
         "tool_changes": sum(t.tool_set_changes for t in turns),
     }
+
+
+def _sum_known(costs: Iterable[float | None]) -> float | None:
+    """The sum of the costs with a known price (None when none has one)."""
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +204,7 @@ def _folded(items: Sequence[tuple[int, Any]], counter: TokenCounter) -> tuple[Se
 def request_page(
     stored: StoredRequest,
     counter: TokenCounter,
-    info: ModelInfo | None,
+    price: Callable[[str], ModelInfo | None],
     around: tuple[str | None, str | None] = (None, None),
     *,
     show_all: bool = False,
@@ -216,7 +227,7 @@ def request_page(
         "lint": [d for d in stored.decisions if d.get("pass") == "lint_context"],
         "diff": diff_entries(stored),
         "usage": stored.summary,
-        "outcome": outcome(stored, info),
+        "outcome": outcome(stored, price),
         "changes": changes(stored),
         "figures": of_summary(stored.summary, stored.decisions, stored.budget),
         "budget": budget_rows(stored),
@@ -263,7 +274,7 @@ def ui_router(gw: Gateway) -> APIRouter:
         shown, page = await asyncio.to_thread(read)
         hits = await asyncio.to_thread(requests_by_id, engine(), form.q) if form.q else []
         models, callers = await asyncio.to_thread(lambda: (models_seen(engine()), callers_seen(engine())))
-        costs = {(r.caller, r.session_id): session_cost(r, price(r.model)) for r in page.rows}
+        costs = {(r.caller, r.session_id): r.cost for r in page.rows}
         return _page(
             "sessions.html", page=page, form=shown, models=models, callers=callers, costs=costs, hits=hits, names=names
         )
@@ -271,11 +282,14 @@ def ui_router(gw: Gateway) -> APIRouter:
     @router.get("/sessions/{session_id:path}")
     async def _session(request: Request, session_id: str) -> HTMLResponse:
         caller = request.query_params.get("caller") or None
-        turns = await asyncio.to_thread(session_turns, engine(), session_id, caller=caller)
+        user = request.query_params.get("user", "").strip() or None
+        tag = request.query_params.get("tag", "").strip() or None
+        turns = await asyncio.to_thread(partial(session_turns, caller=caller, user=user, tag=tag), engine(), session_id)
         if not turns:
             return _missing("session", session_id)
-        info = price(turns[-1].model)
-        return _page("session.html", **session_page(session_id, turns, caller=caller, info=info), names=names)
+        values = session_page(session_id, turns, caller=caller, price=price)
+        only = [label for label in (f"user {user}" if user else "", f"tag {tag}" if tag else "") if label]
+        return _page("session.html", **values, only=only, names=names)
 
     @router.get("/requests/{request_id}")
     async def _request(request: Request, request_id: str) -> HTMLResponse:
@@ -288,9 +302,7 @@ def ui_router(gw: Gateway) -> APIRouter:
         around = await asyncio.to_thread(neighbours, engine(), s.session_id, s.created_at, s.caller)
         # Counting every message and diffing two bodies is milliseconds for a long agent turn: a thread.
         show_all = request.query_params.get("all") == "1"
-        values = await asyncio.to_thread(
-            partial(request_page, show_all=show_all), stored, counter, price(stored.summary.model), around
-        )
+        values = await asyncio.to_thread(partial(request_page, show_all=show_all), stored, counter, price, around)
         return _page("request.html", **values, names=names)
 
     @router.get("/requests/{request_id}/json")

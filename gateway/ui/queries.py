@@ -8,7 +8,7 @@ thousands of sessions shows every one of them a page at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,6 +43,9 @@ class SessionRow:
     preview: str = ""
     user: str | None = None  # the client's ``user`` (its newest, if it changed)
     tags: list[str] = field(default_factory=list)  # the client's metadata tags, "key=value"
+    #: The provider cost of the matching requests, each at its model's prices and its summariser calls at
+    #: the summariser model's (None: the list was read without prices)
+    cost: float | None = None
 
     @property
     def cache_hit_ratio(self) -> float:
@@ -98,6 +101,10 @@ class TurnRow:
     upstream_calls: int = 1
     completion_tokens: int = 0
     model: str = ""
+    summarizer_model: str | None = None  # the summariser's share of the billed usage (summariser_share.py)
+    summarizer_prompt_tokens: int = 0
+    summarizer_cached_tokens: int = 0
+    summarizer_completion_tokens: int = 0
 
     def has(self, pass_name: str, action: str) -> bool:
         return any(d.get("pass") == pass_name and d.get("action") == action for d in self.decisions)
@@ -198,16 +205,33 @@ def _grouped(filters: SessionFilter) -> Any:
 
 
 def cost_expression(prices: Mapping[str, tuple[float, float, float]]) -> ColumnElement[Any] | None:
-    """A session's provider cost in SQL, from each model's (input, cache read, output) price per token."""
+    """A session's provider cost in SQL, from each model's (input, cache read, output) price per token.
+
+    Each request's own tokens at its model's prices; its summariser calls' share (``summariser_share``)
+    at the summariser model's, or at the request's model's when the summariser has no price here."""
     if not prices:
         return None
-    uncached = Request.prompt_tokens - Request.cached_tokens
-    column: ColumnElement[str] = Request.__table__.c.model
-    whens: list[tuple[ColumnElement[bool], Any]] = [
-        (column == model, uncached * p_in + Request.cached_tokens * p_cache + Request.completion_tokens * out)
-        for model, (p_in, p_cache, out) in prices.items()
-    ]
-    per_request = case(*whens, else_=0.0)
+    r = Request.__table__.c
+    own = (
+        r.prompt_tokens - r.summarizer_prompt_tokens - (r.cached_tokens - r.summarizer_cached_tokens),
+        r.cached_tokens - r.summarizer_cached_tokens,
+        r.completion_tokens - r.summarizer_completion_tokens,
+    )
+    share = (
+        r.summarizer_prompt_tokens - r.summarizer_cached_tokens,
+        r.summarizer_cached_tokens,
+        r.summarizer_completion_tokens,
+    )
+
+    def at(column: ColumnElement[Any], tokens: tuple[Any, Any, Any], else_: Any) -> Any:
+        whens: list[tuple[ColumnElement[bool], Any]] = [
+            (column == model, tokens[0] * p_in + tokens[1] * p_cache + tokens[2] * out)
+            for model, (p_in, p_cache, out) in prices.items()
+        ]
+        return case(*whens, else_=else_)
+
+    share_at_request_model = at(r.model, share, 0.0)
+    per_request = at(r.model, own, 0.0) + at(r.summarizer_model, share, share_at_request_model)
     return func.sum(per_request)
 
 
@@ -228,17 +252,20 @@ def list_session_rows(
     grouped = _grouped(filters)
     key = cost if filters.sort == "cost" and cost is not None else SORTS.get(filters.sort, _LAST)
     order = (key.desc() if filters.descending else key.asc(), Request.session_id, Request.caller)
+    priced = {m for m, p in (prices or {}).items() if any(p)}
     with engine.connect() as conn:
         total = int(conn.scalar(select(func.count()).select_from(grouped.subquery())) or 0)
-        rows = conn.execute(grouped.order_by(*order).offset(max(offset, 0)).limit(limit)).all()
-        out = [_session_row(r, _preview(conn, r[0], r[2])) for r in rows]
+        shown = grouped if cost is None else grouped.add_columns(cost)
+        rows = conn.execute(shown.order_by(*order).offset(max(offset, 0)).limit(limit)).all()
+        out = [_session_row(r, _preview(conn, r[0], r[2]), priced) for r in rows]
     return SessionPage(out, total, max(offset, 0))
 
 
-def _session_row(r: Any, preview: str) -> SessionRow:
+def _session_row(r: Any, preview: str, priced: Container[str] = ()) -> SessionRow:
     n = [int(v or 0) for v in r[6:13]]
     row = SessionRow(r[0], r[1], r[2], r[3], r[4], int(r[5]), n[0], n[1], n[2], n[3], n[4], n[5], n[6], preview)
-    return replace(row, user=r[13], tags=tag_list(r[14]))
+    cost = float(r[15] or 0.0) if len(r) > 15 and row.model in priced else None  # no price known: no cost
+    return replace(row, user=r[13], tags=tag_list(r[14]), cost=cost)
 
 
 def _preview(conn: Connection, session_id: str, caller: str) -> str:
@@ -280,8 +307,18 @@ def _text(content: Any) -> str:
     return ""
 
 
-def session_turns(engine: Engine, session_id: str, *, limit: int = 2000, caller: str | None = None) -> list[TurnRow]:
-    """The turns of one session: of one caller when ``caller`` is given (a session is a caller's)."""
+def session_turns(
+    engine: Engine,
+    session_id: str,
+    *,
+    limit: int = 2000,
+    caller: str | None = None,
+    user: str | None = None,
+    tag: str | None = None,
+) -> list[TurnRow]:
+    """The turns of one session: of one caller when ``caller`` is given (a session is a caller's); with
+    ``user`` or ``tag``, only the turns the client labelled so, as the list's row reached from a filter
+    totals them."""
     columns = (
         Request.request_id,
         Request.turn,
@@ -299,10 +336,18 @@ def session_turns(engine: Engine, session_id: str, *, limit: int = 2000, caller:
         Request.upstream_calls,
         Request.completion_tokens,
         Request.model,
+        Request.summarizer_model,
+        Request.summarizer_prompt_tokens,
+        Request.summarizer_cached_tokens,
+        Request.summarizer_completion_tokens,
     )
     query = select(*columns).where(Request.session_id == session_id)
     if caller is not None:
         query = query.where(Request.caller == caller)
+    if user:
+        query = query.where(Request.client_user == user)
+    if tag:
+        query = query.where(Request.tags.like(tag_pattern(tag), escape="\\"))
     query = query.order_by(Request.created_at).limit(limit)
     with engine.connect() as conn:
         rows = conn.execute(query).all()
@@ -327,6 +372,10 @@ def _turn_row(r: Any) -> TurnRow:
         upstream_calls=int(r[13] or 0),
         completion_tokens=int(r[14] or 0),
         model=str(r[15]),
+        summarizer_model=r[16],
+        summarizer_prompt_tokens=int(r[17] or 0),
+        summarizer_cached_tokens=int(r[18] or 0),
+        summarizer_completion_tokens=int(r[19] or 0),
     )
 
 

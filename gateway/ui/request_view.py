@@ -9,12 +9,13 @@ decisions, the same records the CLI and the metrics read; nothing is recomputed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.compaction_lines import compaction_lines
-from gateway.store.queries import RequestSummary, StoredRequest
+from gateway.store.queries import StoredRequest
+from gateway.summariser_share import SummariserShare, split_cost
 from gateway.upstream.model_info import ModelInfo
 
 #: Messages longer than this many characters start folded on the request page.
@@ -39,22 +40,28 @@ class Outcome:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-def cost_usd(s: RequestSummary | Any, info: ModelInfo | None) -> float | None:
-    """The provider's price for this usage (cached input at the cache-read price), None without a price."""
-    if info is None or not (info.input_cost_per_token or info.output_cost_per_token):
-        return None
-    uncached = max(s.prompt_tokens - s.cached_tokens, 0)
-    return (
-        uncached * info.input_cost_per_token
-        + s.cached_tokens * info.cache_read_cost_per_token
-        + s.completion_tokens * info.output_cost_per_token
+def share_of(s: Any) -> SummariserShare:
+    """The summariser's share of a stored request's (or turn's) billed usage, from its columns."""
+    return SummariserShare(
+        s.summarizer_model, s.summarizer_prompt_tokens, s.summarizer_cached_tokens, s.summarizer_completion_tokens
     )
 
 
-def outcome(stored: StoredRequest, info: ModelInfo | None) -> Outcome:
+def request_cost(s: Any, price: Callable[[str], ModelInfo | None]) -> float | None:
+    """A stored request's provider cost: its own tokens at its model's prices, its summariser calls' at the
+    summariser model's (``summariser_share``)."""
+    return split_cost(s.model, s.prompt_tokens, s.cached_tokens, s.completion_tokens, share_of(s), price)
+
+
+def outcome(stored: StoredRequest, price: Callable[[str], ModelInfo | None]) -> Outcome:
     s = stored.summary
     return Outcome(
-        s.tokens_original, s.tokens_assembled, s.prompt_tokens, s.cached_tokens, s.completion_tokens, cost_usd(s, info)
+        s.tokens_original,
+        s.tokens_assembled,
+        s.prompt_tokens,
+        s.cached_tokens,
+        s.completion_tokens,
+        request_cost(s, price),
     )
 
 

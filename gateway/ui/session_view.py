@@ -15,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
-from gateway.ui.queries import PAGE_SIZE, SORTS, SessionFilter, SessionRow, TurnRow
-from gateway.ui.request_view import cost_usd
-from gateway.upstream.model_info import ModelInfo
+from gateway.ui.queries import PAGE_SIZE, SORTS, SessionFilter, TurnRow
 
 #: The time ranges the list offers, label -> seconds back from now (None: all time).
 RANGES: Mapping[str, int | None] = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400, "all": None}
@@ -147,11 +145,6 @@ class SessionsForm:
     def within(self, total: int) -> SessionsForm:
         """This form with its page inside the list (``?page=999`` of 3 pages shows page 3)."""
         return replace(self, page=min(self.page, self.pages(total)))
-
-
-def session_cost(row: SessionRow, info: ModelInfo | None) -> float | None:
-    """The session's provider cost at its model's price (cached input at the cache-read price)."""
-    return cost_usd(row, info)
 
 
 @dataclass(frozen=True, slots=True)

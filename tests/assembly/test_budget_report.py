@@ -51,3 +51,16 @@ def test_calibration_scale_multiplies_the_counts() -> None:
     plain, scaled = budget_report(ctx), budget_report(ctx, scale=1.5)
     assert abs(scaled.prompt_tokens - plain.prompt_tokens * 1.5) <= len(COMPONENTS) / 2
     assert scaled.scale == 1.5
+
+
+def test_recalled_passages_are_recalled_not_documents_in_the_budget_and_the_prefix() -> None:
+    """Issue 37: recalled passages were "documents" (and led the Cache dashboard's prefix breaks as such)."""
+    from gateway.assembly.prefix import component_of
+
+    recalled = {"role": "user", "content": '<recalled turns="1">\nThe dog is called Rex.\n</recalled>'}
+    question = {"role": "user", "content": "What is my dog called?"}
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "system", "content": "Be brief."}, recalled, question]}
+    report = budget_report(context_of({"request": body}))
+    tokens = {line.component: line.tokens for line in report.lines}
+    assert tokens["recalled"] > 0 and tokens["documents"] == 0
+    assert component_of(recalled) == "recalled"

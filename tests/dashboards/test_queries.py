@@ -94,3 +94,30 @@ def test_the_overview_shows_rejected_requests_and_an_error_ratio_from_the_first_
     assert "ventana_rejected_requests_total" in panels["Rejected requests/s by code"]
     ratio = panels["Error ratio (range)"]
     assert "ventana_request_errors_total" in ratio, "a series started at 0 counts the first error"
+
+
+def test_count_stats_are_whole_numbers_and_no_graph_changes_with_zoom() -> None:
+    """Issue 37: "56.12 compactions" (``increase()`` extrapolates), and "Prefix breaks by component" changed
+    with the zoom (a count per ``$__interval``): a stat that counts rounds, a graph is a rate per fixed unit."""
+    for d in load_dashboards().values():
+        for panel in d["panels"]:
+            exprs = [t["expr"] for t in panel.get("targets", ())]
+            counts = panel["fieldConfig"]["defaults"].get("unit") in ("short", "none")
+            if panel["type"] == "stat" and counts and any("increase(" in e for e in exprs):
+                assert all(e.startswith("round(") for e in exprs), panel["title"]
+            if panel["type"] == "timeseries":
+                assert not any("$__interval" in e for e in exprs), panel["title"]
+
+
+def test_a_graph_with_two_units_puts_the_second_on_its_own_axis() -> None:
+    """Issue 37: the store's records/s and its queue depth shared one axis."""
+    for d in load_dashboards().values():
+        for panel in d["panels"]:
+            units = {panel["fieldConfig"]["defaults"].get("unit")}
+            for override in panel["fieldConfig"].get("overrides", ()):
+                props = {p["id"]: p["value"] for p in override.get("properties", ())}
+                if "unit" in props:
+                    units.add(props["unit"])
+                    assert props.get("custom.axisPlacement") in ("right", "left"), panel["title"]
+            if panel["type"] == "timeseries" and "queue depth" in panel["title"]:
+                assert len(units) == 2, (panel["title"], units)

@@ -122,3 +122,33 @@ def test_the_clients_user_and_tags_are_shown_and_filter_the_list(served: tuple[s
         assert "No sessions match." in _list(base, **query), query
     request = httpx.get(base + f"/ui/requests/{ids[1]}", headers=HEADERS).text
     assert '<span id="client-user">u-42</span>' in request and '<span class="badge tag">team=search</span>' in request
+
+
+def test_a_filtered_rows_session_page_totals_only_the_matching_turns(served: tuple[str, Settings, list[str]]) -> None:
+    """A session whose turns carry two end users: the list filtered by one totals that user's turns, and the
+    session page it links to must too (before: the link dropped the filter and the page totalled every turn)."""
+    base, _, _ = served
+    client = openai.OpenAI(base_url=base + "/v1", api_key="vk-lists-ana", max_retries=0)
+    messages: list[dict[str, str]] = []
+    billed = {}
+    for user, text in (("u-7", "short"), ("u-8", "a much longer question " * 20), ("u-7", "short again")):
+        messages.append({"role": "user", "content": text})
+        answer = client.chat.completions.create(
+            model="lists",
+            messages=messages,
+            user=user,
+            extra_headers={"X-Session-Id": "two-users"},  # type: ignore[arg-type]
+        )
+        assert answer.usage is not None
+        billed[user] = billed.get(user, 0) + answer.usage.prompt_tokens
+        messages.append({"role": "assistant", "content": answer.choices[0].message.content or ""})
+    time.sleep(0.5)  # the recorder writes on its own thread
+    listed = _list(base, user="u-7")
+    assert "&amp;user=u-7" in listed, "the row's link keeps the filter"
+    ana = hash_key("vk-lists-ana")[:12]
+    page = httpx.get(base + "/ui/sessions/two-users", params={"caller": ana, "user": "u-7"}, headers=HEADERS).text
+    assert 'id="filtered-banner"' in page and page.count('class="turn-row') == 2
+    assert f'id="total-prompt">{billed["u-7"]:,}<' in page
+    whole = httpx.get(base + "/ui/sessions/two-users", params={"caller": ana}, headers=HEADERS).text
+    assert 'id="filtered-banner"' not in whole and whole.count('class="turn-row') == 3
+    assert f'id="total-prompt">{billed["u-7"] + billed["u-8"]:,}<' in whole

@@ -13,6 +13,7 @@ from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from gateway.store.writer import write_records
 from gateway.ui.queries import SessionFilter, list_session_rows, neighbours, session_turns
+from gateway.upstream.usage import Usage
 from tests.store.databases import postgres_database
 from tests.store.records import make_record
 
@@ -88,3 +89,65 @@ def test_turns_mark_only_the_compaction_and_link_their_neighbours(engine: Engine
     before, after = neighbours(engine, "s-03", turns[1].created_at)
     assert (before, after) == (turns[0].request_id, turns[2].request_id)
     assert neighbours(engine, "s-03", turns[0].created_at)[0] is None
+
+
+def test_user_and_tag_filters_total_only_the_matching_requests(engine: Engine) -> None:
+    """One session whose turns carry different end users and tags: a filtered row's turns, tokens and
+    cost are those of the matching requests alone (a team's bill, not the whole session's)."""
+    now = time.time()
+    records = []
+    history: list[dict[str, object]] = []
+    for turn, (user, team, prompt) in enumerate((("u-1", "a", 100), ("u-2", "b", 1_000), ("u-1", "a", 10_000))):
+        history = [*history, {"role": "user", "content": f"turn {turn}"}]
+        body = {"model": "gpt-4o-mini", "messages": list(history), "user": user, "metadata": {"team": team}}
+        usage = Usage(prompt_tokens=prompt, completion_tokens=prompt // 10, cached_tokens=prompt // 2)
+        records.append(
+            make_record(
+                list(history),
+                session_id="s-mixed",
+                created_at=now - 10 + turn,
+                turn=turn + 1,
+                original=body,
+                assembled=body,
+                usage=usage,
+                tokens_original=prompt,
+                tokens_assembled=prompt,
+            )
+        )
+    with engine.begin() as conn:
+        write_records(conn, records)
+    prices = {"gpt-4o-mini": (1.0, 0.5, 2.0)}
+    for filters in (SessionFilter(user="u-1"), SessionFilter(tag="team=a")):
+        (row,) = list_session_rows(engine, filters, prices=prices).rows
+        assert (row.turns, row.prompt_tokens, row.cached_tokens, row.completion_tokens) == (2, 10_100, 5_050, 1_010)
+        assert (row.tokens_original, row.tokens_assembled) == (10_100, 10_100)
+    (row,) = list_session_rows(engine, SessionFilter(user="u-2"), prices=prices).rows
+    assert (row.turns, row.prompt_tokens) == (1, 1_000)
+    by_cost = list_session_rows(engine, SessionFilter(user="u-2", sort="cost"), prices=prices).rows
+    assert [r.prompt_tokens for r in by_cost] == [1_000]
+
+
+def test_search_reads_messages_and_answers_and_every_column_sorts(engine: Engine) -> None:
+    """The issue's list: "search matches ids only; no sort by cost, cache share, model or caller"."""
+    now = _fill(engine)
+    (found,) = list_session_rows(engine, SessionFilter(search="question of session 7")).rows
+    assert found.session_id == "s-07", "a user message's text finds its session"
+    answered = make_record(
+        [{"role": "user", "content": "where is the spare key?"}],
+        session_id="s-answered",
+        created_at=now - 5,
+        response_text="Under the blue flowerpot by the door.",
+        caller="f00d00000000",
+        usage=Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=9),
+        model="m-z",
+    )
+    with engine.begin() as conn:
+        write_records(conn, [answered])
+    (found,) = list_session_rows(engine, SessionFilter(search="blue flowerpot")).rows
+    assert found.session_id == "s-answered", "an answer's text finds its session"
+    top = {
+        key: list_session_rows(engine, SessionFilter(sort=key, descending=True), limit=1).rows[0].session_id
+        for key in ("cache", "model", "caller")
+    }
+    assert top == {"cache": "s-answered", "model": "s-answered", "caller": "s-answered"}
+    assert list_session_rows(engine, SessionFilter(sort="model", descending=False), limit=1).rows[0].model == "m-a"
