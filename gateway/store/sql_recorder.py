@@ -109,9 +109,6 @@ class SqlRecorder:
         postgres = url.get_backend_name() == "postgresql"
         self._sqlite_file = sqlite_path(url)  # watched: a deleted file would take writes silently
         self.redactor = Redactor(redact, secrets=redact_secrets, nul_free=postgres)
-        # The journal's own: the event loop redacts with it, the writer thread with the one above
-        # (each keeps a memo of the messages it has scanned, not shared across threads).
-        self._journal_redactor = Redactor(redact, secrets=redact_secrets, nul_free=postgres)
         self._journal = Journal(spool_path, fsync=journal_fsync) if journal else None
         self.rejected = Spool(f"{spool_path}.rejected")  # spooled records the database still refused
         self.written = self.spooled = self.dropped = 0
@@ -179,7 +176,7 @@ class SqlRecorder:
         if self._journal is None:
             return
         try:
-            self._journal.append(record.request_id, record_line(self._journal_redactor.record(record)))
+            self._journal.append(record.request_id, record_line(self.redactor.record(record)))
         except Exception:
             log.exception("store: request %s could not be journaled", record.request_id)
 
