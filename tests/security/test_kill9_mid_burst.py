@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 from sqlalchemy import func, select
 
@@ -178,6 +179,11 @@ def test_a_sqlite_store_killed_mid_burst_serves_and_records_again_after_a_restar
     assert set(counts) - (answered | after) <= set(streams.ids)
 
 
+def _stored_in(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        return {row[0] for row in conn.execute("SELECT request_id FROM requests")}
+
+
 def _descendants(pid: int) -> list[int]:
     """The processes below ``pid`` (``--workers N``: uvicorn's workers), read from /proc."""
     children: dict[int, list[int]] = {}
@@ -225,12 +231,16 @@ def _burst(gw: GatewayHandle, count: int) -> set[str]:
         return set(pool.map(ask, range(count)))
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("workers", "busy"), [(1, False), (2, False), (1, True)])
 def test_kill9_right_after_the_last_answer_with_the_database_up_loses_no_answered_request(
-    sim: SimHandle, tmp_path: Path, workers: int
+    sim: SimHandle, tmp_path: Path, workers: int, busy: bool
 ) -> None:
     """The database up throughout: records answered but still in the writer's queue at the kill (lost
-    before the journal: 19, 3 and 6 of 40 in ``benchmarks.kill9_loss``) are stored once by the restart."""
+    before the journal: 19, 3 and 6 of 40 in ``benchmarks.kill9_loss``) are stored once by the restart.
+
+    ``busy``: the database's write lock held by this test during the burst (under the 10 s busy
+    timeout), so the writer holds every record in memory at the kill: the old path loses all of them
+    every time, where without it the loss depends on the writer's timing."""
     db = tmp_path / "ventana.db"
 
     def counts() -> dict[str, int]:
@@ -240,8 +250,13 @@ def test_kill9_right_after_the_last_answer_with_the_database_up_loses_no_answere
     config = {"models": sim_models(sim.base_url)}
     with run_gateway(tmp_path, config, workers=workers) as gw:
         _ready(gw)
-        answered = _burst(gw, 32)
-        _kill_all(gw)  # straight after the last answer, nothing waited for
+        with sqlite3.connect(db, isolation_level=None) as lock:
+            if busy:
+                lock.execute("BEGIN IMMEDIATE")
+            answered = _burst(gw, 32)
+            _kill_all(gw)  # straight after the last answer, nothing waited for
+            if busy:
+                lock.execute("ROLLBACK")
     journals = list(tmp_path.glob("ventana-spool.jsonl.journal-*"))
     assert journals, "each killed worker left its journal"
     with run_gateway(tmp_path, config, workers=workers) as gw:  # replays the journals before serving
@@ -254,3 +269,56 @@ def test_kill9_right_after_the_last_answer_with_the_database_up_loses_no_answere
     assert set(stored.values()) == {1}, "no request recorded twice"
     assert set(stored) == answered | after
     assert not [p for p in journals if p.exists()], "the replayed journals are gone"
+
+
+def test_kill9_after_native_responses_and_messages_answers_loses_none(sim: SimHandle, tmp_path: Path) -> None:
+    """The native doors journal too: a Responses upstream (before its completed event) and an Anthropic
+    one (before ``message_stop``), streamed and not, then SIGKILL and a restart. Without their journal
+    calls all 16 were lost."""
+    from tests.e2e.test_messages_sdk import CLAUDE, SIM_KEY_ENV, claude_models
+
+    db = tmp_path / "ventana.db"
+    config = {"models": [*sim_models(sim.base_url, wire_api="responses"), *claude_models(sim.base_url)]}
+    env = {SIM_KEY_ENV: "sk-sim-anthropic", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    def ask(i: int, url: str) -> str:
+        stream = bool(i % 2)
+        if i % 4 < 2:
+            client = openai.OpenAI(base_url=url + "/v1", api_key="sk-kill9", max_retries=0)
+            raw = client.responses.with_raw_response.create(
+                model="gpt-4o-mini", input=f"native responses {i}", stream=stream
+            )
+            if stream:
+                assert any(e.type == "response.completed" for e in raw.parse())
+            else:
+                assert raw.parse().output_text
+            return str(raw.headers["x-ventana-request-id"])
+        body = {
+            "model": CLAUDE,
+            "max_tokens": 64,
+            "stream": stream,
+            "messages": [{"role": "user", "content": f"m {i}"}],
+        }
+        with httpx.stream("POST", url + "/v1/messages", json=body, timeout=60) as r:
+            assert r.status_code == 200, r.read()
+            data = r.read()
+            assert (b"message_stop" in data) if stream else orjson.loads(data)["content"]
+            return r.headers["x-ventana-request-id"]
+
+    with run_gateway(tmp_path, config, env=env) as gw:
+        _ready(gw)
+        # The database up but its write lock held by this test (under the 10 s busy timeout): the writer's
+        # batch waits in memory, so only the journal can keep the answered requests through the kill.
+        with sqlite3.connect(db, isolation_level=None) as busy:
+            busy.execute("BEGIN IMMEDIATE")
+            with ThreadPoolExecutor(8) as pool:
+                answered = set(pool.map(lambda i: ask(i, gw.url), range(16)))
+            _kill_all(gw)
+            busy.execute("ROLLBACK")
+        assert answered.isdisjoint(_stored_in(db)), "nothing was committed before the kill"
+    with run_gateway(tmp_path, config, env=env) as gw:
+        assert _ready(gw)["database"] == "up"
+    with sqlite3.connect(db) as conn:
+        counts = dict(conn.execute("SELECT request_id, COUNT(*) FROM requests GROUP BY request_id").fetchall())
+    assert answered <= set(counts), f"{len(answered - set(counts))} of {len(answered)} answered requests lost"
+    assert set(counts.values()) == {1}
