@@ -8,8 +8,12 @@ values are properties of the stage holding them. Run against two checkouts to co
 
 from __future__ import annotations
 
+import tempfile
 import timeit
 
+import orjson
+
+from gateway.store.journal import Journal
 from gateway.store.record import (
     FLAT_FIELDS,
     TRANSIENT_FIELDS,
@@ -17,9 +21,12 @@ from gateway.store.record import (
     Counts,
     Forwarded,
     Outcome,
+    RequestRecord,
     record_dict,
     request_record,
 )
+from gateway.store.redact import Redactor
+from gateway.store.spool import record_line
 from gateway.upstream.usage import Usage
 
 #: The 29 stored values the writer, the metrics and the JSONL log read (the transient bytes left out).
@@ -42,6 +49,27 @@ def main() -> None:
     read = per_call_us(lambda: [getattr(record, name) for name in NAMES], 20_000)
     flat = per_call_us(lambda: record_dict(record), 2_000)
     print(f"build {build:.2f} us, read all {len(NAMES)} values {read:.2f} us, record_dict {flat:.0f} us")
+    journal_costs(record)
+
+
+def journal_costs(record: RequestRecord) -> None:
+    """What journaling a record costs the request path (session 36): its line, and one append."""
+    raw = orjson.dumps(record.original)
+    carried = record.changed(original_json=raw, assembled_json=raw)
+    redactor = Redactor((), secrets=True)
+    redactor.record(carried)
+    redact = per_call_us(lambda: redactor.record(carried), 2_000)  # the request's bodies seen: memo
+    line = per_call_us(lambda: record_line(carried), 2_000)
+    encoded = record_line(carried)
+    with tempfile.TemporaryDirectory() as d:
+        journal = Journal(f"{d}/spool.jsonl")
+        journal.open()
+        append = per_call_us(lambda: journal.append(record.request_id, encoded), 2_000)
+        journal.close()
+    print(
+        f"journal: redact (bodies seen) {redact:.1f} us, line {line:.1f} us ({len(encoded)} bytes), "
+        f"append {append:.1f} us"
+    )
 
 
 if __name__ == "__main__":

@@ -115,6 +115,8 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "after: calibration": (5, 5, 5, 5, 5, 5),
     "edge tool_usage answered": (10, 10, 10, 10, 10, 10),
     "after: record queued": (10, 10, 10, 10, 10, 10),
+    # redact (a literal scan of what is new), one line (the bodies' own bytes embedded), one os.write
+    "answer: journal": (30, 30, 40, 80, 80, 80),
     HTTP: (200, 250, 200, 200, 200, 200),
     "*": (20, 20, 40, 120, 120, 120),
     TOTAL: (700, 800, 1000, 2500, 2500, 2500),
@@ -164,7 +166,7 @@ def instrument(gw: Any, clock: StageClock) -> None:
     gw.upstream = Timed(
         gw.upstream, clock, {"complete": "upstream client (aiohttp)", "open_stream": "upstream client (aiohttp)"}
     )
-    gw.recorder = Timed(gw.recorder, clock, {"record": "after: record queued"})
+    gw.recorder = Timed(gw.recorder, clock, {"record": "after: record queued", "journal": "answer: journal"})
     gw.calibration = Timed(gw.calibration, clock, {"observe": "after: calibration"})
     names = {id(getattr(gw.edges, f.name)): f.name for f in dataclasses.fields(gw.edges)}
     timed = {
@@ -346,6 +348,7 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--requests", type=int, default=60, help="per resent shape (growing: one per round)")
     parser.add_argument("--write-docs", action="store_true", help="rewrite the stage table in docs/performance.md")
+    parser.add_argument("--no-journal", action="store_true", help="store.journal off (the path before session 36)")
     parser.add_argument("--json", default="", help="also write the medians here")
     args = parser.parse_args()
     names = [n for n in args.shapes.split(",") if n]
@@ -363,7 +366,9 @@ def main() -> None:
         cwd = os.getcwd()
         os.chdir(tmp)  # the gateway's key file and default paths, as `ventana serve` in a fresh folder
         stack.callback(os.chdir, cwd)
-        settings = parse_settings({"models": models, "database_url": f"sqlite:///{tmp}/stage-costs.db"})
+        store = {"spool_path": f"{tmp}/spool.jsonl", "journal": not args.no_journal}
+        database = f"sqlite:///{tmp}/stage-costs.db"
+        settings = parse_settings({"models": models, "database_url": database, "store": store})
         app = create_app(settings, **build_dependencies(settings))
         clock = StageClock()
         per_span = span_cost_ns(clock) / 1000

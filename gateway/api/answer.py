@@ -6,7 +6,10 @@ in ``finish``, which builds the one ``RequestRecord`` and hands it to the record
 fills a record piece by piece: each step returns its part.
 
 The request never waits for the database, nor for counting: after the answer is built
-(non-streamed) or after the last chunk (streamed), both run on the next loop turn.
+(non-streamed) or after the last chunk (streamed), both run on the next loop turn. Before the
+client has the end of its answer (the body; a stream's ``[DONE]`` or error event) the record as it
+stands, without the counts made after the answer, is journaled (``journal``): a gateway killed
+between the answer and its writer's commit replays it at its next start (store/journal.py).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ async def complete(flight: InFlight, outgoing: dict[str, Any], api_key: str | No
         data["usage"] = usage_block
     answer = Answer.of_completion(data, usage)
     response = Response(orjson.dumps(data), media_type=_JSON, headers=flight.headers)
+    journal(flight, answer, 200, None, overhead_ms, ttfb_ms)
     # Counting, metrics and recording run on the next loop turn, after this response is
     # written: the client does not wait for them, and a loop callback always runs (a
     # Starlette background task would not if the client had gone).
@@ -111,14 +115,17 @@ async def stream(
                 if out is not None:
                     yield out
             ending[:] = 200, None
+            journal(flight, relay.answer(), 200, None, overhead_ms, ttfb_ms)
             yield b"data: [DONE]\n\n"
         except UpstreamError as exc:
             ending[:] = exc.status_code, exc.message
             metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
+            journal(flight, relay.answer(), exc.status_code, exc.message, overhead_ms, ttfb_ms)
             yield b"data: " + orjson.dumps(exc.body()) + b"\n\n"
         except Exception as exc:
             ending[:] = 500, f"internal gateway error while streaming: {type(exc).__name__}"
             log.exception("stream relay failed for %s", flight.sent.request_id)
+            journal(flight, relay.answer(), 500, ending[1], overhead_ms, ttfb_ms)
             yield b"data: " + orjson.dumps(VentanaError(ending[1]).body()) + b"\n\n"
         finally:
             # Hand the answer over before awaiting anything: if this generator is being cancelled
@@ -132,6 +139,19 @@ async def stream(
         settle(relay.answer(), ending[0], ending[1])
 
     return EventStreamResponse(OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers)
+
+
+def journal(
+    flight: InFlight, answer: Answer, status: int, error: str | None, overhead_ms: float, ttfb_ms: float | None
+) -> None:
+    """Journal the request's record as it stands before the client has the end of its answer.
+
+    Its counts (tokens before and after assembly, the budget report, lint findings) and the
+    served tools' rounds are made after the answer, off the client's time: the journaled record
+    goes without them, and is stored only if the process dies before its full record is committed.
+    """
+    outcome = Outcome(status, error, overhead_ms, ttfb_ms, flight.elapsed_ms())
+    flight.gw.recorder.journal(request_record(flight.sent, Counts(), answer, outcome))
 
 
 def _once(flight: InFlight, overhead_ms: float, ttfb_ms: float) -> Callable[[Answer, int, str | None], None]:
@@ -164,7 +184,7 @@ async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[
         text = exc.message
         if exc.attempts:  # what the provider answered each time, for the error page
             text += "\nupstream attempts:\n" + "\n".join(f"{k}. {a}" for k, a in enumerate(exc.attempts, 1))
-        finish(flight, _counted(flight), status=exc.status_code, error=text, overhead_ms=overhead_ms)
+        finish(flight, _counted(flight), status=exc.status_code, error=text, overhead_ms=overhead_ms, journaled=False)
         metrics.UPSTREAM_ERRORS.labels(flight.model.name, type(exc).__name__).inc()
         exc.headers.update(flight.headers)  # the client can find the failed request's record by its id
         raise
@@ -172,7 +192,7 @@ async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[
         counts = _counted(flight)
         log.exception("request %s failed inside the gateway", flight.sent.request_id)
         error = VentanaError(f"internal gateway error: {type(exc).__name__}", headers=flight.headers)
-        finish(flight, counts, status=500, error=error.message, overhead_ms=overhead_ms)
+        finish(flight, counts, status=500, error=error.message, overhead_ms=overhead_ms, journaled=False)
         raise error from exc
 
 
@@ -201,8 +221,12 @@ def finish(
     error: str | None = None,
     overhead_ms: float = 0.0,
     ttfb_ms: float | None = None,
+    journaled: bool = True,
 ) -> None:
-    """Build the request's record from its parts, then calibrate, count metrics, let the edges learn, record."""
+    """Build the request's record from its parts, then calibrate, count metrics, let the edges learn, record.
+
+    ``journaled=False``: the client has not had its answer (an error about to be raised), and the
+    record is journaled here first."""
     gw = flight.gw
     sent = flight.sent
     if flight.served is not None:  # every upstream call is forwarded and billed: the record counts them all
@@ -222,6 +246,8 @@ def finish(
         except Exception:
             log.exception("%s failed after the answer of request %s", type(step).__name__, record.request_id)
     try:
+        if journaled is False:  # an error answered now (the client gets it once this returns)
+            gw.recorder.journal(record)
         gw.recorder.record(record)
     except Exception:
         # The provider has answered (and billed): failing the client now would lose the answer

@@ -462,5 +462,5 @@ def _reject_if_strict_lint(flight: InFlight, assembly: Assembly) -> None:
         + (f" (and {len(found) - 1} more finding(s))" if len(found) > 1 else ""),
         param=check,
     )
-    finish(flight, flight.count(), status=400, error=error.message)
+    finish(flight, flight.count(), status=400, error=error.message, journaled=False)
     raise error

@@ -25,7 +25,7 @@ import orjson
 from starlette.responses import Response
 
 from gateway import metrics
-from gateway.api.answer import CLIENT_CLOSED, InFlight, _count_and_finish, _reach_upstream
+from gateway.api.answer import CLIENT_CLOSED, InFlight, _count_and_finish, _reach_upstream, journal
 from gateway.api.event_stream import EventStreamResponse
 from gateway.assembly.pipeline import Assembly
 from gateway.assembly.policy import Policy
@@ -94,6 +94,7 @@ class NativeMessages:
         except orjson.JSONDecodeError:
             message = {}
         answer = answer_of(message if isinstance(message, dict) else {}, message if isinstance(message, dict) else None)
+        journal(flight, answer, 200, None, overhead_ms, ttfb_ms)
         asyncio.get_running_loop().call_soon(_count_and_finish, flight, answer, 200, None, overhead_ms, ttfb_ms)
         return Response(data, media_type=_JSON, headers=flight.headers)
 
@@ -111,8 +112,12 @@ class NativeMessages:
             status: int = CLIENT_CLOSED
             error: str | None = "client disconnected before the stream ended"
             try:
+                journaled = False
                 async for data in opened.chunks():
                     tally.feed(data)
+                    if tally.stopped and not journaled:  # the chunk ending the answer: journal it first
+                        journaled = True
+                        journal(flight, answer_of(tally.message, None), 200, None, overhead_ms, ttfb_ms)
                     yield data
                 status, error = 200, None
                 if tally.error is not None:

@@ -55,6 +55,7 @@ def record_refusal(gw: Gateway, request: Request, exc: VentanaError, request_id:
             created_at=time.time(),
             session_id=request.headers.get("x-session-id") or "",
         )
+        gw.recorder.journal(record)  # the refusal is the answer, sent once this returns (store/journal.py)
         gw.recorder.record(record)
     except Exception:  # bookkeeping: the client gets its refusal either way
         log.exception("recording the refusal %s failed", request_id)

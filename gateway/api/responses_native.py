@@ -21,7 +21,7 @@ import orjson
 from starlette.responses import Response
 
 from gateway import metrics
-from gateway.api.answer import CLIENT_CLOSED, InFlight, _count_and_finish, _reach_upstream
+from gateway.api.answer import CLIENT_CLOSED, InFlight, _count_and_finish, _reach_upstream, journal
 from gateway.api.event_stream import EventStreamResponse
 from gateway.assembly.pipeline import Assembly
 from gateway.assembly.policy import Policy
@@ -112,6 +112,7 @@ class NativeResponses:
             ttfb_ms = flight.elapsed_ms() - overhead_ms
             await self.keep(data, session)
             answer = answer_of(data)
+            journal(flight, answer, 200, None, overhead_ms, ttfb_ms)
             asyncio.get_running_loop().call_soon(_count_and_finish, flight, answer, 200, None, overhead_ms, ttfb_ms)
             return Response(orjson.dumps(data), media_type=_JSON, headers=flight.headers)
         upstream = await _reach_upstream(flight, overhead_ms, gw.upstream.responses_stream(model, raw, api_key))
@@ -130,6 +131,7 @@ class NativeResponses:
                         final = event.get("response") if kind in _FINAL_EVENTS else final
                         if kind in _FINAL_EVENTS and isinstance(final, dict) and kind != "response.failed":
                             await self.keep(final, session)  # before the client sees it and can chain on it
+                            journal(flight, answer_of(final), 200, None, overhead_ms, ttfb_ms)
                     else:
                         seen.count(payload)
                     yield b"event: " + kind.encode() + b"\ndata: " + payload + b"\n\n"

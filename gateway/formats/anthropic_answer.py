@@ -74,6 +74,7 @@ class MessageTally:
         self.message: dict[str, Any] = {"content": [], "usage": {}}
         self._json: dict[int, str] = {}
         self.error: Mapping[str, Any] | None = None
+        self.stopped = False  # the ``message_stop`` event seen: the client has its whole answer once it gets it
 
     def feed(self, data: bytes) -> None:
         *lines, self._pending = (self._pending + data).split(b"\n")
@@ -112,6 +113,8 @@ class MessageTally:
             usage = event.get("usage")
             if isinstance(usage, Mapping):
                 self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
+        elif kind == "message_stop":
+            self.stopped = True
         elif kind == "error":
             self.error = event.get("error") if isinstance(event.get("error"), Mapping) else {"message": str(event)}
 

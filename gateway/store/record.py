@@ -365,6 +365,11 @@ class Recorder(Protocol):
 
     def record(self, record: RequestRecord) -> None: ...
 
+    def journal(self, record: RequestRecord) -> None:
+        """Make ``record`` survive a kill of this process now, before the client has the end of its
+        answer; ``record`` follows later with the request's full record (see store/journal.py)."""
+        ...
+
     async def room(self) -> None:
         """Return once the recorder can take another request's record without growing unbounded.
 
@@ -400,6 +405,9 @@ class MemoryRecorder:
 
     def record(self, record: RequestRecord) -> None:
         self.records.append(record)
+
+    def journal(self, record: RequestRecord) -> None:
+        return None  # memory dies with the process anyway
 
     async def room(self) -> None:
         return None

@@ -23,6 +23,8 @@ from gateway.store.record import RequestRecord
 MASK = "[REDACTED]"
 #: Record fields that hold text a client or a provider wrote.
 _TEXT_FIELDS = ("original", "assembled", "decisions", "response", "response_text", "tool_calls", "error", "budget")
+#: The request's bodies, the large fields (``RequestRecord.sent``): looked at once per request.
+_BODIES = frozenset(("original", "assembled"))
 #: Well-known secret shapes, masked unless ``store.redact_secrets`` is false: each with the
 #: literal every match contains, so text without one is skipped at ``str.find`` speed (a
 #: regex scan of a 300 KB conversation costs ~100 ms; the literal checks ~0.2 ms).
@@ -58,6 +60,9 @@ class Redactor:
         # each literal as it appears inside encoded JSON (a NUL is written "\u0000")
         self._markers = tuple(orjson.dumps(m)[1:-1] for markers, _, _ in self.secrets for m in markers)
         self._clean: ObjectMemo[bool] = ObjectMemo()  # object -> whether it may hold a secret
+        # a request's ``Forwarded`` -> whether its bodies may: its record is redacted twice, journaled
+        # before the answer and written after it, and the second look at its bodies is free
+        self._sent: ObjectMemo[bool] = ObjectMemo(1_000)
 
     def __bool__(self) -> bool:
         return bool(self.patterns or self.secrets)
@@ -120,8 +125,11 @@ class Redactor:
         # Each value read once: ``decisions`` is a new list at each read, so ``is`` compares against this one.
         current = {name: getattr(record, name) for name in _TEXT_FIELDS}
         present = {name: v for name, v in current.items() if v is not None}
-        if not self.patterns and not self._may_hold_secret(list(present.values())):
-            return record
+        if not self.patterns and not self._may_hold_secret([v for k, v in present.items() if k not in _BODIES]):
+            sent = record.sent
+            bodies = [v for k, v in present.items() if k in _BODIES]
+            if not self._sent.get_or(sent, lambda _: self._may_hold_secret(bodies)):
+                return record
         masked = {name: self.value(v) for name, v in present.items()}
         changes = {name: v for name, v in masked.items() if v is not present[name]}
         if not changes:

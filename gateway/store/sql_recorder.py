@@ -12,6 +12,12 @@ GIL while it serves requests. The thread never calls back into the event loop pe
 be reached, batches are appended to the local spool file instead; every ``retry_s`` the
 writer tries the database again and, once it answers, replays the spool oldest first.
 ``close()`` drains the queue and writes (or spools) everything before returning.
+
+The queue is memory: a process killed before its writer committed would lose what it holds. So
+each answered request's record is first appended to this process's journal (``journal``, called
+before the client has the end of its answer; ``store/journal.py``); the writer settles entries
+once their records are committed or spooled, and ``start`` replays the journals of processes
+that died before serving again.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from gateway import metrics
 from gateway.config import Settings
 from gateway.store.engine import make_engine, normalise_url, safe_url, sqlite_path
+from gateway.store.journal import Journal, orphans
 from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
-from gateway.store.spool import Spool
+from gateway.store.spool import Spool, record_line
 from gateway.store.writer import KnownContent, write_records
 from gateway.store.writer_process import (
     RECORD_ERRORS,
@@ -67,6 +74,10 @@ _RECORD_ERRORS = (*RECORD_ERRORS, RecordsRejected)
 _DOWN_ERRORS = (OperationalError, StoreUnavailable)
 
 
+class _KeepJournals(Exception):
+    """The journaled records of a dead process could not all be made safe: leave its files in place."""
+
+
 class SqlRecorder:
     """Persist RequestRecords to ``database_url`` off the request path (see the module doc)."""
 
@@ -85,6 +96,8 @@ class SqlRecorder:
         retry_s: float = DEFAULT_RETRY_S,
         prune_every_s: float = DEFAULT_PRUNE_EVERY_S,
         writer: Literal["process", "thread"] = "thread",
+        journal: bool = True,
+        journal_fsync: bool = False,
     ) -> None:
         self.database_url = database_url
         self.batch_size = batch_size
@@ -96,6 +109,7 @@ class SqlRecorder:
         postgres = url.get_backend_name() == "postgresql"
         self._sqlite_file = sqlite_path(url)  # watched: a deleted file would take writes silently
         self.redactor = Redactor(redact, secrets=redact_secrets, nul_free=postgres)
+        self._journal = Journal(spool_path, fsync=journal_fsync) if journal else None
         self.rejected = Spool(f"{spool_path}.rejected")  # spooled records the database still refused
         self.written = self.spooled = self.dropped = 0
         self.database_up = True
@@ -107,6 +121,7 @@ class SqlRecorder:
         self._next_retry = 0.0
         self._next_prune = 0.0
         self._spool_broken = False
+        self._lost: set[str] = set()  # request ids of the batch being written that were dropped
         self._known = KnownContent()
         self._process = WriterProcess() if writer == "process" else None
         self.backpressure_at = max(1, int(queue_size * BACKPRESSURE_AT))
@@ -127,12 +142,15 @@ class SqlRecorder:
             redact_secrets=store.redact_secrets,
             retention_days=store.retention_days,
             writer=store.writer,
+            journal=store.journal,
+            journal_fsync=store.journal_fsync,
         )
 
     @property
     def wants_json(self) -> bool:
-        """Whether records should carry their bodies' JSON bytes (only the child process uses them)."""
-        return self._process is not None
+        """Whether records should carry their bodies' JSON bytes: the child process parses them, the
+        journal writes them as they are instead of encoding the bodies again."""
+        return self._process is not None or self._journal is not None
 
     def __repr__(self) -> str:
         return (
@@ -150,6 +168,17 @@ class SqlRecorder:
         else:
             self._queue.put(record)
         metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
+
+    def journal(self, record: RequestRecord) -> None:
+        """Append ``record`` (redacted) to this process's journal; called before the client has the end
+        of its answer, so a kill after the answer cannot lose it. Never raises: a journal that cannot
+        be written is logged and the record goes on through the queue as before."""
+        if self._journal is None:
+            return
+        try:
+            self._journal.append(record.request_id, record_line(self.redactor.record(record)))
+        except Exception:
+            log.exception("store: request %s could not be journaled", record.request_id)
 
     async def room(self) -> None:
         """Wait while the queue holds ``backpressure_at`` records or more, until it drains to half that.
@@ -183,6 +212,9 @@ class SqlRecorder:
                 self._process.start()
             else:
                 self._engine = make_engine(self.database_url)
+            if self._journal is not None:
+                await asyncio.to_thread(self._recover_journals)
+                self._journal.open()
             self._loop = asyncio.get_running_loop()
             self._thread = threading.Thread(target=self._run, name="ventana-store-writer", daemon=True)
             self._thread.start()
@@ -199,6 +231,8 @@ class SqlRecorder:
             await asyncio.to_thread(self._process.close)
         if self._engine is not None:
             self._engine.dispose()
+        if self._journal is not None:
+            self._journal.close()
         metrics.STORE_QUEUE_DEPTH.set(0)
 
     def ready(self) -> bool:
@@ -219,6 +253,7 @@ class SqlRecorder:
             "spooled": self.spooled,
             "dropped": self.dropped,
             "spool_pending": self.spool.pending(),
+            "journal_pending": 0 if self._journal is None else self._journal.pending(),
         }
 
     def _run(self) -> None:
@@ -266,6 +301,23 @@ class SqlRecorder:
         time; the ``final`` batch at shutdown always tries the database once more.
         """
         records = [self.redactor.record(r) for r in batch]
+        try:
+            self._write_or_spool(records, final)
+        finally:
+            self._settle(records)
+
+    def _settle(self, records: list[RequestRecord]) -> None:
+        """Let the journal drop the entries of records now committed, spooled or set aside (not dropped)."""
+        if self._journal is None or not records:
+            return
+        lost = self._lost
+        try:
+            self._journal.settled(r.request_id for r in records if r.request_id not in lost)
+        except OSError:
+            log.exception("store: the journal could not be trimmed")
+        lost.clear()
+
+    def _write_or_spool(self, records: list[RequestRecord], final: bool) -> None:
         # With a broken spool, waiting for the retry time would drop the batch: try the database now.
         if not self.database_up and not final and not self._spool_broken and time.monotonic() < self._next_retry:
             self._to_spool(records)
@@ -352,6 +404,7 @@ class SqlRecorder:
                 try:
                     self.rejected.append([record])
                 except OSError:
+                    self._lost.add(record.request_id)
                     log.exception("store: request %s refused and cannot be set aside; lost", record.request_id)
                     continue
                 log.exception(
@@ -360,6 +413,30 @@ class SqlRecorder:
                     self.rejected.path,
                 )
         return refused
+
+    def _recover_journals(self) -> None:
+        """Before serving: write (or spool) the records journaled by gateway processes that died
+        before their writer committed them. The writer skips request ids already stored, so a
+        record committed before the kill is not stored twice."""
+        try:
+            with orphans(self.spool.path) as records:
+                for i in range(0, len(records), self.batch_size):
+                    batch = [self.redactor.record(r) for r in records[i : i + self.batch_size]]
+                    self._write_or_spool(batch, True)
+                if self._lost:  # neither written nor spooled (a spool that cannot be written)
+                    raise _KeepJournals(len(self._lost))
+        except _KeepJournals as kept:
+            log.error(
+                "store: %d journaled records could be neither written nor spooled; kept for the next start",
+                kept.args[0],
+            )
+            return
+        finally:
+            self._lost.clear()
+        if records:
+            log.warning(
+                "store: %d records journaled by a gateway that stopped before committing them replayed", len(records)
+            )
 
     def _database_down(self, exc: Exception) -> None:
         if self.database_up:
@@ -379,6 +456,7 @@ class SqlRecorder:
             self.spool.append(records)
         except OSError:
             self._spool_broken = True
+            self._lost.update(r.request_id for r in records)  # kept in the journal: the only copy left
             self.dropped += len(records)
             metrics.STORE_DROPPED.inc(len(records))
             log.exception("store: cannot spool %d records to %s; dropped", len(records), self.spool.path)

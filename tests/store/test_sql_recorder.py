@@ -63,6 +63,7 @@ async def test_close_writes_every_queued_record(db_url: str, tmp_path: Path, wri
         "spooled": 0,
         "dropped": 0,
         "spool_pending": False,
+        "journal_pending": 0,
     }
 
 

@@ -1,0 +1,180 @@
+"""The write-ahead journal: records journaled before the answer survive a kill of the process and are
+stored exactly once by the next start; a living process's journal is never replayed under it; it stays
+small; secrets never reach it (issue 35)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+from sqlalchemy import func, select
+
+from gateway.store import journal as journal_module
+from gateway.store.engine import make_engine
+from gateway.store.journal import Journal, journal_glob, orphans
+from gateway.store.models import Request
+from gateway.store.spool import record_line
+from gateway.store.sql_recorder import SqlRecorder
+from tests.procs import _env
+from tests.store.records import make_record
+
+
+def _files(spool: Path) -> list[Path]:
+    directory, pattern = journal_glob(spool)
+    return sorted(directory.glob(pattern))
+
+
+def _stored(url: str) -> dict[str, tuple[int, int]]:
+    """request id -> (rows with that id, the stored tokens_original)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(Request.request_id, func.count(), func.max(Request.tokens_original)).group_by(Request.request_id)
+            )
+            return {request_id: (n, tokens) for request_id, n, tokens in rows}
+    finally:
+        engine.dispose()
+
+
+#: A gateway process answering requests and killed before its writer committed the last of them.
+CHILD = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys, time
+    import orjson
+    from gateway.store.sql_recorder import SqlRecorder
+    from tests.store.records import make_record
+
+    async def main() -> None:
+        recorder = SqlRecorder(database_url=sys.argv[1], spool_path=sys.argv[2])
+        await recorder.start()
+        said = [[{"role": "user", "content": f"committed {i}"}] for i in range(3)]
+        committed = [make_record(messages, tokens_original=111) for messages in said]
+        for record in committed:
+            recorder.journal(record.changed(tokens_original=0))  # as journaled before the answer: no counts
+            recorder.record(record)
+        while recorder.written < len(committed):
+            await asyncio.sleep(0.01)
+        for record in committed:  # journaled again and not settled: committed, then killed before the trim
+            recorder.journal(record.changed(tokens_original=0))
+        queued = [make_record([{"role": "user", "content": f"answered {i}"}]) for i in range(5)]
+        for record in queued:  # answered: journaled, the kill comes before the writer commits them
+            recorder.journal(record)
+        ids = {"committed": [r.request_id for r in committed], "queued": [r.request_id for r in queued]}
+        sys.stdout.write(orjson.dumps(ids).decode())
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _killed_gateway(url: str, spool: Path) -> dict[str, list[str]]:
+    done = subprocess.run([sys.executable, "-c", CHILD, url, str(spool)], env=_env(), capture_output=True, timeout=120)
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    ids: dict[str, list[str]] = orjson.loads(done.stdout)
+    return ids
+
+
+async def test_records_journaled_before_a_kill_are_stored_exactly_once_at_the_next_start(
+    db_url: str, tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool.jsonl"
+    ids = _killed_gateway(db_url, spool)
+    assert len(_files(spool)) == 1, "the killed process left its journal"
+    before = _stored(db_url)
+    assert set(before) == set(ids["committed"]), "the answered requests were only in the journal"
+
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(spool))
+    await recorder.start()  # replays before it serves
+    after = _stored(db_url)
+    await recorder.close()
+    assert set(after) == set(ids["committed"]) | set(ids["queued"]), "every answered request recorded, 0 lost"
+    assert {n for n, _ in after.values()} == {1}, "none twice"
+    assert {after[i][1] for i in ids["committed"]} == {111}, "a committed record is not replaced by its journal copy"
+    assert _files(spool) == [], "the replayed journal and the closed recorder's own are gone"
+
+
+async def test_the_journal_is_emptied_once_its_records_are_committed(db_url: str, tmp_path: Path) -> None:
+    spool = tmp_path / "spool.jsonl"
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(spool))
+    await recorder.start()
+    (own,) = _files(spool)
+    records = [make_record([{"role": "user", "content": f"hello {i}"}]) for i in range(4)]
+    for record in records:
+        recorder.journal(record)
+    assert own.stat().st_size > 0 and recorder.status()["journal_pending"] == 4
+    for record in records:
+        recorder.record(record)
+    while recorder.written < 4:
+        await asyncio.sleep(0.01)
+    assert own.stat().st_size == 0, "committed: the entries were dropped"
+    assert recorder.status()["journal_pending"] == 0
+    await recorder.close()
+    assert not own.exists()
+
+
+def test_a_living_processs_journal_is_not_replayed_and_a_dead_ones_is_taken_once(tmp_path: Path) -> None:
+    spool = tmp_path / "spool.jsonl"
+    living = Journal(spool)
+    living.open()
+    record = make_record([{"role": "user", "content": "in flight"}])
+    living.append(record.request_id, record_line(record))
+    with orphans(spool) as found:
+        assert found == [], "another worker's journal, still held, is left alone"
+    assert living.path is not None and living.path.exists()
+
+    dead = Journal(spool)
+    dead.open()
+    other = make_record([{"role": "user", "content": "answered"}])
+    dead.append(other.request_id, record_line(other))
+    dead.append(other.request_id, record_line(other))  # twice in one file: replayed once
+    dead.close()  # an entry open at close: the file stays for the next start, unlocked as after a kill
+    with orphans(spool) as first, orphans(spool) as second:
+        assert [r.request_id for r in first] == [other.request_id]
+        assert second == [], "a file another starting worker holds is not taken twice"
+    with orphans(spool) as third:
+        assert third == [], "taken files are deleted"
+    living.close()
+
+
+def test_rotated_files_are_deleted_once_their_entries_are_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = [make_record([{"role": "user", "content": f"turn {i} " * 20}]) for i in range(4)]
+    monkeypatch.setattr(journal_module, "ROTATE_BYTES", sum(len(record_line(r)) for r in records[:3]))
+    spool = tmp_path / "spool.jsonl"
+    journal = Journal(spool)
+    journal.open()
+    for record in records[:3]:
+        journal.append(record.request_id, record_line(record))
+    journal.settled([])  # the file is past its size with entries open: a new one takes the next entries
+    assert len(_files(spool)) == 2
+    journal.append(records[3].request_id, record_line(records[3]))
+    journal.settled(r.request_id for r in records[:3])
+    assert len(_files(spool)) == 1, "the rotated file, all settled, is deleted"
+    journal.settled([records[3].request_id])
+    (current,) = _files(spool)
+    assert current.stat().st_size == 0, "the current file, all settled, is emptied"
+    journal.close()
+    assert _files(spool) == []
+
+
+async def test_secrets_never_reach_the_journal(db_url: str, tmp_path: Path) -> None:
+    secret = "sk-proj-" + "A1b2C3d4" * 5
+    spool = tmp_path / "spool.jsonl"
+    recorder = SqlRecorder(database_url=db_url, spool_path=str(spool), redact_secrets=True)
+    await recorder.start()
+    record = make_record([{"role": "user", "content": f"my key is {secret}"}], response_text=f"echo {secret}")
+    recorder.journal(record)
+    (own,) = _files(spool)
+    data = own.read_bytes()
+    assert secret.encode() not in data and b"[REDACTED]" in data
+    recorder.record(record)
+    await recorder.close()
