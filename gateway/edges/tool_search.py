@@ -3,7 +3,9 @@
 When ``prune_tools`` removes tools it appends ``find_tools(query)`` (``tool_modes.FIND_TOOLS``).
 If the model calls it, that answer never reaches the client (``edges/served_tools.py`` runs the
 loop, streamed or not): the offered tools that best match the query (BM25 over the tool
-documents, ``find_top`` of them) are added to the session's sticky set, the same request is
+documents, ``find_top`` of them), and what a fresh selection keeps for the conversation as it now
+stands (``prune_tools.session_selection``: the set changes anyway, so everything the session has
+come to need joins in that one change), are appended to the session's sticky set, the same request is
 sent again with the grown set (still offering ``find_tools`` while tools remain hidden), and
 the model's next answer is returned. After ``max_searches`` searches in one client request the
 request goes out with every tool the client offered: a search never makes a request worse than
@@ -19,7 +21,7 @@ from typing import Any
 
 from gateway.api.deps import Gateway
 from gateway.assembly.context import Decision, SessionState
-from gateway.assembly.prune_tools import ToolPolicy
+from gateway.assembly.prune_tools import ToolPolicy, session_selection
 from gateway.assembly.tool_modes import FIND_TOOLS, FIND_TOOLS_NAME
 from gateway.assembly.tool_scoring import get_scorer, tool_document, tool_name
 from gateway.config import ModelConfig
@@ -84,6 +86,10 @@ class ToolSearch:
         found = self._matches(query, hidden)
         final = self.searches > self.policy.max_searches or not found
         added = [tool_name(t) for t in (hidden if final else found)]
+        if not final:  # the set changes now: take in what the session needs by now, not one search per tool
+            messages = outgoing.get("messages") or ()
+            fresh = session_selection(messages, self.client_tools, self.policy, self.counter)
+            added += [n for n in fresh if n not in set(current) and n not in set(added)]
         names = [*current, *dict.fromkeys(added)]
         tools = [t for n in names for t in self.client_tools if tool_name(t) == n]
         rest = len(names) < len(client_names)
