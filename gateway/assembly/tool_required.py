@@ -117,6 +117,11 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
+def _says(text: str, name: str) -> bool:
+    """``name`` as whole words of ``text``: "tail" is not said by "detailed", nor "cat" by "locate"."""
+    return name in text and re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
+
+
 def described_names(messages: Sequence[Message], tools: Sequence[Tool]) -> set[str]:
     """Tools the newest user message names (``create_issue``, "create issue") or describes.
 
@@ -138,7 +143,7 @@ def described_names(messages: Sequence[Message], tools: Sequence[Tool]) -> set[s
             continue
         name = str(fn.get("name") or "")
         spaced = name.replace("_", " ").replace("-", " ").lower()
-        if name and (name.lower() in lowered or (" " in spaced and spaced in lowered)):
+        if name and (_says(lowered, name.lower()) or (" " in spaced and _says(lowered, spaced))):
             out.add(name)
             continue
         words = _stems(str(fn.get("description") or ""))
