@@ -93,7 +93,7 @@ class ToolSearch:
             messages = outgoing.get("messages") or ()
             fresh = session_selection(messages, self.client_tools, self.policy, self.counter)
             added += [n for n in fresh if n not in set(current) and n not in set(added)]
-            added += self._app_mates(added, set(current))
+            added += self._app_mates([tool_name(t) for t in found], set(current) | set(added))
         names = [*current, *dict.fromkeys(added)]
         tools = [t for n in names for t in self.client_tools if tool_name(t) == n]
         rest = len(names) < len(client_names)
