@@ -25,11 +25,18 @@ Files: ``agent_loops/tau2_telecom_{solo,default}.jsonl``, ``toolbench.jsonl``, a
 with 30-60 tools: tau2 default runs with a ToolBench run's tools and BFCL functions as
 distractors (``mix_tau2``), and ToolBench runs with tau2's agent tools and BFCL functions
 (``mix_toolbench``). Distractors are placed at seeded random positions.
+
+With ``--bfcl-multi-turn DIR`` (the ``bfcl_eval/data`` folder of the ``bfcl-eval`` wheel, Apache-2.0,
+not in ``../shared``), two more files no setting was tuned on: BFCL v4's ``multi_turn_base``
+sessions (2-7 user turns, each answered by its ground-truth calls, one assistant message per
+call, then a short reply), offered the tools of their involved classes (``bfcl_multi_turn``), or
+the tools of all eight classes, 128, as a gateway in front of many apps sees (``bfcl_multi_turn_all``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import random
 import statistics
@@ -128,6 +135,85 @@ def data_files(runs: int) -> dict[str, list[Session]]:
             for i, r in enumerate(toolbench[:runs])
         ],
     }
+
+
+#: BFCL's multi-turn classes and the files of their function docs (``multi_turn_func_doc``).
+BFCL_CLASSES = {
+    "GorillaFileSystem": "gorilla_file_system",
+    "MathAPI": "math_api",
+    "MessageAPI": "message_api",
+    "TwitterAPI": "posting_api",
+    "TicketAPI": "ticket_api",
+    "TradingBot": "trading_bot",
+    "TravelAPI": "travel_booking",
+    "VehicleControlAPI": "vehicle_control",
+}
+_JSON_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
+
+
+def _json_schema(node: Any) -> Any:
+    """BFCL's Python-flavoured schema (``dict``, ``float``, ``tuple``) as JSON Schema."""
+    if isinstance(node, dict):
+        out = {k: _json_schema(v) for k, v in node.items() if k != "response"}
+        if isinstance(out.get("type"), str):
+            out["type"] = _JSON_TYPES.get(out["type"], out["type"])
+        return out
+    if isinstance(node, list):
+        return [_json_schema(v) for v in node]
+    return node
+
+
+def _bfcl_tools(folder: Path, cls: str) -> list[dict[str, Any]]:
+    lines = (folder / "multi_turn_func_doc" / f"{BFCL_CLASSES[cls]}.json").read_text(encoding="utf-8").splitlines()
+    docs = [json.loads(line) for line in lines if line.strip()]
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": d["name"],
+                "description": d["description"],
+                "parameters": _json_schema(d["parameters"]),
+            },
+        }
+        for d in docs
+    ]
+
+
+def _bfcl_call(text: str, tools: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """``cd(folder='document')`` as an OpenAI tool call (positional arguments by parameter order)."""
+    call = ast.parse(text, mode="eval").body
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+    name = call.func.id
+    params = next((list(t["function"]["parameters"].get("properties", {})) for t in tools if tool_name(t) == name), [])
+    args = {params[i] if i < len(params) else f"arg{i}": ast.literal_eval(a) for i, a in enumerate(call.args)}
+    args |= {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+    return {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def bfcl_sessions(folder: Path, runs: int, every_class: bool) -> list[Session]:
+    """BFCL multi-turn sessions: each turn's question, its ground-truth calls with a stub result, a reply."""
+    rows = [json.loads(x) for x in (folder / "BFCL_v4_multi_turn_base.json").read_text(encoding="utf-8").splitlines()]
+    answers = {
+        r["id"]: r["ground_truth"]
+        for r in map(json.loads, (folder / "possible_answer" / "BFCL_v4_multi_turn_base.json").read_text().splitlines())
+    }
+    all_tools = [t for cls in BFCL_CLASSES for t in _bfcl_tools(folder, cls)]
+    out: list[Session] = []
+    for row in rows[:: max(1, len(rows) // runs)][:runs]:
+        own = [t for cls in row["involved_classes"] for t in _bfcl_tools(folder, cls)]
+        tools = all_tools if every_class else own
+        messages: list[dict[str, Any]] = []
+        n = 0
+        for turn, calls in zip(row["question"], answers[row["id"]], strict=True):
+            messages += turn
+            for text in calls:
+                n += 1
+                call = _bfcl_call(text, own, n)
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": '{"status": "ok"}'})
+            messages.append({"role": "assistant", "content": "Done."})
+        out.append(Session(f"bfcl-{'all-' if every_class else ''}{row['id']}", tuple(tools), tuple(messages)))
+    return out
 
 
 def steps(session: Session, max_steps: int) -> Iterator[tuple[list[Mapping[str, Any]], Mapping[str, Any]]]:
@@ -246,8 +332,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--files", default="", help="comma-separated subset of the file names")
     parser.add_argument("--policy", default="{}", help="JSON policy.tools of the pruning arm (default: defaults)")
     parser.add_argument("--label", default="default", help="name of the pruning arm in the table")
+    parser.add_argument("--bfcl-multi-turn", type=Path, help="bfcl_eval/data of the bfcl-eval wheel (two more files)")
     args = parser.parse_args(argv)
     files = data_files(args.runs)
+    if args.bfcl_multi_turn:
+        files["bfcl_multi_turn"] = bfcl_sessions(args.bfcl_multi_turn, args.runs, every_class=False)
+        files["bfcl_multi_turn_all"] = bfcl_sessions(args.bfcl_multi_turn, args.runs, every_class=True)
     chosen = [f for f in files if not args.files or f in args.files.split(",")]
     tools_policy = json.loads(args.policy)
     lines = [HEADER]

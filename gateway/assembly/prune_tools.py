@@ -16,7 +16,8 @@ Selection, on the first turn or when stickiness is off (scored against the whole
 ``tool_scoring.session_scores``, unless ``session_scoring`` is off):
 1. always kept: the tool named by ``tool_choice`` (or listed in a client ``allowed_tools``),
    every tool called in the history, the configured ``pinned`` tools, non-function tools;
-2. then by descending relevance (``tool_scoring``) until ``max_tools`` tools or
+2. then the tools the system prompt names as tools (``tool_required.system_named``: a manual that
+   says 'call "Finish" at the end'), then by descending relevance (``tool_scoring``) until ``max_tools`` tools or
    ``budget_tokens`` tool tokens or, when set, ``budget_share`` of the offered tool tokens;
    never fewer than ``min_tools``.
 Later turns keep the previous set and append what step 1 requires and, unless ``find_tools``
@@ -54,7 +55,7 @@ from gateway.assembly.tool_modes import (
     pruned_tools,
 )
 from gateway.assembly.tool_payoff import PLAN_KEY, payoff
-from gateway.assembly.tool_required import called_names, described_names, required_names
+from gateway.assembly.tool_required import called_names, described_names, required_names, system_named
 from gateway.assembly.tool_scoring import EMBEDDING_SCORERS, get_scorer, query_text, tool_document, tool_name
 from gateway.assembly.tool_scoring.session_scores import plausible_misses, session_scores, task_parts
 from gateway.assembly.tool_scoring.usage_profiles import tool_key
@@ -180,7 +181,7 @@ def prune_tools(ctx: Context, policy: ToolPolicy) -> tuple[Context, list[Decisio
         return ctx.replace(session=replace(state, tool_set=())), [decision]
     scores, ranked, profiled = _rank(ctx, tools, names, policy, required)
     costs = _costs(counter, tools, names)
-    fresh = _select(names, ranked, required, policy, costs)
+    fresh = _select(names, _named_first(ranked, names, system_named(ctx.messages, names)), required, policy, costs)
     if not previous:
         if _auto(policy, ctx):
             return _first_plan(ctx, state, policy, fresh, before, costs, profiled)
@@ -282,6 +283,38 @@ def _rank(
     else:
         scores = [0.0] * len(names)
     return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i)), profiled
+
+
+def _named_first(ranked: Sequence[int], names: Sequence[str], named: set[str]) -> list[int]:
+    """``ranked`` with the tools the system prompt names (``system_named``) moved to the front:
+    a fresh set takes them first, within its budget, so the session does not search for them."""
+    if not named:
+        return list(ranked)
+    return [*(i for i in ranked if names[i] in named), *(i for i in ranked if names[i] not in named)]
+
+
+def session_selection(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool], policy: ToolPolicy, counter: TokenCounter
+) -> list[str]:
+    """What a fresh selection keeps for the conversation as it stands (session-scored), in the client's order.
+
+    ``find_tools`` brings it along with what the search found: the set changes on that request
+    anyway (the prefix cache is lost from the tools on), so it is the moment to take in every
+    tool the session has come to need since its first set, rather than one search per tool.
+    """
+    names = _unique_names(tools)
+    required = called_names(messages) & set(names)
+    first_of: dict[str, Tool] = {}
+    for tool in tools:
+        first_of.setdefault(tool_name(tool), tool)
+    documents = [tool_document(first_of[n]) for n in names]
+    if task_parts(messages):
+        scores = session_scores(messages, [first_of[n] for n in names], documents, required, get_scorer(policy.scorer))
+    else:
+        scores = [0.0] * len(names)
+    ranked = sorted(range(len(names)), key=lambda i: (-scores[i], i))
+    ranked = _named_first(ranked, names, system_named(messages, names))
+    return _select(names, ranked, set(required), policy, _costs(counter, tools, names))
 
 
 def _unique_names(tools: Sequence[Tool]) -> list[str]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.assembly.context import Context, Message, Tool
+from gateway.assembly.message_text import system_indices
 from gateway.assembly.tool_scoring import tool_name
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.history_fold import CHUNK, HistoryFold, union
@@ -116,6 +117,11 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
+def _says(text: str, name: str) -> bool:
+    """``name`` as whole words of ``text``: "tail" is not said by "detailed", nor "cat" by "locate"."""
+    return name in text and re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
+
+
 def described_names(messages: Sequence[Message], tools: Sequence[Tool]) -> set[str]:
     """Tools the newest user message names (``create_issue``, "create issue") or describes.
 
@@ -137,11 +143,41 @@ def described_names(messages: Sequence[Message], tools: Sequence[Tool]) -> set[s
             continue
         name = str(fn.get("name") or "")
         spaced = name.replace("_", " ").replace("-", " ").lower()
-        if name and (name.lower() in lowered or (" " in spaced and spaced in lowered)):
+        if name and (_says(lowered, name.lower()) or (" " in spaced and _says(lowered, spaced))):
             out.add(name)
             continue
         words = _stems(str(fn.get("description") or ""))
         hits = len(words & said)
         if words and hits >= DESCRIBED_MIN_WORDS and hits / len(words) >= DESCRIBED_SHARE:
+            out.add(name)
+    return out
+
+
+#: A name that is one plain word ("Finish", "search") counts only as the manual quotes or calls it:
+#: ``"Finish"``, `` `search` ``, ``Finish(`` (else "finish the task" would name it).
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
+
+
+def system_named(messages: Sequence[Message], names: Sequence[str]) -> set[str]:
+    """Offered tools the system prompt names as tools: the client's manual says the model will call them.
+
+    ToolBench's prompt says 'ALWAYS call "Finish" function at the end of the task'; a selection
+    scored on the task alone misses ``Finish`` and the session searches for it at its last step.
+    An identifier-like name (``get_details_by_id``, ``createIssue``) counts wherever it stands as a
+    whole word; a plain word only quoted or followed by ``(``.
+    """
+    system = "\n".join(content_text(messages[i].get("content"))[0] for i in system_indices(messages))
+    if not system:
+        return set()
+    out: set[str] = set()
+    for name in names:
+        if not name or name not in system:
+            continue
+        escaped = re.escape(name)
+        if _PLAIN_WORD.fullmatch(name):
+            pattern = rf"[\"'`]{escaped}[\"'`]|(?<![\w.]){escaped}\("
+        else:
+            pattern = rf"(?<![\w.]){escaped}(?!\w)"
+        if re.search(pattern, system):
             out.add(name)
     return out

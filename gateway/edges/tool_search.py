@@ -3,7 +3,11 @@
 When ``prune_tools`` removes tools it appends ``find_tools(query)`` (``tool_modes.FIND_TOOLS``).
 If the model calls it, that answer never reaches the client (``edges/served_tools.py`` runs the
 loop, streamed or not): the offered tools that best match the query (BM25 over the tool
-documents, ``find_top`` of them) are added to the session's sticky set, the same request is
+documents, ``find_top`` of them), and what a fresh selection keeps for the conversation as it now
+stands (``prune_tools.session_selection``: the set changes anyway, so everything the session has
+come to need joins in that one change), and the other tools of the found tools' apps
+(``session_scores.app_groups``, within ``budget_tokens``: a session working in an app asks for its
+other tools next) are appended to the session's sticky set, the same request is
 sent again with the grown set (still offering ``find_tools`` while tools remain hidden), and
 the model's next answer is returned. After ``max_searches`` searches in one client request the
 request goes out with every tool the client offered: a search never makes a request worse than
@@ -19,9 +23,10 @@ from typing import Any
 
 from gateway.api.deps import Gateway
 from gateway.assembly.context import Decision, SessionState
-from gateway.assembly.prune_tools import ToolPolicy
+from gateway.assembly.prune_tools import ToolPolicy, session_selection
 from gateway.assembly.tool_modes import FIND_TOOLS, FIND_TOOLS_NAME
 from gateway.assembly.tool_scoring import get_scorer, tool_document, tool_name
+from gateway.assembly.tool_scoring.session_scores import app_groups
 from gateway.config import ModelConfig
 from gateway.edges.served_tools import call_arguments, offers_own
 from gateway.sessions.protocol import SessionStore
@@ -84,6 +89,11 @@ class ToolSearch:
         found = self._matches(query, hidden)
         final = self.searches > self.policy.max_searches or not found
         added = [tool_name(t) for t in (hidden if final else found)]
+        if not final:  # the set changes now: take in what the session needs by now, not one search per tool
+            messages = outgoing.get("messages") or ()
+            fresh = session_selection(messages, self.client_tools, self.policy, self.counter)
+            added += [n for n in fresh if n not in set(current) and n not in set(added)]
+            added += self._app_mates([tool_name(t) for t in found], set(current) | set(added))
         names = [*current, *dict.fromkeys(added)]
         tools = [t for n in names for t in self.client_tools if tool_name(t) == n]
         rest = len(names) < len(client_names)
@@ -98,6 +108,26 @@ class ToolSearch:
         detail = {"query": query, "added": added, "search": self.searches, "all": final}
         decision = Decision(PASS, "expanded", before, self.counter.tools(body["tools"]), reason, detail)
         return body, [decision]
+
+    def _app_mates(self, found: Sequence[str], current: set[str]) -> list[str]:
+        """The other tools of the apps the found tools belong to (``app_groups``), within ``budget_tokens``."""
+        groups = app_groups(self.client_tools)
+        index = {tool_name(t): i for i, t in enumerate(self.client_tools)}
+        taken = set(found) | current
+        out: list[str] = []
+        spent = 0
+        for name in found:
+            for j in sorted(groups[index[name]]) if name in index else ():
+                mate = self.client_tools[j]
+                if tool_name(mate) in taken:
+                    continue
+                cost = self.counter.tool(mate)
+                if spent + cost > self.policy.budget_tokens:
+                    return out
+                taken.add(tool_name(mate))
+                out.append(tool_name(mate))
+                spent += cost
+        return out
 
     def _matches(self, query: str, hidden: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         if not hidden:

@@ -57,3 +57,12 @@ def test_names_and_descriptions_not_loose_mentions() -> None:
     assert described_names([user("the issue is in the parser")], TOOLS) == set(), "one common word is not a request"
     tool_turn = [user("open a tracker issue"), {"role": "tool", "tool_call_id": "c", "content": "ok"}]
     assert described_names(tool_turn, TOOLS) == set(), "only a message the user just wrote"
+
+
+def test_a_name_inside_another_word_is_not_a_request() -> None:
+    """BFCL's file-system tools are ``tail``, ``ls``, ``cat``, ``rm``: "a detailed search", "its details",
+    "locate the invoice" and "confirm" named them before (a substring match), and each grew the set."""
+    shell = [tool(name, f"The {name} command of the file system") for name in ("tail", "ls", "cat", "rm", "grep")]
+    said = user("Perform a detailed search, locate the invoice and confirm its details.")
+    assert described_names([said], shell) == set()
+    assert described_names([user("Use grep, then show the tail of log.txt")], shell) == {"grep", "tail"}

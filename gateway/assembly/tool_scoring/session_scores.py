@@ -149,6 +149,43 @@ def tool_links(tools: Sequence[Mapping[str, Any]]) -> list[frozenset[int]]:
     return [frozenset(s) for s in links]
 
 
+#: A description preamble shared by this many tools or more, of at least ``PREAMBLE_WORDS`` words,
+#: marks one app ("This tool belongs to the Vehicle Control System, which allows users to ...").
+PREAMBLE_TOOLS = 3
+PREAMBLE_WORDS = 6
+_SENTENCE_END = re.compile(r"(?<=[.:;])\s")
+
+
+def app_groups(tools: Sequence[Mapping[str, Any]]) -> list[frozenset[int]]:
+    """For each tool, the other tools of its app: one namespace or API (``tool_links``), or one
+    description preamble (a first sentence several tools open with, as BFCL's classes do).
+
+    A search that finds one tool of an app brings the others in the same set change: a session
+    working in an app goes on to ask for its other tools, one search (one cache break) each.
+    """
+    names = [tool_name(t) for t in tools]
+    keys: list[set[str]] = [set() for _ in tools]
+    for i, name in enumerate(names):
+        if ns := _namespace(name):
+            keys[i].add(ns)
+    firsts: dict[str, list[int]] = {}
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool.get("function"), Mapping) else tool
+        text = str(fn.get("description") or "") if isinstance(fn, Mapping) else ""
+        first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+        if len(first.split()) >= PREAMBLE_WORDS:
+            firsts.setdefault(first, []).append(i)
+    for first, members in firsts.items():
+        if len(members) >= PREAMBLE_TOOLS:
+            for i in members:
+                keys[i].add("pre:" + first)
+    by_key: dict[str, set[int]] = {}
+    for i, ks in enumerate(keys):
+        for k in ks:
+            by_key.setdefault(k, set()).add(i)
+    return [frozenset(j for k in keys[i] for j in by_key[k] if j != i) for i in range(len(tools))]
+
+
 def _namespace(name: str) -> str:
     for sep in _NAMESPACE_SEPARATORS:
         if sep in name:
