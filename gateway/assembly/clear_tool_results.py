@@ -37,6 +37,7 @@ from gateway.assembly.compaction_layout import (
     best_application,
     choose_end,
     compaction_memory,
+    for_head,
     layout,
     original_messages,
     request_tokens,
@@ -321,6 +322,7 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
     lay = layout(ctx.messages, policy, ctx.env.counter)
     if lay is None:
         return ctx, []
+    policy = for_head(ctx, lay, policy)
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
     stubs = _Stubs(ctx, inputs=policy.clear_tool_inputs, inputs_before=lay.tail_start)
     chosen = _choose(ctx, lay, policy, sticky, stubs)
@@ -387,6 +389,7 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     lay = layout(ctx.messages, policy, ctx.env.counter)
     if lay is None:
         return ctx, []
+    policy = for_head(ctx, lay, policy)
     marks = watermarks(ctx, lay, policy)
     tokens = request_tokens(ctx, ctx.messages, policy)
     sticky = {str(x) for x in compaction_memory(ctx.session).get("cleared", ())}
