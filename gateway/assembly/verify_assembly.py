@@ -181,7 +181,11 @@ def verify_assembly(
     orig = [comparable(m) for m in original.messages]
     new = [comparable(m) for m in assembled.messages]
     problems: list[str] = []
-    pairing = tool_pairing_problems([m for m in new if not is_gateway_block(m) or m.get("role") == "tool"])
+    # A gateway block stays in the pairing when it is a result or carries calls (an older round's assistant
+    # message whose reasoning was condensed keeps its calls: ``condense_reasoning``).
+    pairing = tool_pairing_problems(
+        [m for m in new if not is_gateway_block(m) or m.get("role") == "tool" or m.get("tool_calls")]
+    )
     if pairing and not tool_pairing_problems(orig):  # a pass broke a pair the client had kept
         problems += pairing
     system_changed = any(d.detail.get("changes_system") for d in decisions)
