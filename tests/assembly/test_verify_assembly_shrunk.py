@@ -75,3 +75,17 @@ def test_an_older_rounds_condensed_reasoning_keeps_its_calls_paired_where_declar
     dropped = dict(made, tool_calls=[])
     unpaired = original.replace(messages=(*original.messages[:2], dropped, *original.messages[3:]))
     assert any("answers no preceding call" in p for p in verify_assembly(original, unpaired, [declared], keep_rounds=4))
+
+
+def test_a_copy_of_a_declared_message_left_verbatim_still_passes() -> None:
+    """A digest names every copy of a message: a chat repeats a reply byte for byte, and a pass that condensed
+    the older copy left the newer one as the client sent it. Before, the check wanted a block in place of every
+    copy, failed the plan, and the request fell back to a worse one."""
+    messages = _loop()
+    twice = [*messages[:4], messages[2], messages[3]]  # the newest round repeats the older one byte for byte
+    original = make_context({"messages": twice})
+    made = condensed_reasoning(messages[2], COUNTER)
+    assert made is not None
+    declared = Decision("clear_tool_results", "condensed", detail={"shrunk_digest": shrunk_digest(messages[2])})
+    plan = original.replace(messages=(*original.messages[:2], made, *original.messages[3:]))
+    assert verify_assembly(original, plan, [declared], keep_rounds=4) == []
