@@ -31,7 +31,7 @@ VOCABULARY: Mapping[str, tuple[str, ...]] = {
     "attach_documents": ("kept", "dropped", "chunked"),
     "prune_tools": ("pruned", "tool_set_changed", "kept_all"),
     "find_tools": ("expanded",),
-    "clear_tool_results": ("cleared",),
+    "clear_tool_results": ("cleared", "condensed"),
     "compact_history": ("compacted", "checkpoint_reused", "summarizer_failed", "prepared"),
     "recall_memory": ("recalled", "remembered", "recall_offered", "recall_served"),
     "restate_rules": ("restated", "omitted"),

@@ -37,6 +37,7 @@ from gateway.assembly.compaction_layout import (
     best_application,
     choose_end,
     compaction_memory,
+    for_head,
     layout,
     original_messages,
     request_tokens,
@@ -44,9 +45,10 @@ from gateway.assembly.compaction_layout import (
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.condense_reasoning import condensed_reasoning
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
 from gateway.assembly.input_stubs import input_saving, with_inputs_cleared
-from gateway.assembly.verify_assembly import is_gateway_block, last_client_user, newest_round_start
+from gateway.assembly.verify_assembly import is_gateway_block, last_client_user, newest_round_start, shrunk_digest
 from gateway.object_memo import ObjectMemo
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import content_text
@@ -321,14 +323,42 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
     lay = layout(ctx.messages, policy, ctx.env.counter)
     if lay is None:
         return ctx, []
+    policy = for_head(ctx, lay, policy)
+    ctx, condensed = _reapply_reasoning(ctx, lay)
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
     stubs = _Stubs(ctx, inputs=policy.clear_tool_inputs, inputs_before=lay.tail_start)
     chosen = _choose(ctx, lay, policy, sticky, stubs)
     if not chosen:
-        return ctx, []
+        return ctx, condensed
     out, decisions = _apply(ctx, policy, sticky, stubs, chosen, inputs_before=lay.tail_start)
     if any(str(ctx.messages[i].get("tool_call_id")) not in sticky for i in chosen):
         out = out.annotate(**{REWRITTEN_KEY: True})  # a new batch: condense_tail lands it at the target
+    return out, [*condensed, *decisions]
+
+
+def _reapply_reasoning(ctx: Context, lay: Layout) -> tuple[Context, list[Decision]]:
+    """The reasoning ``condense_tail`` condensed on earlier turns, condensed again before anything is planned.
+
+    Sticky like cleared results, and early for the same reason: ``compact_history`` judges the request
+    as it will go out, so a condensed message counted whole made it compact again on the next turns
+    (mini-swe-agent at 6K: four turns in a row, each landing far under the threshold). The originals go
+    to the annotations, so a summary is written from them and range hashes stay the client's."""
+    remembered = {str(x) for x in compaction_memory(ctx.session).get("condensed", ())}
+    if not remembered:
+        return ctx, []
+    found: dict[int, Message] = {}
+    counter = ctx.env.counter
+    for i in range(lay.head_end, newest_round_start(ctx.messages)):
+        m = ctx.messages[i]
+        if m.get("role") != "assistant":
+            continue
+        made = condensed_reasoning(m, counter)
+        if made is not None and shrunk_digest(m) in remembered:
+            found[i] = made
+    out, decisions = _condense_reasoning(ctx, ctx, found, set())  # those summarised away drop out of the memory
+    if found:
+        originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in found}}
+        out = out.annotate(**{ORIGINALS_KEY: originals})
     return out, decisions
 
 
@@ -387,11 +417,13 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     lay = layout(ctx.messages, policy, ctx.env.counter)
     if lay is None:
         return ctx, []
+    policy = for_head(ctx, lay, policy)
     marks = watermarks(ctx, lay, policy)
     tokens = request_tokens(ctx, ctx.messages, policy)
     sticky = {str(x) for x in compaction_memory(ctx.session).get("cleared", ())}
     active = tokens > marks.threshold or (tokens > marks.target and bool(ctx.annotations.get(REWRITTEN_KEY)))
-    if not active and not sticky:
+    condensed_before = {str(x) for x in compaction_memory(ctx.session).get("condensed", ())}
+    if not active and not sticky and not condensed_before:
         return ctx, []
     stubs = _Stubs(ctx, inputs=False)
     keep = set(policy.never_clear)
@@ -399,11 +431,24 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     least = max(policy.clear_min_tokens, 1)
     counter, memo = ctx.env.counter, ctx.env.memos.result_tokens
     chosen: list[int] = []
+    reasoning: dict[int, Message] = {}  # assistant messages whose text is condensed, with what they become
     loop_start = max(lay.tail_start, last_client_user(ctx.messages))
     for i in range(lay.head_end, newest_round_start(ctx.messages)):
         if lay.tail_start <= i < loop_start:
             continue  # a user turn the tail keeps: only the rounds of the current loop are condensed
         m = ctx.messages[i]
+        if m.get("role") == "assistant":
+            # The text of an older round's reasoning, oldest first with the results: condensed once, then
+            # on every turn (sticky by digest, so the prefix does not change back); its calls stay whole.
+            made = condensed_reasoning(m, counter)
+            if made is None:
+                continue
+            digest = shrunk_digest(m)
+            fresh = active and tokens > marks.target and i >= lay.tail_start
+            if digest in condensed_before or fresh:
+                reasoning[i] = made
+                tokens -= counter.message(m) - counter.message(made)
+            continue
         if (
             m.get("role") != "tool"
             or is_gateway_block(m)
@@ -418,9 +463,41 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
         if again or (active and tokens > marks.target and _result_tokens(m, counter, memo) >= least):
             chosen.append(i)
             tokens -= stubs.saving(i)
-    if not chosen:
+    if not chosen and not reasoning:
         return ctx, []
-    return _apply(ctx, policy, sticky, stubs, chosen, tail=True)
+    out, decisions = _apply(ctx, policy, sticky, stubs, chosen, tail=True) if chosen else (ctx, [])
+    if reasoning:
+        out, more = _condense_reasoning(ctx, out, reasoning, condensed_before)
+        decisions = [*decisions, *more]
+    return out, decisions
+
+
+def _condense_reasoning(
+    ctx: Context, out: Context, reasoning: Mapping[int, Message], kept: set[str]
+) -> tuple[Context, list[Decision]]:
+    """Write the condensed assistant messages into ``out``, their ``condensed`` decisions, and remember them.
+
+    Each decision names the client's message by digest (``shrunk_digest``), which is how ``verify_assembly``
+    accepts a ``<condensed`` block of the same role in its place. ``kept``: the digests remembered besides these."""
+    messages = list(out.messages)
+    decisions = []
+    counter = ctx.env.counter
+    for i, made in sorted(reasoning.items()):
+        messages[i] = made
+        original = ctx.messages[i]
+        detail = {
+            "message_index": i,
+            "round": i,
+            "role": "assistant",
+            "shrunk_digest": shrunk_digest(original),
+            "tail": True,
+        }
+        reason = "the summary alone left the request over the target; the reasoning of an older round condensed"
+        before_tokens = counter.message(original)
+        decisions.append(Decision(PASS, "condensed", before_tokens, counter.message(made), reason, detail))
+    remembered = sorted(kept | {shrunk_digest(ctx.messages[i]) for i in reasoning})
+    session = replace(out.session, extra=with_memory(out.session, condensed=remembered))
+    return out.replace(messages=tuple(messages), session=session), decisions
 
 
 def _clear_inputs(ctx: Context, messages: list[Message], chosen: Sequence[int]) -> set[int]:

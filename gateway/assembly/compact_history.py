@@ -32,6 +32,7 @@ from gateway.assembly.compaction_layout import (
     best_application,
     choose_end,
     compaction_memory,
+    for_head,
     head_end,
     layout,
     original_messages,
@@ -204,6 +205,7 @@ def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, li
     lay = layout(originals, policy, ctx.env.counter)
     if lay is None or not lay.has_middle:
         return ctx, []
+    policy = for_head(ctx, lay, policy)
     marks = watermarks(ctx, lay, policy)
     limit = marks.threshold
     before = request_tokens(ctx, ctx.messages, policy)

@@ -23,11 +23,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
 
-from gateway.assembly.compaction_policy import CompactionPolicy
+from gateway.assembly.compaction_policy import CompactionPolicy, with_sized_ceiling
+from gateway.assembly.condense_reasoning import CONDENSED_ESTIMATE_TOKENS, condensable
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState
 from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.message_text import SYSTEM_ROLES, system_indices, user_indices
@@ -116,8 +118,11 @@ def boundaries(messages: Sequence[Message], lo: int, hi: int) -> list[int]:
     return [i for i in range(lo + 1, hi + 1) if i == len(messages) or messages[i].get("role") != "tool"]
 
 
-#: A threshold the head alone makes unreachable is raised, but never past this share of the window.
+#: A threshold the head alone makes unreachable is raised, but never past this share of the window,
+#: or of what the head leaves when the head alone is past it (``threshold_ceiling``).
 RAISED_THRESHOLD_CAP = 0.8
+#: An unset summary ceiling is at most this share of what the head leaves of the window (``for_head``).
+SUMMARY_ROOM_SHARE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +151,60 @@ def watermarks(ctx: Context, lay: Layout, policy: CompactionPolicy) -> Watermark
     if floor <= target:
         return Watermarks(threshold, target, prepare)
     reachable = floor + threshold - target
-    shift = min(reachable, max(threshold, int(RAISED_THRESHOLD_CAP * ctx.env.context_window))) - threshold
+    shift = min(reachable, max(threshold, threshold_ceiling(ctx, lay, policy))) - threshold
     return Watermarks(threshold + shift, target + shift, prepare + shift)
+
+
+def threshold_ceiling(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:
+    """How high a raised threshold may go: ``RAISED_THRESHOLD_CAP`` of the window, or of what the head leaves.
+
+    A head past the cap (tau2's system prompt and tools are 6.7K of an 8K window) put the threshold
+    below the head itself: every turn was over it and compacted again (97 rewrites for 101 requests),
+    each landing far above the threshold. The head is never compacted, so it is not counted against
+    the room the cap keeps free: the ceiling is the head plus the cap's share of what it leaves.
+    Below the cap it stays the cap: that is also ``shrink_oversize``'s line (``direct_fraction``), and a
+    threshold past it let shrink condense a result on the turns in between, a rewrite each (mini-swe-agent
+    at 6K: 60 -> 66). Past it, shrinking one message can never bring the request under that line, so
+    shrink leaves it alone short of the window.
+    """
+    window = ctx.env.context_window
+    cap = int(RAISED_THRESHOLD_CAP * window)
+    head = head_tokens(ctx, lay, policy)
+    return cap if head <= cap else head + int(RAISED_THRESHOLD_CAP * max(0, window - head))
+
+
+def head_tokens(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:
+    """What no compaction changes: the head (system prompt, tool definitions, task) and the reply's reserve."""
+    return ctx.env.counter.request(ctx.messages[: lay.head_end], ctx.tools) + reserve(ctx, policy)
+
+
+def for_head(ctx: Context, lay: Layout, policy: CompactionPolicy) -> CompactionPolicy:
+    """``policy`` with an unset summary ceiling at most ``SUMMARY_ROOM_SHARE`` of what the head leaves.
+
+    ``for_window`` sizes the ceiling to the window (640 at 8K); behind a head that fills most of the
+    window (tau2 at 8K leaves 1.3K) a summary that size, with the newest rounds, is past any threshold
+    the room allows, so every compaction landed over it and the next turn compacted again. A summary
+    priced to the room lets a compaction land low enough that the next one is a real growth step away.
+    A ceiling set in the config is the operator's and is kept; a head that leaves most of the window
+    changes nothing (a quarter of it is over the window's ceiling).
+    """
+    if "summary_max_tokens" in policy.model_fields_set:
+        return policy
+    room = ctx.env.context_window - head_tokens(ctx, lay, policy)
+    ceiling = max(MIN_ROOM_SUMMARY_TOKENS, int(SUMMARY_ROOM_SHARE * room))
+    if ceiling >= policy.summary_max_tokens:
+        return policy
+    return _with_ceiling(policy, ceiling)
+
+
+#: A summary ceiling ``for_head`` never goes under (a summary shorter than this says too little).
+MIN_ROOM_SUMMARY_TOKENS = 128
+
+
+@lru_cache(maxsize=256)
+def _with_ceiling(policy: CompactionPolicy, ceiling: int) -> CompactionPolicy:
+    """One copy per policy and ceiling: a cramped session asks for the same one on every turn."""
+    return with_sized_ceiling(policy, ceiling)
 
 
 def landing_floor(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:
@@ -169,10 +226,14 @@ def landing_floor(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:
     if "summarize" in policy.strategies:  # at most its ceiling, at most what it replaces
         middle = counter.messages(messages[lay.head_end : lay.tail_start])
         summary = min(policy.summary_max_tokens + SUMMARY_FRAME_TOKENS, middle)
-    older = 0  # the tail's older rounds as clearing leaves them: calls whole, large results as stubs
+    older = 0  # the tail's older rounds as condense_tail leaves them: large results as stubs, long reasoning condensed
     for m in messages[lay.tail_start : newest]:
         size = counter.message(m)
-        older += STUB_ESTIMATE_TOKENS if m.get("role") == "tool" and size > 2 * STUB_ESTIMATE_TOKENS else size
+        if m.get("role") == "tool" and size > 2 * STUB_ESTIMATE_TOKENS:
+            size = STUB_ESTIMATE_TOKENS
+        elif condensable(m, counter):
+            size = min(size, CONDENSED_ESTIMATE_TOKENS + counter.message({**m, "content": ""}))
+        older += size
     return head + older + counter.messages(messages[newest:]) + summary
 
 

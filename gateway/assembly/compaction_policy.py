@@ -129,4 +129,14 @@ def _scaled(policy: CompactionPolicy, window: int) -> CompactionPolicy:
     ceiling = min(DEFAULT_SUMMARY_MAX_TOKENS, max(MIN_SUMMARY_TOKENS, int(SUMMARY_WINDOW_SHARE * window)))
     if ceiling >= policy.summary_max_tokens:
         return policy
-    return policy.model_copy(update={"summary_max_tokens": ceiling})
+    return with_sized_ceiling(policy, ceiling)
+
+
+def with_sized_ceiling(policy: CompactionPolicy, ceiling: int) -> CompactionPolicy:
+    """``policy`` with the gateway's own summary ceiling: still unset as far as the config goes.
+
+    ``model_copy(update=...)`` would mark the field as set, and a later sizing (``for_window`` again,
+    ``compaction_layout.for_head``) would take the gateway's ceiling for the operator's and keep it.
+    """
+    fields = {**policy.__dict__, "summary_max_tokens": ceiling}
+    return CompactionPolicy.model_construct(_fields_set=set(policy.model_fields_set), **fields)

@@ -21,8 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gateway.assembly.compaction_layout import (
+    Layout,
     choose_end,
     compaction_memory,
+    for_head,
     layout,
     matching_checkpoints,
     original_messages,
@@ -59,6 +61,7 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     lay = layout(messages, policy, original.env.counter)
     if lay is None or not lay.has_middle:
         return None
+    policy = for_head(original, lay, policy)
     marks = watermarks(original, lay, policy)
     if not marks.prepare < tokens <= marks.threshold:
         return None
@@ -81,6 +84,7 @@ def prepare(
 ) -> RangeSummary:
     """The checkpoint ``plan`` names, summarised as the gateway prepares it ahead (in a background thread)."""
     sized = for_window(policy, ctx.env.context_window)  # the summary's ceiling follows the window
+    sized = for_head(ctx, Layout(plan.start, plan.end), sized)  # and the room the head leaves, as planned
     return summarize_range(plan.messages, plan.start, plan.end, plan.previous, summarizer, sized, ctx.env.counter)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import orjson
 
@@ -181,7 +180,11 @@ def verify_assembly(
     orig = [comparable(m) for m in original.messages]
     new = [comparable(m) for m in assembled.messages]
     problems: list[str] = []
-    pairing = tool_pairing_problems([m for m in new if not is_gateway_block(m) or m.get("role") == "tool"])
+    # A gateway block stays in the pairing when it is a result or carries calls (an older round's assistant
+    # message whose reasoning was condensed keeps its calls: ``condense_reasoning``).
+    pairing = tool_pairing_problems(
+        [m for m in new if not is_gateway_block(m) or m.get("role") == "tool" or m.get("tool_calls")]
+    )
     if pairing and not tool_pairing_problems(orig):  # a pass broke a pair the client had kept
         problems += pairing
     system_changed = any(d.detail.get("changes_system") for d in decisions)
@@ -197,8 +200,8 @@ def verify_assembly(
     if task >= 0 and task not in shrunk and not any(m is orig[task] or m == orig[task] for m in new):
         problems.append("the task (first user message) is not forwarded verbatim")
     if last >= 0:
-        tail: list[Message | None] = [None if i in shrunk else orig[i] for i in range(last, len(orig))]
-        found = _find_run(new, tail, [orig[i].get("role") for i in range(last, len(orig))])
+        tail = [orig[i] for i in range(last, len(orig))]
+        found = _find_run(new, tail, [i in shrunk for i in range(last, len(orig))])
         if found < 0:
             problems.append("the last user turn or the newest rounds are not forwarded verbatim")
         elif not all(is_gateway_block(m) for m in new[found + len(tail) :]):
@@ -208,19 +211,23 @@ def verify_assembly(
     return problems
 
 
-def _find_run(haystack: Sequence[Message], run: list[Message | None], roles: list[Any]) -> int:
-    """Index where ``run`` occurs in order; a None stands for a declared-shrunk message (a block of its role)."""
+def _find_run(haystack: Sequence[Message], run: list[Message], replaced: list[bool]) -> int:
+    """Index where ``run`` occurs in order; a declared-replaced message may stand there as a block of its role."""
     n = len(run)
     for start in range(len(haystack) - n, -1, -1):
-        if all(_same(haystack[start + k], run[k], roles[k]) for k in range(n)):
+        if all(_same(haystack[start + k], run[k], replaced[k]) for k in range(n)):
             return start
     return -1
 
 
-def _same(found: Message, expected: Message | None, role: Any) -> bool:
-    if expected is None:
-        return is_gateway_block(found) and found.get("role") == role
-    return found is expected or found == expected
+def _same(found: Message, expected: Message, replaced: bool) -> bool:
+    """The client's message, or where a decision declared it replaced, a gateway block of its role.
+
+    Declared by digest, a replacement names every copy of the message (a chat repeats replies byte for
+    byte): a copy the pass left as it was is the client's message, and still passes."""
+    if found is expected or found == expected:
+        return True
+    return replaced and is_gateway_block(found) and found.get("role") == expected.get("role")
 
 
 def _order_problems(orig: Sequence[Message], new: Sequence[Message], inputs: bool) -> list[str]:

@@ -257,6 +257,31 @@ def test_behind_a_large_head_each_compaction_lands_at_the_target(prepare_ahead: 
         assert result.assembled.messages[-8:] == tuple(history[-8:]), "the newest four rounds go out verbatim"
 
 
+def test_behind_a_head_past_the_cap_compactions_come_a_growth_step_apart() -> None:
+    """The head alone is past 80 % of the window (tau2's system prompt and tools are 6.7K of 8K): the threshold
+    rises to the head plus 80 % of what it leaves and the summary is priced to that room, so a compaction lands
+    well under the threshold. Before, the threshold stopped at 80 % of the window, under the head itself: every
+    turn was over it and compacted again (97 rewrites for 101 requests on tau2 at 8K; 56 for 60 turns here)."""
+    window = 8_000
+    lines = _POLICY_LINES * 2
+    system = "\n".join([LOOP_SYSTEM, *lines])
+    while COUNTER.text(system) > 0.83 * window:
+        lines = lines[:-1]
+        system = "\n".join([LOOP_SYSTEM, *lines])
+    head = [{"role": "system", "content": system}, {"role": "user", "content": LOOP_TASK}]
+    assert COUNTER.messages(head) > 0.8 * window, "the head alone is past the cap"
+    steps = [loop_round(k, words=12) for k in range(60)]
+    histories = [head + [m for step in steps[: n + 1] for m in step] for n in range(len(steps))]
+    results = run_turns(histories, policy(), window=window)
+    room = window - COUNTER.messages(head)
+    growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
+    changed = rewrites(results)
+    assert changed and len(changed) <= growth / (0.25 * room), f"{len(changed)} rewrites for {growth} tokens of growth"
+    assert all(r.assembled.prompt_tokens() <= window for r in results)
+    for history, result in zip(histories, results, strict=True):
+        assert result.assembled.messages[-8:] == tuple(history[-8:]), "the newest four rounds go out verbatim"
+
+
 def _summary_end(messages: tuple[Message, ...]) -> int:
     return next(i for i, m in enumerate(messages) if str(m.get("content")).startswith("<summary")) + 1
 

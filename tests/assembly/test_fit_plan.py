@@ -150,3 +150,43 @@ def test_mini_swe_agent_at_6k_compacts_at_most_once_per_target_to_threshold_grow
     assert not any(tool_pairing_problems(r.assembled.messages) for r in results)
     growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
     assert len(rewrites(results)) <= growth / ((0.55 - 0.25) * window)
+
+
+def _thinking_round(k: int) -> list[dict[str, Any]]:
+    """A round of an agent that thinks aloud: ~800 tokens of reasoning before one command, a short result."""
+    thought = " ".join(
+        f"Thought {k}.{j}: the parser in module_{k}.py reads line {j} and the value may be off by one."
+        for j in range(30)
+    )
+    call = {
+        "id": f"call_{k}",
+        "type": "function",
+        "function": {"name": "bash", "arguments": f'{{"command": "sed -n 1,40p src/module_{k}.py"}}'},
+    }
+    return [
+        {"role": "assistant", "content": thought, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{k}", "content": f"module_{k} line " + "value = parse(line) " * 60},
+    ]
+
+
+def test_the_reasoning_of_older_tail_rounds_is_condensed_so_a_compaction_lands_a_band_away() -> None:
+    """The newest four rounds were kept whole whatever their size: with ~800 tokens of reasoning each they
+    alone were past the target, so every compaction landed high and the next came a round or two later
+    (56 rewrites for a bound of 36.5 at 6K before). Now the older tail rounds' reasoning is condensed to its
+    edges, the calls whole, and stays condensed on later turns; the newest round goes out verbatim."""
+    head = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Task: fix the parser."},
+    ]
+    steps = [_thinking_round(k) for k in range(60)]
+    histories = [head + [m for step in steps[: n + 1] for m in step] for n in range(len(steps))]
+    window = 6000
+    results = run_turns(histories, Policy(), window=window)
+    assert not any(r.reverted for r in results), "every plan passes the safety check"
+    assert all(r.assembled.prompt_tokens() <= window for r in results)
+    assert not any(tool_pairing_problems(r.assembled.messages) for r in results)
+    for history, result in zip(histories, results, strict=True):
+        assert result.assembled.messages[-2:] == tuple(history[-2:]), "the newest round goes out verbatim"
+    growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
+    assert len(rewrites(results)) <= growth / ((0.55 - 0.25) * window)
+    assert any(d.action == "condensed" for r in results for d in r.decisions), "older rounds' reasoning condensed"
