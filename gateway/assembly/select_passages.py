@@ -7,7 +7,8 @@ most ``max_passages``, within ``recall_budget_tokens`` for the whole ``<recalled
 An answer is often spread over two turns (the question's words in one, the answer in the
 next), so a chosen passage brings its adjacent turn along, ahead of weaker matches elsewhere,
 when that one scores at least ``NEIGHBOUR_SHARE`` of it (and ``min_score``), within the same
-bounds. ``max_passages`` counts turns: the pieces of one long turn take one place.
+bounds: the better of its two neighbours only (with both, a top turn and the turns either side
+of it took all three places). ``max_passages`` counts turns: the pieces of one long turn take one place.
 
 Distinct matches come before more of a turn already given back: the other pieces of a chosen
 turn only fill what the budget leaves once every place is decided. Taken right after their
@@ -110,8 +111,8 @@ def select_passages(
             continue
         floor = max(policy.min_score, NEIGHBOUR_SHARE * p.score)
         for q in sorted(_neighbours(p, candidates), key=lambda c: -c.score):
-            if q.score >= floor and _turn(q) not in turns:
-                take(q, cut=False)
+            if q.score >= floor and _turn(q) not in turns and take(q, cut=False):
+                break  # one neighbour per match: with both, a top turn took every place
     for p in ranked:  # what the budget leaves: the further pieces of the turns given back
         if _turn(p) in turns:
             take(p, cut=False)

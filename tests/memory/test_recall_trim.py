@@ -98,3 +98,17 @@ def test_further_pieces_of_a_turn_fill_the_room_left() -> None:
     ctx = make_context({"messages": _messages()})
     chosen = select_passages(candidates, _messages(), MemoryPolicy(recall_budget_tokens=800), ctx.env.counter)
     assert [c.passage.passage_id for c in chosen] == [1, 4, 2]
+
+
+def test_a_match_brings_one_neighbour_not_both() -> None:
+    """rhelm held-out ("dental treats") at a budget with room for three: the top turn and the turns either side
+    of it took all three places ahead of the answer's turn, ranked second."""
+    candidates = (
+        _passage(1, 10, "user: " + FILLER * 8, 0.84),
+        _passage(2, 8, "user: " + FILLER * 8, 0.63),  # the turn before the top one
+        _passage(3, 12, "assistant: " + FILLER * 8, 0.68),  # the turn after it
+        _passage(4, 96, "assistant: The vet said dental treats twice a week keep the teeth clean.", 0.78),
+    )
+    ctx = make_context({"messages": _messages()})
+    chosen = select_passages(candidates, _messages(), MemoryPolicy(recall_budget_tokens=1000), ctx.env.counter)
+    assert [c.passage.passage_id for c in chosen] == [1, 3, 4]
