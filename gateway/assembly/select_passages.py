@@ -7,17 +7,29 @@ most ``max_passages``, within ``recall_budget_tokens`` for the whole ``<recalled
 An answer is often spread over two turns (the question's words in one, the answer in the
 next), so a chosen passage brings its adjacent turn along, ahead of weaker matches elsewhere,
 when that one scores at least ``NEIGHBOUR_SHARE`` of it (and ``min_score``), within the same
-bounds. Pure.
+bounds: the better of its two neighbours only (with both, a top turn and the turns either side
+of it took all three places). ``max_passages`` counts turns: the pieces of one long turn take one place.
+
+Distinct matches come before more of a turn already given back: the other pieces of a chosen
+turn only fill what the budget leaves once every place is decided. Taken right after their
+first piece (as neighbours were), a top turn's second piece and its next turn filled the 800
+tokens ahead of an answer ranked 2nd-3rd elsewhere ("dental treats", "Aisha Rahman and Pieter"
+on rhelm's held-out half). A passage chosen on its own score that would overflow the budget is
+cut, when at least ``MIN_TRIM_TOKENS`` remain, to the run of its sentences sharing most words with
+the question that fits; a neighbour or a further piece comes only whole. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gateway.assembly.context import Message
 from gateway.assembly.memory_blocks import Passage, passage_block, recalled_message
+from gateway.assembly.message_text import text_of
+from gateway.assembly.text_relevance import sentences, terms
+from gateway.assembly.verify_assembly import last_client_user
 
 if TYPE_CHECKING:
     from gateway.assembly.recall_memory import MemoryPolicy
@@ -28,6 +40,9 @@ if TYPE_CHECKING:
 NEIGHBOUR_SHARE = 0.6
 #: Tokens a passage adds to the block's head (its turns in the note).
 HEAD_SHARE_TOKENS = 4
+#: Room left in the budget below which a passage that does not fit is skipped rather than cut.
+MIN_TRIM_TOKENS = 60
+_CUT = "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,40 +73,85 @@ def select_passages(
     if not candidates:
         return []
     visible = visible_text(messages)
+    question = last_client_user(messages)
+    asked = set(terms(text_of(messages[question].get("content")))) if question >= 0 else set()
     chosen: list[Chosen] = []
     taken: set[int] = set()
+    turns: set[tuple[str, int]] = set()  # the turns given back: one place in max_passages each
     used = counter.message(recalled_message([]))
 
-    def take(p: Passage) -> bool:
+    def take(p: Passage, cut: bool) -> bool:
         nonlocal used
         if p.passage_id in taken or p.text in visible:
             return False  # already chosen, or the model still sees it verbatim
+        if _turn(p) not in turns and len(turns) >= policy.max_passages:
+            return False  # no place left for another turn
         tokens = counter.text(passage_block(p)) + 1 + HEAD_SHARE_TOKENS
-        if used + tokens > policy.recall_budget_tokens:
-            return False
+        room = policy.recall_budget_tokens - used
+        if tokens > room:
+            if not cut or room < MIN_TRIM_TOKENS:
+                return False
+            p = trimmed(p, asked, room - (tokens - counter.text(p.text)), counter)
+            tokens = counter.text(passage_block(p)) + 1 + HEAD_SHARE_TOKENS
+            if not p.text or tokens > room:
+                return False
         used += tokens
         taken.add(p.passage_id)
+        turns.add(_turn(p))
         chosen.append(Chosen(p, tokens))
         return True
 
-    for p in sorted(candidates, key=lambda c: (-c.score, c.start, c.passage_id)):
-        if len(chosen) >= policy.max_passages or p.score < policy.min_score:
-            break
-        if not take(p):
+    ranked = [
+        p for p in sorted(candidates, key=lambda c: (-c.score, c.start, c.passage_id)) if p.score >= policy.min_score
+    ]
+    for p in ranked:
+        if _turn(p) in turns:
+            continue  # more of a turn already given back waits until every place is decided
+        if not take(p, cut=True):
             continue
         floor = max(policy.min_score, NEIGHBOUR_SHARE * p.score)
         for q in sorted(_neighbours(p, candidates), key=lambda c: -c.score):
-            if len(chosen) < policy.max_passages and q.score >= floor:
-                take(q)
+            if q.score >= floor and _turn(q) not in turns and take(q, cut=False):
+                break  # one neighbour per match: with both, a top turn took every place
+    for p in ranked:  # what the budget leaves: the further pieces of the turns given back
+        if _turn(p) in turns:
+            take(p, cut=False)
     return chosen
 
 
+def _turn(p: Passage) -> tuple[str, int]:
+    """The turn a passage is a piece of (a long turn is archived as several pieces with one start)."""
+    return (p.session_id, p.start)
+
+
 def _neighbours(p: Passage, candidates: Sequence[Passage]) -> list[Passage]:
-    """The candidates holding the turn just before or just after ``p`` (or another piece of its turn)."""
+    """The candidates holding the turn just before or just after ``p``."""
     return [
         q
         for q in candidates
-        if q.passage_id != p.passage_id
-        and q.session_id == p.session_id
-        and (q.end == p.start or q.start == p.end or q.start == p.start)
+        if q.passage_id != p.passage_id and q.session_id == p.session_id and (q.end == p.start or q.start == p.end)
     ]
+
+
+def trimmed(p: Passage, asked: set[str], budget: int, counter: TokenCounter) -> Passage:
+    """``p`` cut to the run of whole sentences sharing most words with the question (``asked``) that
+    fits in ``budget`` tokens, an ellipsis marking each cut (empty text when not even one sentence fits)."""
+    parts = sentences(p.text)
+    costs = [counter.text(s) for s in parts]
+    hits = [len(asked & set(terms(s))) for s in parts]
+    room = budget - 2 * counter.text(_CUT)
+    best: tuple[int, int, int] = (-1, 0, 0)  # (shared words, start, end)
+    for a in range(len(parts)):
+        spent, shared = 0, 0
+        for b in range(a, len(parts)):
+            spent += costs[b]
+            if spent > room:
+                break
+            shared += hits[b]
+            if shared > best[0] or (shared == best[0] and b + 1 - a > best[2] - best[1]):
+                best = (shared, a, b + 1)
+    _, a, b = best
+    if b <= a:
+        return replace(p, text="")
+    text = "".join(parts[a:b]).strip()
+    return replace(p, text=f"{_CUT if a else ''}{text}{_CUT if b < len(parts) else ''}")

@@ -151,6 +151,7 @@ def search(
     fused, meaning = rank.fused_scores(question, corpus, [*stored, *tail_vectors], question_vector)
     own = fused[: len(rows)]
     novel = set(terms(question)) - {t for ts in tail_terms for t in ts}
+    tail_sets = [set(ts) for ts in tail_terms]
     tail_meaning = max(meaning[len(rows) :], default=0.0)
     near = [
         (
@@ -162,7 +163,7 @@ def search(
     timed = rank.is_time_question(question)
     dated = [rank.has_date(r.text) for r in rows] if timed else [False] * len(rows)  # a scan only when asked when
     echo = [
-        rank.resembles_tail(set(r.terms.split()), novel, meaning[i], tail_meaning, bool(tail))
+        rank.resembles_tail(set(r.terms.split()), novel, meaning[i], tail_meaning, tail_sets)
         for i, r in enumerate(rows)
     ]
     scores = rank.with_context([0.0 if e else o for e, o in zip(echo, own, strict=True)], near, dated, timed)

