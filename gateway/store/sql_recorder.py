@@ -214,7 +214,13 @@ class SqlRecorder:
                 self._engine = make_engine(self.database_url)
             if self._journal is not None:
                 await asyncio.to_thread(self._recover_journals)
-                self._journal.open()
+                try:
+                    self._journal.open()
+                except OSError:
+                    # Beside a spool that cannot be written (its folder is a file, a read-only disk) the
+                    # journal cannot be either: serve without it, as before it existed, and say so.
+                    log.exception("store: no journal beside %s; records are not journaled", self.spool.path)
+                    self._journal = None
             self._loop = asyncio.get_running_loop()
             self._thread = threading.Thread(target=self._run, name="ventana-store-writer", daemon=True)
             self._thread.start()
