@@ -162,9 +162,12 @@ def search(
     ]
     timed = rank.is_time_question(question)
     dated = [rank.has_date(r.text) for r in rows] if timed else [False] * len(rows)  # a scan only when asked when
+    asked = frozenset(terms(question))
+    row_terms = [set(r.terms.split()) for r in rows]
+    sharper = list({frozenset(ts & asked) for ts in row_terms if ts & novel}) if novel and tail_sets else []
     echo = [
-        rank.resembles_tail(set(r.terms.split()), novel, meaning[i], tail_meaning, tail_sets)
-        for i, r in enumerate(rows)
+        rank.resembles_tail(ts, novel, meaning[i], tail_meaning, tail_sets, sharper, asked)
+        for i, ts in enumerate(row_terms)
     ]
     scores = rank.with_context([0.0 if e else o for e, o in zip(echo, own, strict=True)], near, dated, timed)
     found = [

@@ -101,15 +101,23 @@ def resembles_tail(
     meaning: float,
     tail_meaning: float,
     tail_terms: Sequence[set[str]],
+    sharper: Sequence[frozenset[str]] = (),
+    asked: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether a passage only resembles the newest turns: every question word it matches is in them
     too (``novel``: the question's words they lack), it means the question no more than they do, and
-    one of them holds at least ``TAIL_OVERLAP`` of its words (a templated turn again, not a turn on the
-    same subject: rhelm's "Luna greeted me ... the new dental treats" shares only "Luna", "food", "care"
-    with the question, all in the newest turns about Luna's food, and was dropped)."""
+    either one of them holds at least ``TAIL_OVERLAP`` of its words (a templated turn again, not a turn
+    on the same subject: rhelm's "Luna greeted me ... the new dental treats" shares only "Luna", "food",
+    "care" with the question, all in the newest turns about Luna's food, and was dropped), or another
+    passage matches every question word (``asked``) this one matches and one the newest turns lack
+    (``sharper``: the question words each such passage matches): every "locker code at site N" against
+    the visible "give me every locker code", once the turn with the question's own "site 1" is archived."""
     if not tail_terms or passage_terms & novel or meaning > tail_meaning + RESEMBLE_MARGIN:
         return False
-    return max(len(passage_terms & t) for t in tail_terms) >= TAIL_OVERLAP * max(1, len(passage_terms))
+    if max(len(passage_terms & t) for t in tail_terms) >= TAIL_OVERLAP * max(1, len(passage_terms)):
+        return True
+    mine = passage_terms & asked
+    return any(matched >= mine for matched in sharper)
 
 
 def with_context(

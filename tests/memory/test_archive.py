@@ -129,3 +129,25 @@ def test_a_turn_on_the_subject_the_newest_turns_discuss_is_still_recalled(engine
     assert len(tail) == 3
     found = search(engine, str(asked[-1]["content"]), session_id="s-l", tail=tail)
     assert "dental treats" in found[0].text and found[0].score > 0, [(p.turns, p.score) for p in found]
+
+
+def test_a_templated_turn_is_not_recalled_over_the_one_with_the_questions_own_word(engine: Engine) -> None:
+    """Every "locker code at site N" turn matches only words the visible "give me every locker code" has;
+    the turn with the question's own "1" matches them too and more, so the others only resemble the tail
+    (tests/e2e/test_summaries_e2e.py: turns of sites 2, 4 and 8 were recalled instead of site 1's)."""
+    history: list[dict[str, str]] = [{"role": "system", "content": "You are a helpful assistant."}]
+    for site, code in ((8, "KA-8349Y"), (1, "HA-2190F"), (4, "PB-1187Q"), (2, "MX-5521T")):
+        history += [
+            {"role": "user", "content": f"The new locker code at site {site} is {code}; Liam is the only one with it."},
+            {"role": "assistant", "content": f"Noted the locker code for site {site}."},
+        ]
+    archived_end = len(history)
+    history += [
+        {"role": "user", "content": "I'm at the depot now. Give me the locker code of every site, site by site."},
+        {"role": "assistant", "content": "Here is every locker code I have, site by site."},
+    ]
+    archive(engine, "s-k", "caller:k", passages_of(history, 1, archived_end, 300, COUNT))
+    asked = [*history, {"role": "user", "content": "What is the locker code for site 1?"}]
+    found = search(engine, str(asked[-1]["content"]), session_id="s-k", tail=tail_turns(asked, archived_end))
+    assert "HA-2190F" in found[0].text and found[0].score > 0, [(p.turns, p.score) for p in found]
+    assert all(p.score == 0 for p in found if "HA-2190F" not in p.text), [(p.turns, p.score) for p in found]
