@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.assembly.context import Message
-from gateway.assembly.text_relevance import split_units
+from gateway.assembly.text_relevance import edges
 from gateway.assembly.verify_assembly import is_gateway_block
 from gateway.object_memo import ObjectMemo
 
@@ -60,17 +60,7 @@ def condensed_reasoning(message: Message, count: Any) -> Message | None:
 def _condense(message: Message, count: Any) -> Message | None:
     text = str(message.get("content"))
     size = count.text(text)
-    units = split_units(text, EDGE_TOKENS, count.text)
-    a, spent = 0, 0
-    while a < len(units) and spent + units[a][1] <= EDGE_TOKENS:
-        spent += units[a][1]
-        a += 1
-    b, spent = len(units), 0
-    while b > a and spent + units[b - 1][1] <= EDGE_TOKENS:
-        spent += units[b - 1][1]
-        b -= 1
-    head = "".join(u for u, _ in units[:a])
-    tail = "".join(u for u, _ in units[b:])
+    head, _, tail = edges(text, EDGE_TOKENS, count.text)
     omitted = size - count.text(head) - count.text(tail)
     body = f"{head}\n[... {omitted} tokens of reasoning omitted by the gateway ...]\n{tail}"
     out = {

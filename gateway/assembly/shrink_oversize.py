@@ -42,7 +42,7 @@ from gateway.assembly.condense_text import (
 )
 from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.policy import PassPolicy
-from gateway.assembly.text_relevance import is_lookup, split_units
+from gateway.assembly.text_relevance import edges, is_lookup
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user, shrunk_digest
 from gateway.errors import ContextTooLong
 from gateway.tokens import content_text
@@ -115,7 +115,7 @@ def _shrink(ctx: Context, index: int, target: int, policy: OversizePolicy) -> tu
         {**message, "content": _frame("hierarchical_summarization", 99, size, "", _recover(ctx, index, size))}
     )
     budget = target - frame - 2 * edge
-    head, middle, tail = _edges(text, edge, counter.text)
+    head, middle, tail = edges(text, edge, counter.text)
     query = head + "\n" + tail if index == last_client_user(ctx.messages) else _last_user_text(ctx.messages)
     strategy = _strategy(query, size / target, policy)
     over_cap = _over_call_cap(strategy, counter.text(middle), budget, ctx, policy)
@@ -157,21 +157,6 @@ def _largest(messages: Sequence[Message], count: Callable[[Message], int]) -> in
 def _last_user_text(messages: Sequence[Message]) -> str:
     i = last_client_user(messages)
     return content_text(messages[i].get("content"))[0] if i >= 0 else ""
-
-
-def _edges(text: str, edge: int, count: Callable[[str], int]) -> tuple[str, str, str]:
-    """Split off about ``edge`` tokens at each end on sentence boundaries: (head, middle, tail)."""
-    units = split_units(text, max(edge, 1), count)
-    a, spent = 0, 0
-    while a < len(units) and spent + units[a][1] <= edge:
-        spent += units[a][1]
-        a += 1
-    b, spent = len(units), 0
-    while b > a and spent + units[b - 1][1] <= edge:
-        spent += units[b - 1][1]
-        b -= 1
-    join = "".join
-    return join(u for u, _ in units[:a]), join(u for u, _ in units[a:b]), join(u for u, _ in units[b:])
 
 
 def _strategy(query: str, factor: float, policy: OversizePolicy) -> str:

@@ -156,6 +156,24 @@ def split_units(text: str, size: int, count: Callable[[str], int]) -> list[tuple
     return [(u, count(u)) for piece in sentences(text) for u in _split_long(piece, size, count)]
 
 
+def edges(text: str, edge: int, count: Callable[[str], int]) -> tuple[str, str, str]:
+    """Split off about ``edge`` tokens at each end on sentence boundaries: (head, middle, tail).
+
+    The shape both condensers keep (``shrink_oversize`` for results, ``condense_reasoning`` for an
+    assistant's reasoning): where a text starts and where it concludes."""
+    units = split_units(text, max(edge, 1), count)
+    a, spent = 0, 0
+    while a < len(units) and spent + units[a][1] <= edge:
+        spent += units[a][1]
+        a += 1
+    b, spent = len(units), 0
+    while b > a and spent + units[b - 1][1] <= edge:
+        spent += units[b - 1][1]
+        b -= 1
+    join = "".join
+    return join(u for u, _ in units[:a]), join(u for u, _ in units[a:b]), join(u for u, _ in units[b:])
+
+
 def window_spans(counts: Sequence[int], size: int, overlap: int) -> list[tuple[int, int]]:
     """Unit ranges ``[start, end)`` of about ``size`` tokens each, consecutive ones sharing ``overlap`` tokens."""
     spans: list[tuple[int, int]] = []
