@@ -260,10 +260,7 @@ def _rank(
 ) -> tuple[list[float], list[int], int]:
     """Score each named tool against the session (or the turn); indexes by descending score (ties:
     client order); how many tools had a usage profile."""
-    first_of: dict[str, Tool] = {}
-    for tool in tools:
-        first_of.setdefault(tool_name(tool), tool)
-    documents = [tool_document(first_of[n]) for n in names]
+    first_of, documents = _documents(tools, names)
     query = query_text(ctx.messages)
     profiles = ctx.env.tool_profiles
     profiled = 0
@@ -285,6 +282,14 @@ def _rank(
     return scores, sorted(range(len(names)), key=lambda i: (-scores[i], i)), profiled
 
 
+def _documents(tools: Sequence[Tool], names: Sequence[str]) -> tuple[dict[str, Tool], list[str]]:
+    """The first tool of each name (a client may repeat one) and the scoring document of each, in ``names`` order."""
+    first_of: dict[str, Tool] = {}
+    for tool in tools:
+        first_of.setdefault(tool_name(tool), tool)
+    return first_of, [tool_document(first_of[n]) for n in names]
+
+
 def _named_first(ranked: Sequence[int], names: Sequence[str], named: set[str]) -> list[int]:
     """``ranked`` with the tools the system prompt names (``system_named``) moved to the front:
     a fresh set takes them first, within its budget, so the session does not search for them."""
@@ -304,10 +309,7 @@ def session_selection(
     """
     names = _unique_names(tools)
     required = called_names(messages) & set(names)
-    first_of: dict[str, Tool] = {}
-    for tool in tools:
-        first_of.setdefault(tool_name(tool), tool)
-    documents = [tool_document(first_of[n]) for n in names]
+    first_of, documents = _documents(tools, names)
     if task_parts(messages):
         scores = session_scores(messages, [first_of[n] for n in names], documents, required, get_scorer(policy.scorer))
     else:

@@ -92,8 +92,9 @@ class ToolSearch:
         if not final:  # the set changes now: take in what the session needs by now, not one search per tool
             messages = outgoing.get("messages") or ()
             fresh = session_selection(messages, self.client_tools, self.policy, self.counter)
-            added += [n for n in fresh if n not in set(current) and n not in set(added)]
-            added += self._app_mates([tool_name(t) for t in found], set(current) | set(added))
+            have = {*current, *added}
+            added += [n for n in fresh if n not in have]
+            added += self._app_mates([tool_name(t) for t in found], {*current, *added})
         names = [*current, *dict.fromkeys(added)]
         tools = [t for n in names for t in self.client_tools if tool_name(t) == n]
         rest = len(names) < len(client_names)
