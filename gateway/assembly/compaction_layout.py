@@ -137,21 +137,27 @@ class Watermarks:
 def watermarks(ctx: Context, lay: Layout, policy: CompactionPolicy) -> Watermarks:
     """The watermarks in tokens; raised when the head alone makes the threshold unreachable.
 
-    When the head (system prompt, task, tool definitions, reserve) plus the target-to-threshold
-    band is already past the threshold, compacting on every turn could hardly get under it and
-    would only rewrite the prefix each time. Then the target moves up to what a compaction
-    keeps (``compaction_floor``: the head, the newest rounds and a full-size summary), and
-    threshold and prepare_at with it (the threshold at most to ``RAISED_THRESHOLD_CAP`` of the
-    window). A target raised only to the head would sit below what any compaction lands at:
-    each one would land between target and threshold and the next come a few rounds later.
+    When what a compaction can land at (``landing_floor``: the head, a full-size summary, the tail's
+    older rounds condensed and the newest round) is past the target, compacting on every turn could
+    hardly get under it and would only rewrite the prefix each time. Then the threshold moves up to
+    ``threshold_ceiling`` (``RAISED_THRESHOLD_CAP`` of the window, or of what the head leaves), and
+    target and prepare_at with it, the target-to-threshold band kept. A target raised only to the
+    head would sit below what any compaction lands at: each one would land between target and
+    threshold and the next come a few rounds later.
+
+    The raised threshold does not follow the floor itself (it was ``floor + band`` up to the ceiling):
+    the floor counts the newest round, so the threshold moved with each round's size, and a small
+    round after a large one lowered it under a request that had only grown by that round, and a
+    compaction (or a clearing batch) came a turn or two after the last. The ceiling depends on the
+    head alone, so it stays put: rewrites 19 -> 15 (generated coding loop, 16K), 32 -> 30 (8K),
+    31 -> 29 (mini-swe-agent, 8K), the other agent-loop rows unchanged.
     """
     threshold, target = token_limit(ctx, policy.threshold), token_limit(ctx, policy.target)
     prepare = token_limit(ctx, policy.prepare_at)
     floor = landing_floor(ctx, lay, policy)
     if floor <= target:
         return Watermarks(threshold, target, prepare)
-    reachable = floor + threshold - target
-    shift = min(reachable, max(threshold, threshold_ceiling(ctx, lay, policy))) - threshold
+    shift = max(threshold, threshold_ceiling(ctx, lay, policy)) - threshold
     return Watermarks(threshold + shift, target + shift, prepare + shift)
 
 
