@@ -121,10 +121,12 @@ def read_new_body(
 
 
 def check_and_name(
-    body: dict[str, Any], reused: int, gw: Gateway, caller: str, named: str | None
+    body: dict[str, Any], reused: int, gw: Gateway, caller: str, named: str | None, known_tools: bool = False
 ) -> tuple[ModelConfig, str]:
-    """Validate the body (its first ``reused`` messages were checked before), find its model, name its session."""
-    validate_chat_request(body, max_messages=gw.settings.limits.max_messages, known_valid=reused)
+    """Validate the body (its first ``reused`` messages, and with ``known_tools`` its tool list, were
+    checked before), find its model, name its session."""
+    limit = gw.settings.limits.max_messages
+    validate_chat_request(body, max_messages=limit, known_valid=reused, known_tools=known_tools)
     model = configured_model(gw, body)
     return model, identify_session(named, caller, model.name, body["messages"])
 
@@ -386,7 +388,7 @@ async def read_and_name(
         gw.parser.remember(raw, caller, body, 0, layout)
         return body, 0, model, session_id
     body, reused = parse_request(raw, gw.parser, caller)
-    model, session_id = check_and_name(body, reused, gw, caller, named)
+    model, session_id = check_and_name(body, reused, gw, caller, named, gw.parser.vouches_tools(body))
     gw.parser.remember(raw, caller, body, reused)  # no await since parse: the entry it reused is intact
     return body, reused, model, session_id
 

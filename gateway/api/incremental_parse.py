@@ -51,6 +51,7 @@ class _Body:
     start: int  # offset of the first message (just after ``[``)
     ends: list[int]  # offset just past each message's closing brace
     messages: list[Any]
+    tools: Any  # the body's ``tools`` as checked: an equal list in the next turn's body is swapped for it
 
 
 class IncrementalParser:
@@ -101,8 +102,15 @@ class IncrementalParser:
             reused = _reuse(raw, best, shared)
             if reused is not None:
                 self._used = best
+                _same_tools(reused[0], best)
                 return reused
         return orjson.loads(raw), 0
+
+    def vouches_tools(self, body: Any) -> bool:
+        """Whether ``body`` (from the last ``parse``) carries the tool list a previous turn checked, as
+        that same object: an agent resends its tools unchanged, and checking 20 of them is ~50 us."""
+        used = self._used
+        return used is not None and used.tools is not None and body.get("tools") is used.tools
 
     def remember(self, raw: bytes, caller: str, body: Any, reused: int, layout: Layout | None = None) -> None:
         """Keep ``body`` (parsed from ``raw`` by the last ``parse``, checked valid) for the next turn.
@@ -127,7 +135,7 @@ class IncrementalParser:
         else:
             start, ends = layout if layout is not None else message_ends(raw, messages)
         if ends:
-            group.insert(0, _Body(raw, memoryview(raw), start, ends, messages[: len(ends)]))
+            group.insert(0, _Body(raw, memoryview(raw), start, ends, messages[: len(ends)], body.get("tools")))
             self._bytes += len(raw)
             self._count += 1
             while len(group) > CANDIDATES:
@@ -186,6 +194,15 @@ def _shared_messages(raw: bytes, last: _Body) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def _same_tools(body: dict[str, Any], last: _Body) -> None:
+    """Swap an unchanged tool list for last turn's (checked) object: equal values, so the body parses
+    the same, and every fact kept per tool object (counts, renderings, redaction) holds (as
+    ``sessions.resent`` does for messages; it makes the same swap later for bodies parsed whole)."""
+    tools, known = body.get("tools"), last.tools
+    if known is not None and tools is not known and tools.__class__ is list and tools == known:
+        body["tools"] = known
 
 
 def _reuse(raw: bytes, last: _Body, shared: int) -> tuple[Any, int] | None:

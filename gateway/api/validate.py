@@ -29,12 +29,13 @@ def _fail(message: str, param: str) -> RequestError:
     return RequestError(message, param=param, code="invalid_value")
 
 
-def validate_chat_request(body: Any, *, max_messages: int, known_valid: int = 0) -> None:
+def validate_chat_request(body: Any, *, max_messages: int, known_valid: int = 0, known_tools: bool = False) -> None:
     """Raise a RequestError naming the first bad field.
 
     The first ``known_valid`` messages were checked on an earlier turn and are the same
     objects (``api.incremental_parse``): each is checked again only as part of the whole
-    (tool-call pairing, count), not on its own.
+    (tool-call pairing, count), not on its own. ``known_tools``: the same holds for ``tools``
+    (its definitions are not checked again; ``tool_choice`` still is, against them).
     """
     if not isinstance(body, _MAP):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
@@ -50,10 +51,11 @@ def validate_chat_request(body: Any, *, max_messages: int, known_valid: int = 0)
         _validate_message(messages[i], i)
         _validate_depth(messages[i], f"messages[{i}]")
     for name, value in body.items():
-        if name != "messages" and value.__class__ in (dict, list):
+        if name != "messages" and value.__class__ in (dict, list) and not (known_tools and name == "tools"):
             _validate_depth(value, name)
     _validate_tool_pairs(messages, known_valid)
-    _validate_tools(body.get("tools"))
+    if not known_tools:
+        _validate_tools(body.get("tools"))
     _validate_choice(body)
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):

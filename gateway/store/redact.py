@@ -91,11 +91,19 @@ class Redactor:
                 continue
             tools = value.get("tools")
             rest = {k: v for k, v in value.items() if k not in ("messages", "tools")}
-            if self._scan(rest) or (tools is not None and self._clean.get_or(tools, self._scan)):
+            if self._scan(rest) or (tools is not None and self._clean.get_or(tools, self._scan_items)):
                 return True
             if any(self._clean.get_or(m, self._scan) for m in messages):
                 return True
         return False
+
+    def _scan_items(self, value: Any) -> bool:
+        """``_scan`` of a list item by item, each verdict kept by identity: a tool list the passes
+        pruned or reordered is a new list of the client's tool objects, so only new tools are encoded
+        (a marker cannot span two items: none holds the ``,{}`` between them)."""
+        if value.__class__ is not list:
+            return self._scan(value)
+        return any(self._clean.get_or(item, self._scan) for item in value)
 
     def _scan(self, value: Any) -> bool:
         try:
@@ -125,7 +133,8 @@ class Redactor:
         # Each value read once: ``decisions`` is a new list at each read, so ``is`` compares against this one.
         current = {name: getattr(record, name) for name in _TEXT_FIELDS}
         present = {name: v for name, v in current.items() if v is not None}
-        if not self.patterns and not self._may_hold_secret([v for k, v in present.items() if k not in _BODIES]):
+        # the small fields together: one encoding and one look for the literals, not one per field
+        if not self.patterns and not self._scan([v for k, v in present.items() if k not in _BODIES]):
             sent = record.sent
             bodies = [v for k, v in present.items() if k in _BODIES]
             if not self._sent.get_or(sent, lambda _: self._may_hold_secret(bodies)):

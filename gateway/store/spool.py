@@ -23,6 +23,10 @@ from gateway.upstream.usage import Usage
 _FIELDS = frozenset(FLAT_FIELDS)
 #: Set on a line whose ``assembled`` body is its ``original`` one, written once (and ``assembled`` null).
 SAME_BODIES = "assembled_is_original"
+#: Set on a line whose ``assembled`` body is its ``original`` one with top-level keys appended (a pass that
+#: only adds a parameter, ``prompt_cache_key``: ``api.raw_forward.with_params_added``): those keys as an
+#: object, ``assembled`` null. The 14K-token agent body was otherwise written twice, ~56 KB each.
+ADDED_KEYS = "assembled_adds"
 _STORED = tuple(name for name in FLAT_FIELDS if name not in TRANSIENT_FIELDS)
 #: Carriage returns and newlines, which valid JSON holds only as whitespace between tokens.
 _LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
@@ -35,14 +39,18 @@ def record_line(record: RequestRecord) -> bytes:
     carries (the client's own, the bytes forwarded) are embedded as those bytes rather than
     encoded again: a 105K-token body twice is most of a record. Line breaks in them can only be
     whitespace, so they become spaces and the line stays one line. A request forwarded as it came
-    (``assembled`` the same as ``original``) has its body written once (``SAME_BODIES``).
+    (``assembled`` the same as ``original``) has its body written once (``SAME_BODIES``), and so has
+    one forwarded with parameters appended (``ADDED_KEYS``).
     """
     data = {name: getattr(record, name) for name in _STORED}
     original_json, assembled_json = record.original_json, record.assembled_json
     if original_json is not None and assembled_json is not None:
         data["original"] = orjson.Fragment(_one_line(original_json))
         same = assembled_json is original_json or assembled_json == original_json
-        data["assembled"] = None if same else orjson.Fragment(_one_line(assembled_json))
+        added = None if same else appended_keys(original_json, assembled_json)
+        if added is not None:
+            data[ADDED_KEYS] = orjson.Fragment(_one_line(added))
+        data["assembled"] = None if same or added is not None else orjson.Fragment(_one_line(assembled_json))
     else:
         same = record.assembled is record.original
         if same:
@@ -50,6 +58,22 @@ def record_line(record: RequestRecord) -> bytes:
     if same:
         data[SAME_BODIES] = True
     return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+def appended_keys(original: bytes, assembled: bytes) -> bytes | None:
+    """The JSON object of the members ``assembled`` appends to ``original``, when that is all it changes.
+
+    Both are JSON objects' bytes. ``original`` up to its closing brace ends at its top level, so an
+    ``assembled`` that starts with those bytes and a comma holds ``original``'s members and then its
+    own, up to its closing brace: ``{`` and the rest is an object of exactly the appended members.
+    """
+    end = original.rstrip()
+    cut = len(end) - 1  # where the closing brace of ``original`` stands
+    if cut < 1 or end[cut] != 0x7D or assembled[cut : cut + 1] != b",":
+        return None
+    if not assembled.startswith(memoryview(end)[:cut]):
+        return None
+    return b"{" + assembled[cut + 1 :]
 
 
 def _one_line(raw: bytes) -> bytes:
@@ -66,6 +90,8 @@ def record_from_json(line: bytes) -> RequestRecord:
     values = {k: v for k, v in data.items() if k in _FIELDS}
     if data.get(SAME_BODIES):
         values["assembled"] = values.get("original")
+    elif isinstance(data.get(ADDED_KEYS), dict) and isinstance(values.get("original"), dict):
+        values["assembled"] = {**values["original"], **data[ADDED_KEYS]}  # a later duplicate key wins, as in a parse
     values["usage"] = Usage(**(values.get("usage") or {}))
     return RequestRecord.of(**values)
 

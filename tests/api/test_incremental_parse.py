@@ -121,3 +121,23 @@ def test_memory_is_bounded_by_entries_and_bytes() -> None:
     big = orjson.dumps({"messages": [{"role": "user", "content": "x" * 20_000}]})
     first_turn(parser, big)
     assert parser.parse(big, "caller")[1] == 0, "a body over the byte budget is not kept"
+
+
+def test_an_unchanged_tool_list_is_last_turns_checked_object() -> None:
+    """An agent resends its tools every turn: the parser hands back last turn's (checked) list, so the
+    checks and every fact kept per tool object are not redone; a changed list is parsed and checked anew."""
+    parser = IncrementalParser()
+    raw = build_profiles(("agent14k",))[0].body
+    first = first_turn(parser, raw)
+    body = orjson.loads(raw)
+    body["messages"].append({"role": "user", "content": "And the next one?"})
+    again = orjson.dumps(body)
+    parsed, reused = parser.parse(again, "caller")
+    assert parsed == body and reused == len(first["messages"])
+    assert parsed["tools"] is first["tools"] and parser.vouches_tools(parsed)
+    parser.remember(again, "caller", parsed, reused)
+    body["tools"] = [*body["tools"][:-1], {**body["tools"][-1], "type": "function"}]  # equal: still vouched
+    body["tools"][0] = {**body["tools"][0], "function": {**body["tools"][0]["function"], "description": "changed"}}
+    changed = orjson.dumps(body)
+    parsed, _ = parser.parse(changed, "caller")
+    assert parsed == body and parsed["tools"] is not first["tools"] and not parser.vouches_tools(parsed)

@@ -34,3 +34,15 @@ def test_text_messages_and_answered_tool_calls_pass() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "r"},
     ]
     validate_chat_request({"model": "m", "messages": messages}, max_messages=10)
+
+
+def test_tools_a_previous_turn_checked_are_not_checked_again_but_the_choice_is() -> None:
+    bad_tools = [{"type": "function", "function": {"name": ""}}]
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": bad_tools}
+    with pytest.raises(RequestError):
+        validate_chat_request(body, max_messages=10)
+    validate_chat_request(body, max_messages=10, known_tools=True)  # vouched for by the parser: not looked at
+    with pytest.raises(RequestError):
+        validate_chat_request(
+            {**body, "tool_choice": {"type": "function", "function": {"name": "x"}}}, max_messages=10, known_tools=True
+        )

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from gateway.config import parse_settings
-from gateway.store.redact import MASK
+from gateway.store.record import RequestRecord
+from gateway.store.redact import MASK, Redactor
 from gateway.store.sql_recorder import SqlRecorder
 from tests.store.records import make_record
 
@@ -47,3 +48,30 @@ def test_redaction_of_secrets_can_be_turned_off() -> None:
 def test_a_record_without_secrets_is_written_as_it_came() -> None:
     record = make_record([{"role": "user", "content": "ask the desk-clerk about the risk-free task-list"}])
     assert _recorder().redactor.record(record) is record
+
+
+def _tool(name: str, description: str) -> dict[str, object]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {}}}
+
+
+def _with_tools(original: list[dict[str, object]], assembled: list[dict[str, object]]) -> RequestRecord:
+    messages = [{"role": "user", "content": "list the files"}]
+    sent = {"model": "gpt-4o-mini", "messages": messages, "tools": original}
+    return make_record(messages, original=sent, assembled={**sent, "tools": assembled})
+
+
+def test_a_pruned_tool_list_is_looked_at_only_for_its_new_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The passes send a new list of the client's own tool objects each turn (pruned, reordered): the
+    redactor's verdict on each tool is kept, so only a tool it has not seen is encoded again."""
+    tools = [_tool(f"tool_{i}", f"does thing {i}") for i in range(6)]
+    redactor = _recorder().redactor
+    assert redactor.record(_with_tools(tools, tools[:3])) is not None
+    scanned: list[object] = []
+    scan = Redactor._scan
+    monkeypatch.setattr(Redactor, "_scan", lambda self, value: scanned.append(value) or scan(self, value))
+    fresh = _tool("deploy", f"uses {SECRETS[0]}")
+    record = _with_tools(tools, [tools[4], tools[1], fresh])  # a new turn's pruning, and one new tool
+    masked = redactor.record(record)
+    assert not any(value is tool or (isinstance(value, list) and tool in value) for value in scanned for tool in tools)
+    assert SECRETS[0] not in orjson.dumps(masked.assembled).decode()
+    assert orjson.dumps(masked.original) == orjson.dumps(record.original)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
+from gateway.api.raw_forward import with_params_added
 from gateway.store.record import (
     Answer,
     Counts,
@@ -14,7 +16,7 @@ from gateway.store.record import (
     refusal_record,
     request_record,
 )
-from gateway.store.spool import record_from_json, record_to_json
+from gateway.store.spool import record_from_json, record_line, record_to_json
 from gateway.upstream.usage import Usage
 
 #: The keys a spooled or logged record carried when RequestRecord repeated its stages' fields.
@@ -67,3 +69,36 @@ def test_changed_replaces_by_column_name_and_decisions_whole() -> None:
 def test_a_refusal_carries_no_body() -> None:
     refused = refusal_record("r", caller="c", route="messages", status=401, reason="no key", created_at=2.0)
     assert (refused.original, refused.status, refused.error, refused.route) == ({}, 401, "no key", "messages")
+
+
+def test_a_body_forwarded_with_parameters_appended_is_written_once_and_reads_back_whole() -> None:
+    """The journal line of a request whose passes only added a parameter (``prompt_cache_key``) holds the
+    client's body once and the added keys, not the body twice; read back, ``assembled`` is what was sent."""
+    messages = [{"role": "user", "content": f"step {i}: " + "output line\n" * 40} for i in range(30)]
+    body = {"model": "m", "messages": messages, "tools": [], "max_tokens": 32}
+    raw = orjson.dumps(body) + b"\n"
+    sent_bytes = with_params_added(raw, {"prompt_cache_key": "s-1a2b", "stream_options": {"include_usage": True}})
+    assert sent_bytes is not None
+    assembled = orjson.loads(sent_bytes)
+    sent = Forwarded(
+        "req-2", "s", 1.5, "m", "openai", "c", body, assembled, (), original_json=raw, assembled_json=sent_bytes
+    )
+    record = request_record(sent, Counts(), Answer(), Outcome(200, None, 0.5, 3.0, 4.0))
+    line = record_line(record)
+    assert line.count(b"step 29") == 1 and len(line) < len(raw) + 1000
+    back = record_from_json(line)
+    assert back.original == body and back.assembled == assembled
+    assert list(back.assembled) == list(assembled)  # the keys in the order they were sent
+
+
+def test_a_changed_body_is_written_as_it_was_forwarded() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.2}
+    for assembled in ({**body, "temperature": 0.5}, {"model": "m", "messages": body["messages"]}):
+        raw, sent_bytes = orjson.dumps(body), orjson.dumps(assembled)
+        sent = Forwarded(
+            "req-3", "s", 1.5, "m", "openai", "c", body, assembled, (), original_json=raw, assembled_json=sent_bytes
+        )
+        back = record_from_json(
+            record_line(request_record(sent, Counts(), Answer(), Outcome(200, None, 0.5, 3.0, 4.0)))
+        )
+        assert back.original == body and back.assembled == assembled
