@@ -163,12 +163,12 @@ def _trim_opening(piece: str) -> str:
     return bare or piece.strip()
 
 
-def is_small_talk(body: str, speaker: str) -> bool:
+def is_small_talk(body: str, speaker: str, stated: bool | None = None) -> bool:
     """A greeting, thanks, a reaction or the assistant's own question: nothing a later turn needs.
 
     A sentence with a figure (a number, an id, a date) is never small talk; names do not save
-    one ("Hey John!", "Congrats, Maria!")."""
-    if extract_facts(body) or prose_dates(body):
+    one ("Hey John!", "Congrats, Maria!"). ``stated``: whether it has one, when the caller knows."""
+    if stated if stated is not None else (extract_facts(body) or prose_dates(body)):
         return False
     stripped = body.strip()
     if _SMALL_TALK.search(stripped):
@@ -182,11 +182,12 @@ def _unit(
     index: int, text: str, body: str, speaker: str, noise: frozenset[str], line: int | None = None, head: str = ""
 ) -> _Unit:
     """A candidate line: ``text`` is printed, ``body`` (without the speaker) is scored."""
-    if is_small_talk(body, speaker):
+    found, dates = extract_facts(body), prose_dates(body)  # once: the facts scan is most of the summary's cost
+    if is_small_talk(body, speaker, bool(found or dates)):
         return _Unit(index, text, frozenset(), False, weight(speaker), line=line, head=head)
     names = _NAME.findall(body)
     counts = [f"{m[1].lower()} {m[2].lower()}" for m in _COUNT.finditer(body)]
-    facts = frozenset(extract_facts(body, extra=[*names, *prose_dates(body), *counts])) - noise
+    facts = frozenset(extract_facts("", extra=[*found, *names, *dates, *counts])) - noise
     decided = bool(_DECISION.search(body)) and not body.rstrip().endswith("?")  # asking is not deciding
     return _Unit(index, text, facts, decided, weight(speaker), line, head)
 
