@@ -24,11 +24,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.summarize.facts import extract_facts, prose_dates
-from gateway.summarize.salience import fact_weight, is_template, speaker_kind, template_heads, template_ids, weight
+from gateway.summarize.salience import (
+    fact_weight,
+    is_template,
+    speaker_kind,
+    template_heads,
+    template_ids,
+    weight,
+)
 from gateway.summarize.transcript import transcript_lines
 from gateway.tokens import TokenCounter
 
@@ -55,8 +62,22 @@ _SMALL_TALK = re.compile(
 )
 _EXCLAIM_ONLY_CHARS = 90
 MAX_UNIT_CHARS = 320
-MIN_SPLIT_CHARS = 160  # sentences longer than this are cut into clauses
-MIN_PIECE_CHARS = 48
+MIN_SPLIT_CHARS = 80  # sentences longer than this are cut into clauses
+#: A tool's record or a call's arguments are cut only past this: a short record keeps its fields together.
+MIN_SPLIT_RECORD_CHARS = 160
+MIN_PIECE_CHARS = 30
+_CLAUSE_END = re.compile(r"(?<=[,;])\s+|\s*[—–]\s*|\s+-\s+(?=[A-Za-z][a-z])")
+_HEDGE = re.compile(
+    r"(?<![\w'’-])(?:really|just|honestly|basically|actually|literally|definitely|totally|pretty much|kind of|"
+    r"sort of|a little|a bit|or something|I guess|I think|I mean|you know)(?![\w'’-]),?\s*"
+)
+_OPENING = re.compile(
+    r"^(?:(?:and|but|so|plus|or|though|also|then|oh|well|yeah|yes|honestly|actually|basically|anyway)\b[\s,!.]*)+",
+    re.IGNORECASE,
+)
+_RECORDS = ("tool", "called")
+#: Between the pieces of one message that share a summary line.
+PIECE_SEP = "; "
 #: Prefix of the line listing facts a summary could not fit in sentences (see summarize_range).
 ALSO_MENTIONED = "- also mentioned: "
 _ELLIPSIS = " …"
@@ -71,6 +92,12 @@ MIN_NAMES = 5
 #: An item of a previous "also mentioned" line that is itself a name ("Legend Investments", "SOAR").
 _NAME_TAIL = re.compile(r"(?:['’]s?| I['’]\w+| I)$")
 _DIGIT = re.compile(r"\d")
+#: A small count and what it counts ("7 crushed corners", "three times", "3x this week"): too short to be
+#: a fact that must survive (``facts._keep``), still what a later question asks back.
+_COUNT = re.compile(
+    r"(?<![\w.,/-])(\d|one|two|three|four|five|six|seven|eight|nine|ten|twice)x?(?![\w.,/:-])\s+(?:\w+\s+)?([a-z]{3,})",
+    re.IGNORECASE,
+)
 _LOWER_WORD = re.compile(r"\b[a-z][\w'’-]*")
 _BARE_NAME = re.compile(r"^[A-Z][\w'’&.-]*(?: [A-Z][\w'’&.-]*)*$")
 
@@ -88,39 +115,60 @@ class _Unit:
     facts: frozenset[str]
     decision: bool
     weight: int
+    #: The message (or previous summary line) the unit was cut from: pieces of one share a summary line. None for a
+    #: tool's record or a call, whose pieces stay on lines of their own: joined, a record's further rows (bare
+    #: flight ids) came cheap and filled the room its sentences needed (tests/assembly/test_compact_history.py).
+    line: int | None = None
+    head: str = ""  # the line's opening ("- user: "), printed once for the pieces of one line
+
+    @property
+    def body(self) -> str:
+        return self.text[len(self.head) :]
 
     @property
     def score(self) -> int:
         return self.weight * (2 * sum(map(fact_weight, self.facts)) + _decision_bonus(self.decision, self.facts))
 
 
-def _pieces(sentence: str) -> list[str]:
-    """Split a long sentence (a JSON tool result, a list) at commas into short pieces.
+def _pieces(sentence: str, split_at: int = MIN_SPLIT_CHARS) -> list[str]:
+    """Split a long sentence (a JSON tool result, a list, a chatty sentence) into clauses.
 
-    Short parts are merged with the next one, so a piece is a clause ("arrives on
-    2026-03-19", ``"flight": "TP174"``) rather than a single word, and a fact pays only
-    for the words around it.
+    Cut at commas, semicolons and dashes; short parts are merged with the next one, so a piece
+    is a clause ("arrives on 2026-03-19", ``"flight": "TP174"``, "my LDL was 130 mg/dL")
+    rather than a single word, and a fact pays only for the words around it.
     """
-    if len(sentence) <= MIN_SPLIT_CHARS:
-        return [sentence]
+    if len(sentence) <= split_at:
+        return [_trim_opening(sentence)]
     out: list[str] = []
     current = ""
-    for part in re.split(r"(?<=[,;])\s*", sentence):
+    for part in _CLAUSE_END.split(sentence):
+        if not part or not part.strip():
+            continue
         current = f"{current} {part}" if current else part
         if len(current) >= MIN_PIECE_CHARS:
-            out.append(current[:MAX_UNIT_CHARS])
+            out.append(_trim_opening(current)[:MAX_UNIT_CHARS])
             current = ""
     if current:
-        out.append(current[:MAX_UNIT_CHARS])
-    return out
+        if out and len(current) < MIN_PIECE_CHARS and len(out[-1]) + len(current) < MAX_UNIT_CHARS:
+            out[-1] = f"{out[-1]} {current}"
+        else:
+            out.append(_trim_opening(current)[:MAX_UNIT_CHARS])
+    return [o for o in out if o]
 
 
-def is_small_talk(body: str, speaker: str) -> bool:
+def _trim_opening(piece: str) -> str:
+    """A clause without the connective or interjection it opens with ("and", "but", "Oh!"), the hedges
+    in it ("really", "honestly", "a bit") and the comma it ends on: words a fact does not need."""
+    bare = _HEDGE.sub("", _OPENING.sub("", piece.strip())).strip().rstrip(",;")
+    return bare or piece.strip()
+
+
+def is_small_talk(body: str, speaker: str, stated: bool | None = None) -> bool:
     """A greeting, thanks, a reaction or the assistant's own question: nothing a later turn needs.
 
     A sentence with a figure (a number, an id, a date) is never small talk; names do not save
-    one ("Hey John!", "Congrats, Maria!")."""
-    if extract_facts(body) or prose_dates(body):
+    one ("Hey John!", "Congrats, Maria!"). ``stated``: whether it has one, when the caller knows."""
+    if stated if stated is not None else (extract_facts(body) or prose_dates(body)):
         return False
     stripped = body.strip()
     if _SMALL_TALK.search(stripped):
@@ -130,44 +178,60 @@ def is_small_talk(body: str, speaker: str) -> bool:
     return stripped.endswith("!") and len(stripped) <= _EXCLAIM_ONLY_CHARS and not _DECISION.search(stripped)
 
 
-def _unit(index: int, text: str, body: str, speaker: str, noise: frozenset[str]) -> _Unit:
+def _unit(
+    index: int, text: str, body: str, speaker: str, noise: frozenset[str], line: int | None = None, head: str = ""
+) -> _Unit:
     """A candidate line: ``text`` is printed, ``body`` (without the speaker) is scored."""
-    if is_small_talk(body, speaker):
-        return _Unit(index, text, frozenset(), False, weight(speaker))
+    found, dates = extract_facts(body), prose_dates(body)  # once: the facts scan is most of the summary's cost
+    if is_small_talk(body, speaker, bool(found or dates)):
+        return _Unit(index, text, frozenset(), False, weight(speaker), line=line, head=head)
     names = _NAME.findall(body)
-    facts = frozenset(extract_facts(body, extra=[*names, *prose_dates(body)])) - noise
+    counts = [f"{m[1].lower()} {m[2].lower()}" for m in _COUNT.finditer(body)]
+    facts = frozenset(extract_facts("", extra=[*found, *names, *dates, *counts])) - noise
     decided = bool(_DECISION.search(body)) and not body.rstrip().endswith("?")  # asking is not deciding
-    return _Unit(index, text, facts, decided, weight(speaker))
+    return _Unit(index, text, facts, decided, weight(speaker), line, head)
 
 
-def _previous_lines(previous: str | None) -> list[tuple[str, str, str]]:
-    """``(printed text, speaker, scored body)`` per line of the previous summary."""
-    out: list[tuple[str, str, str]] = []
-    for line in (previous or "").splitlines():
+def _previous_lines(previous: str | None) -> list[tuple[str, str, str, int | None, str]]:
+    """``(printed text, speaker, scored body, line, head)`` per piece of the previous summary: a line
+    of pieces joined by ``PIECE_SEP`` comes apart into its pieces again, each competing on its own."""
+    out: list[tuple[str, str, str, int | None, str]] = []
+    for number, line in enumerate((previous or "").splitlines()):
         line = line.strip()
         if line.startswith(ALSO_MENTIONED):  # one unit per fact, so the list competes item by item
-            out.extend((ALSO_MENTIONED + item, "summary", item) for item in line[len(ALSO_MENTIONED) :].split(", "))
+            out.extend(
+                (ALSO_MENTIONED + item, "summary", item, None, "") for item in line[len(ALSO_MENTIONED) :].split(", ")
+            )
         elif line:
             match = _SUMMARY_LINE.match(line)
-            out.append((line, match[1], match[2]) if match else (line, "summary", line))
+            if match is None:
+                out.append((line, "summary", line, None, ""))
+                continue
+            head = line[: len(line) - len(match[2])]
+            out.extend((head + piece, match[1], piece, -1 - number, head) for piece in match[2].split(PIECE_SEP))
     return out
 
 
 def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[_Unit]:
     earlier = _previous_lines(previous)
     lines = transcript_lines(messages)
-    said = [*((speaker, body) for _, speaker, body in earlier), *lines]
+    said = [*((speaker, body) for _, speaker, body, _, _ in earlier), *lines]
     noise, heads = template_ids(said), template_heads(said)
-    kept = [(text, speaker, body) for text, speaker, body in earlier if not is_template(speaker, body, heads)]
-    units = [_unit(i, text, body, speaker, noise) for i, (text, speaker, body) in enumerate(kept)]
-    for speaker, text in lines:
+    units = [
+        _unit(i, text, body, speaker, noise, line, head)
+        for i, (text, speaker, body, line, head) in enumerate(e for e in earlier if not is_template(e[1], e[2], heads))
+    ]
+    for number, (speaker, text) in enumerate(lines):
         is_call = speaker.endswith(" called")
         sentences = [text] if is_call else [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+        head = f"- {speaker}: "
+        record = speaker_kind(speaker) in _RECORDS
+        split_at, line = (MIN_SPLIT_RECORD_CHARS, None) if record else (MIN_SPLIT_CHARS, number)
         for sentence in sentences:
             if is_template(speaker, sentence, heads):
                 continue  # a reply labelled with an id, in the words of a template: nothing of its own
-            for piece in _pieces(sentence):
-                units.append(_unit(len(units), f"- {speaker}: {piece}", piece, speaker, noise))
+            for piece in _pieces(sentence, split_at):
+                units.append(_unit(len(units), head + piece, piece, speaker, noise, line, head))
     return units
 
 
@@ -181,24 +245,28 @@ def _owned(units: list[_Unit]) -> list[_Unit]:
     out = []
     for u in units:
         lighter = frozenset(f for f in u.facts if best[f] > u.weight)
-        out.append(_Unit(u.index, u.text, u.facts - lighter, u.decision, u.weight) if lighter else u)
+        out.append(replace(u, facts=u.facts - lighter) if lighter else u)
     return out
 
 
 def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Unit]:
     """Pick the units whose facts weigh most (the shorter first among equals), skipping those adding
-    no uncovered fact, until the budget is spent.
+    no uncovered fact, until the budget is spent; a clause of a message already on a line pays only
+    for its words and the separator.
 
-    Dividing by length was tried (benchmarks/RESULTS.md, session 34): short bare ids (an agent's
-    flight rows) then beat the records that say what their id is about, so it is a tie-break only."""
+    Dividing by length was tried (benchmarks/RESULTS.md, sessions 34 and 37): short bare ids (an agent's
+    flight rows, a previous "also mentioned" line) then beat the records that say what their id is
+    about, and on bfcl_memory clauses ranked by weight carried as many answers, so it is a tie-break only."""
     covered: set[str] = set()
     seen_text: set[str] = set()
+    opened: set[int] = set()
     chosen: list[_Unit] = []
     spent = 0
     owned = [u for u in _owned(units) if u.score > 0]
-    costs = {u.index: counter.text(u.text) + 1 for u in owned}
-    for unit in sorted(owned, key=lambda u: (-u.score, costs[u.index], u.index)):
-        cost = costs[unit.index]
+    alone = {u.index: counter.text(u.text) + 1 for u in owned}
+    for unit in sorted(owned, key=lambda u: (-u.score, alone[u.index], u.index)):
+        joins = unit.line is not None and unit.line in opened
+        cost = counter.text(PIECE_SEP + unit.body) if joins else alone[unit.index]
         if unit.text in seen_text or spent + cost > budget:
             continue
         if not (unit.facts - covered) and not unit.decision:
@@ -207,17 +275,27 @@ def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Uni
         seen_text.add(unit.text)
         covered |= unit.facts
         spent += cost
-    return sorted(chosen, key=lambda u: u.index)
+        if unit.line is not None:
+            opened.add(unit.line)
+    chosen.sort(key=lambda u: u.index)
+    while chosen and counter.text(_render(chosen)) > budget:  # token counts do not add up exactly
+        chosen.remove(min(chosen, key=lambda u: (u.score, -u.index)))
+    return chosen
 
 
 def _render(units: list[_Unit]) -> str:
-    """One line per unit, except consecutive "also mentioned" facts, which share a line."""
+    """One line per transcript line, its pieces joined by ``PIECE_SEP``; consecutive "also mentioned"
+    facts share a line too."""
     lines: list[str] = []
+    last: _Unit | None = None
     for unit in units:
         if unit.text.startswith(ALSO_MENTIONED) and lines and lines[-1].startswith(ALSO_MENTIONED):
             lines[-1] += ", " + unit.text[len(ALSO_MENTIONED) :]
+        elif last is not None and unit.line is not None and unit.line == last.line:
+            lines[-1] += PIECE_SEP + unit.body
         else:
             lines.append(unit.text)
+        last = unit
     return "\n".join(lines)
 
 
@@ -233,7 +311,7 @@ def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
     heads = template_heads(said)  # "Simulated answer 3fa2 to: Long day": a template's words name nobody
     lines = [(speaker, text) for speaker, text in said if not is_template(speaker, text, heads)]
     common = {w.lower() for _, text in said for w in _LOWER_WORD.findall(text)}
-    for text, _, body in _previous_lines(previous):
+    for text, _, body, _, _ in _previous_lines(previous):
         if text.startswith(ALSO_MENTIONED) and _BARE_NAME.match(body):
             found.setdefault(body, 4)
     for speaker, text in lines:

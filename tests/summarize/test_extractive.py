@@ -97,3 +97,24 @@ def test_a_fact_sentence_is_kept_over_a_greeting_or_a_reaction() -> None:
     summary = ExtractiveSummarizer(COUNTER)(chat, None, 28)
     assert "Biscuit" in summary and "Maria" in summary
     assert "stoked" not in summary and "Hey John" not in summary and "adrenaline" not in summary
+
+
+def test_facts_in_chatty_sentences_are_kept_as_clauses_within_the_same_budget() -> None:
+    """Issue 40: a whole sentence pays for its chatter, so 80 tokens held three of these (three facts);
+    the clauses that state the facts fit all five in the same room."""
+    chat = tuple(
+        {"role": "user", "content": text}
+        for text in (
+            "Honestly, I've been thinking a lot about my setup lately, and my kitchen counter is 38 square feet.",
+            "It has been such a whirlwind of a month for everyone here, but the espresso machine arrived with 7 "
+            "crushed corners.",
+            "You know how it goes with these things sometimes, so I paid $49.99 for the storage canister.",
+            "I keep telling my friends about it whenever we meet up, and my instagram page is @coffee_creations_1237.",
+            "Life has been pretty hectic with work and everything else, and the warranty plan lasts 19 months.",
+        )
+    )
+    facts = ("38 square feet", "7 crushed corners", "$49.99", "@coffee_creations_1237", "19 months")
+    summary = ExtractiveSummarizer(COUNTER)(chat, None, 80)  # the five whole sentences take 130 tokens
+    assert COUNTER.text(summary) <= 80
+    assert all(fact in summary for fact in facts), summary
+    assert "whirlwind" not in summary and "hectic" not in summary
