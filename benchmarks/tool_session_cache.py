@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
+from gateway.providersim.completion import is_summary_request
 from gateway.tokens import counter_for
 from tests.procs import run_gateway, run_simulator
 
@@ -233,7 +234,7 @@ def _read_simulator(out: Run, received: list[dict[str, Any]]) -> None:
         if users and users[-1].get("content") == DESCRIBED_ASK and out.described_offered != "yes":
             names = {str((t.get("function") or {}).get("name")) for t in body.get("tools") or ()}
             out.described_offered = "yes" if DESCRIBED_TOOL in names else "no"
-        if "<transcript" in str(messages):
+        if is_summary_request(messages):
             out.summarizer_calls += 1
             out.summarizer_prompt += COUNTER.messages(messages)
             continue

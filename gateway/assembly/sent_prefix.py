@@ -1,0 +1,48 @@
+"""The session's sent request cut where a range to summarise ends: what a continued summary resends.
+
+A summariser that shares the session's provider cache can be asked for a summary as the continuation
+of the request the provider already holds (``summarize.continued``). That request is ``sent`` (the
+assembled request as forwarded), cut after the last message standing for ``originals[:end]``: the head,
+the earlier summary where it was sent in place of its range, then the messages aged since. The cut is
+offered only when those messages went out exactly as the client sent them: a range the gateway
+rewrote (cleared results, condensed reasoning, inserted blocks) is summarised from its originals in the
+compact request, so a summary never loses what a clearing hid from the sent request.
+
+How much of the cut the provider holds is predicted from the blocks of the session's previous request
+(``prefix.compare_prefix``), the same prediction every turn's cache report makes. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gateway.assembly.compaction_layout import summary_message
+from gateway.assembly.context import Checkpoint, Context, Message, SentPrefix
+from gateway.assembly.prefix import compare_prefix, prefix_blocks
+
+#: Body fields that choose which provider cache a request reads (OpenAI's routing key).
+CACHE_FIELDS = ("prompt_cache_key",)
+
+
+def sent_prefix(
+    sent: Context, originals: Sequence[Message], start: int, end: int, previous: Checkpoint | None
+) -> SentPrefix | None:
+    """``sent`` cut where ``originals[start:end]`` ends (``previous`` covering its beginning), or None."""
+    messages = sent.messages
+    applied = previous is not None and start < len(messages) and messages[start] == summary_message(previous)
+    lo = previous.end if applied and previous is not None else start
+    first_aged = start + 1 if applied else start
+    cut = first_aged + (end - lo)
+    if lo > end or cut > len(messages) or tuple(messages[first_aged:cut]) != tuple(originals[lo:end]):
+        return None
+    kept = tuple(messages[:cut])
+    report = compare_prefix(prefix_blocks(sent.replace(messages=kept)), sent.session.previous_prefix)
+    return SentPrefix(
+        messages=kept,
+        tools=sent.tools,
+        params={k: sent.params[k] for k in CACHE_FIELDS if k in sent.params},
+        first=start,
+        cached=report.predicted_cached_tokens,
+        cache_ratio=sent.env.cache_price_ratio,
+        window=sent.env.context_window,
+    )
