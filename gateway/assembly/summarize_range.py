@@ -150,11 +150,11 @@ def summarize_range(
     failures: list[str] = []
     calls = 0
     spans = chunks(messages[span_start:end], budget, counter)
+    limit = policy.summary_max_tokens
     call: SummaryCall | None = summarizer
-    shares = isinstance(summarizer, ContinuingSummarizer) and summarizer.shares_cache
-    if shares and sent is not None and continues(sent, spans, running, policy.summary_max_tokens, counter):
-        assert isinstance(summarizer, ContinuingSummarizer)
-        spans, call = [tuple(messages[span_start:end])], partial(summarizer.continued, sent)
+    continuing = summarizer if isinstance(summarizer, ContinuingSummarizer) and summarizer.shares_cache else None
+    if continuing is not None and sent is not None and continues(sent, spans, running, limit, counter):
+        spans, call = [tuple(messages[span_start:end])], partial(continuing.continued, sent)
     for chunk in spans:
         running, failure = _fold(chunk, running, call, extractive, policy, counter)
         calls += 1
