@@ -8,16 +8,22 @@ offered only when those messages went out exactly as the client sent them: a ran
 rewrote (cleared results, condensed reasoning, inserted blocks) is summarised from its originals in the
 compact request, so a summary never loses what a clearing hid from the sent request.
 
-How much of the cut the provider holds is predicted from the blocks of the session's previous request
-(``prefix.compare_prefix``), the same prediction every turn's cache report makes. Pure.
+A summary made in the pass itself (no summary was prepared ahead) continues the session's previous
+request as this turn rebuilds it (``rebuilt_prefix``): its messages with the summary in use applied,
+the cache key ``hint_cache`` will add. How much of the cut the provider holds is predicted from the
+blocks of the session's previous request (``prefix.compare_prefix``), the same prediction every
+turn's cache report makes: a rebuilt request that differs from what was sent is predicted uncached,
+and the compact request is cheaper. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.assembly.compaction_layout import summary_message
+from gateway.assembly.compaction_layout import apply_checkpoint, summary_message
+from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Message, SentPrefix
+from gateway.assembly.hint_cache import openai_cache_fields
 from gateway.assembly.prefix import compare_prefix, prefix_blocks
 
 #: Body fields that choose which provider cache a request reads (OpenAI's routing key).
@@ -46,3 +52,19 @@ def sent_prefix(
         cache_ratio=sent.env.cache_price_ratio,
         window=sent.env.context_window,
     )
+
+
+def rebuilt_prefix(
+    ctx: Context,
+    originals: Sequence[Message],
+    start: int,
+    end: int,
+    previous: Checkpoint | None,
+    active: bool,
+    policy: CompactionPolicy,
+) -> SentPrefix | None:
+    """``sent_prefix`` of the previous request as ``ctx`` (mid-assembly) rebuilds it: ``previous`` applied
+    when it is the summary in use (``active``), with the cache fields the finished request carries."""
+    messages = apply_checkpoint(ctx.messages, previous) if previous is not None and active else ctx.messages
+    params = {**ctx.params, **openai_cache_fields(ctx, policy)}
+    return sent_prefix(ctx.replace(messages=messages, params=params), originals, start, end, previous)

@@ -17,6 +17,7 @@ from gateway.summarize.continued import continued_body, continues, summarised_ra
 from gateway.summarize.extractive import ExtractiveSummarizer
 from gateway.summarize.llm import FACT_RULES
 from gateway.tokens import counter_for
+from tests.assembly.compaction_helpers import conversation, policy, run_turns
 from tests.assembly.make_context import make_context
 
 COUNTER = counter_for("o200k_base")
@@ -57,6 +58,7 @@ class FakeModel:
         self.shares_cache = shares_cache
         self.fails = fails
         self.calls: list[tuple[str, int]] = []
+        self.sent: list[SentPrefix] = []
         self._extractive = ExtractiveSummarizer(COUNTER)
 
     def __call__(self, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
@@ -65,6 +67,7 @@ class FakeModel:
 
     def continued(self, sent: SentPrefix, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
         self.calls.append(("continued", len(messages)))
+        self.sent.append(sent)
         if self.fails:
             raise RuntimeError("upstream 500")
         return self._extractive(messages, previous, max_tokens)
@@ -135,3 +138,18 @@ def test_a_failed_continued_call_falls_back_to_the_extractive_summary() -> None:
     assert model.calls == [("continued", 16)]
     assert result.checkpoint.summarizer == "extractive" and "upstream 500" in result.failures[0]
     assert result.checkpoint.summary
+
+
+def test_a_summary_made_in_the_pass_continues_the_previous_request() -> None:
+    """No summary prepared ahead: the turn that crosses the threshold asks the model to continue the
+    request the provider received last turn (its messages and tools as forwarded), and compacts with it."""
+    model = FakeModel()
+    histories = [conversation(k, result_words=150) for k in range(1, 20)]
+    results = run_turns(histories, policy(strategies=["summarize"]), window=8000, summarizer=model, tools=TOOLS)
+    crossed = next(k for k, r in enumerate(results) if any(d.action == "compacted" for d in r.decisions))
+    assert model.calls and model.calls[0][0] == "continued"
+    sent = model.sent[0]
+    before = results[crossed - 1].assembled
+    assert sent.messages == before.messages[: len(sent.messages)] and sent.tools == before.tools
+    compacted = next(d for d in results[crossed].decisions if d.action == "compacted")
+    assert compacted.detail["summarizer"] == "llm:fake" and compacted.detail["summarizer_calls"] == 1
