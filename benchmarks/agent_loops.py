@@ -257,7 +257,7 @@ def replay_run(
     _score(histories, answers, chats, window, stats)
 
 
-def _cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
+def input_cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
     """Input cost of ``bodies`` sent in order to one OpenAI-style prefix cache, and their prompt tokens."""
     cache, cost, tokens = PrefixCache(), 0.0, 0
     for messages, tools in bodies:
@@ -270,8 +270,8 @@ def _cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
 
 def _costs(histories: list[Any], tools: Any, received: list[dict[str, Any]], s: FileStats) -> None:
     """Through Ventana (every upstream call, summariser included) and direct (the client's own requests)."""
-    through, _ = _cost([(b["messages"], b.get("tools")) for b in received])
-    direct, loop_tokens = _cost([(h, tools) for h in histories])
+    through, _ = input_cost([(b["messages"], b.get("tools")) for b in received])
+    direct, loop_tokens = input_cost([(h, tools) for h in histories])
     summaries = [b for b in received if is_summary_request(b["messages"])]
     s.summarizer_input += sum(COUNTER.request(b["messages"], b.get("tools")) for b in summaries)
     s.loop_input += loop_tokens
