@@ -1,6 +1,6 @@
 """A summariser call that continues the session's own request, so the provider's cache pays for its input.
 
-The compact request (``llm.build_summary_messages``) is a system prompt and the range rendered as a
+The compact request (``prompt.build_summary_messages``) is a system prompt and the range rendered as a
 transcript: no token in common with the prefix the session's requests left in the provider's cache,
 so every token of it is billed in full. When the summariser is the session's own model at the same
 upstream (``choice.shares_cache``), the range is already in that cache: the request the provider last
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.assembly.context import Message, SentPrefix
-from gateway.summarize.llm import FACT_RULES, LIMIT_RULE, build_summary_messages
+from gateway.summarize.prompt import FACT_RULES, LIMIT_RULE, build_summary_messages
 from gateway.tokens import TokenCounter
 
 #: How the appended instruction opens; the simulator and the benchmarks recognise a summary request by it.

@@ -15,7 +15,7 @@ from gateway.assembly.sent_prefix import sent_prefix
 from gateway.assembly.summarize_range import summarize_range
 from gateway.summarize.continued import continued_body, continues, summarised_range
 from gateway.summarize.extractive import ExtractiveSummarizer
-from gateway.summarize.llm import FACT_RULES
+from gateway.summarize.prompt import FACT_RULES
 from gateway.tokens import counter_for
 from tests.assembly.compaction_helpers import conversation, policy, run_turns
 from tests.assembly.make_context import make_context
