@@ -22,12 +22,17 @@ from collections.abc import Sequence
 
 from gateway.assembly.compaction_layout import apply_checkpoint, summary_message
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Checkpoint, Context, Message, SentPrefix
+from gateway.assembly.context import Checkpoint, Context, ContinuingSummarizer, Message, SentPrefix, Summarizer
 from gateway.assembly.hint_cache import openai_cache_fields
 from gateway.assembly.prefix import compare_prefix, prefix_blocks
 
 #: Body fields that choose which provider cache a request reads (OpenAI's routing key).
 CACHE_FIELDS = ("prompt_cache_key",)
+
+
+def continuing(summarizer: Summarizer | None) -> ContinuingSummarizer | None:
+    """``summarizer`` when it can be asked to continue the session's request and shares its cache."""
+    return summarizer if isinstance(summarizer, ContinuingSummarizer) and summarizer.shares_cache else None
 
 
 def sent_prefix(
@@ -65,6 +70,8 @@ def rebuilt_prefix(
 ) -> SentPrefix | None:
     """``sent_prefix`` of the previous request as ``ctx`` (mid-assembly) rebuilds it: ``previous`` applied
     when it is the summary in use (``active``), with the cache fields the finished request carries."""
+    if continuing(ctx.env.summarizer) is None:
+        return None  # nothing would read it: spare the prediction
     messages = apply_checkpoint(ctx.messages, previous) if previous is not None and active else ctx.messages
     params = {**ctx.params, **openai_cache_fields(ctx, policy)}
     return sent_prefix(ctx.replace(messages=messages, params=params), originals, start, end, previous)

@@ -24,7 +24,8 @@ from functools import partial
 
 from gateway.assembly.compaction_layout import range_hash
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Checkpoint, ContinuingSummarizer, Message, SentPrefix, Summarizer
+from gateway.assembly.context import Checkpoint, Message, SentPrefix, Summarizer
+from gateway.assembly.sent_prefix import continuing
 from gateway.summarize.continued import continues
 from gateway.summarize.extractive import ALSO_MENTIONED, ExtractiveSummarizer
 from gateway.summarize.facts import missing_facts
@@ -152,9 +153,9 @@ def summarize_range(
     spans = chunks(messages[span_start:end], budget, counter)
     limit = policy.summary_max_tokens
     call: SummaryCall | None = summarizer
-    continuing = summarizer if isinstance(summarizer, ContinuingSummarizer) and summarizer.shares_cache else None
-    if continuing is not None and sent is not None and continues(sent, spans, running, limit, counter):
-        spans, call = [tuple(messages[span_start:end])], partial(continuing.continued, sent)
+    model = continuing(summarizer)
+    if model is not None and sent is not None and continues(sent, spans, running, limit, counter):
+        spans, call = [tuple(messages[span_start:end])], partial(model.continued, sent)
     for chunk in spans:
         running, failure = _fold(chunk, running, call, extractive, policy, counter)
         calls += 1
