@@ -53,6 +53,7 @@ from benchmarks.scripted_agent import TOOLS, scripted_turns
 from gateway.assembly.compaction_policy import DEFAULT_TARGET, DEFAULT_THRESHOLD
 from gateway.assembly.verify_assembly import is_gateway_block, tool_pairing_problems
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
+from gateway.providersim.completion import is_summary_request
 from gateway.summarize.facts import extract_facts
 from gateway.tokens import counter_for
 from tests.procs import SimHandle, run_gateway, run_simulator
@@ -249,14 +250,14 @@ def replay_run(
                 stats.errors.append(f"turn {k}: {exc.status_code} {str(exc.message)[:160]}")
         bar.update(1)
     received = sim.received()
-    chats = [b for b in received if "<transcript" not in orjson.dumps(b["messages"]).decode()]
+    chats = [b for b in received if not is_summary_request(b["messages"])]
     stats.summarizer_calls += len(received) - len(chats)
     stats.requests += len(histories)
     _costs(histories, run["tools"], received, stats)
     _score(histories, answers, chats, window, stats)
 
 
-def _cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
+def input_cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
     """Input cost of ``bodies`` sent in order to one OpenAI-style prefix cache, and their prompt tokens."""
     cache, cost, tokens = PrefixCache(), 0.0, 0
     for messages, tools in bodies:
@@ -269,9 +270,9 @@ def _cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
 
 def _costs(histories: list[Any], tools: Any, received: list[dict[str, Any]], s: FileStats) -> None:
     """Through Ventana (every upstream call, summariser included) and direct (the client's own requests)."""
-    through, _ = _cost([(b["messages"], b.get("tools")) for b in received])
-    direct, loop_tokens = _cost([(h, tools) for h in histories])
-    summaries = [b for b in received if "<transcript" in orjson.dumps(b["messages"]).decode()]
+    through, _ = input_cost([(b["messages"], b.get("tools")) for b in received])
+    direct, loop_tokens = input_cost([(h, tools) for h in histories])
+    summaries = [b for b in received if is_summary_request(b["messages"])]
     s.summarizer_input += sum(COUNTER.request(b["messages"], b.get("tools")) for b in summaries)
     s.loop_input += loop_tokens
     s.cost_ventana += through

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
 from gateway.formats.anthropic_messages import chat_body, message_from_chat
+from gateway.providersim.completion import is_summary_request
 from tests.procs import SimHandle, run_gateway, run_simulator
 from tests.shared_data import DATA_FILES, data_path, need
 
@@ -182,7 +183,7 @@ def run_file(client: httpx.Client, sim: SimHandle, name: str, per_file: int, lim
         read += usage["cache_read_input_tokens"]
         chat_answer = {"id": "x", "choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}], "usage": {}}
         translation.append(_translation_us(request, chat_answer))
-    received = [b for b in sim.received() if "<transcript" not in str(b.get("messages"))]
+    received = [b for b in sim.received() if not is_summary_request(b.get("messages") or [])]
     stats["compacted"] = sum(1 for b in received if "<summary" in str(b.get("messages")))
     stats["pairs_intact"] = f"{sum(1 for b in received if _pairs_intact(b))}/{len(received)}"
     stats["client_tokens"] = client_tokens

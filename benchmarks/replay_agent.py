@@ -20,6 +20,7 @@ import openai
 import orjson
 from tqdm import tqdm
 
+from gateway.providersim.completion import is_summary_request
 from gateway.providersim.replay import Replayer, load_transcripts
 from tests.procs import run_gateway, run_simulator
 from tests.shared_data import data_path, need
@@ -92,7 +93,7 @@ def run_file(name: str, runs: int, max_turns: int, window: int, max_tools: int |
                 offered.append(len(body.get("tools") or []))
             stats = httpx.get(sim.url + "/sim/stats").json()["replay"]
     counts = stats["counts"]
-    chat = [b for b in received if not any("<transcript" in str(x.get("content")) for x in b["messages"])]
+    chat = [b for b in received if not is_summary_request(b["messages"])]
     compacted = sum(_edited(s, b) for s, b in zip(sent, chat, strict=False))
     return {
         "file": name,

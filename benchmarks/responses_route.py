@@ -41,6 +41,7 @@ from tqdm import tqdm
 import gateway  # noqa: F401  (offline tiktoken)
 from gateway.formats.responses import chat_body, check_request, input_items
 from gateway.formats.responses_answer import response_from_chat, response_object
+from gateway.providersim.completion import is_summary_request
 from tests.procs import SimHandle, run_gateway, run_simulator
 from tests.shared_data import data_path, need
 
@@ -135,7 +136,7 @@ def _resp_usage(data: dict[str, Any]) -> tuple[int, int]:
 
 def _summarised(sim: SimHandle) -> int:
     """Forwarded bodies (not the summariser's own requests) that carry a compaction summary."""
-    bodies = [b for b in sim.received() if "<transcript" not in str(b["messages"][-1].get("content"))]
+    bodies = [b for b in sim.received() if not is_summary_request(b["messages"])]
     return sum(1 for b in bodies if any(str(m.get("content") or "").startswith("<summary") for m in b["messages"]))
 
 

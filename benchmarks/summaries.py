@@ -49,6 +49,7 @@ from benchmarks.locker_session import FINAL_QUESTION, SYSTEM, codes_present, loc
 from benchmarks.memory_recall import COMPACTION as BFCL_COMPACTION
 from benchmarks.memory_recall import REPLY, _window
 from benchmarks.rhelm_split import Half, in_half
+from gateway.providersim.completion import is_summary_request
 from gateway.tokens import counter_for
 from tests.procs import SimHandle, run_gateway, run_simulator
 from tests.shared_data import data_path, need
@@ -128,7 +129,7 @@ def locker_run(client: openai.OpenAI, sim: SimHandle, session: str, turns: int, 
             out.prompt += got.usage.prompt_tokens
             details = got.usage.prompt_tokens_details
             out.cached += (details.cached_tokens or 0) if details else 0
-    chats = [b for b in sim.received() if "<transcript" not in str(b["messages"])]
+    chats = [b for b in sim.received() if not is_summary_request(b["messages"])]
     for body in chats:
         for m in body["messages"]:
             if str(m.get("content") or "").startswith("<summary"):

@@ -30,7 +30,9 @@ import orjson
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken)
+from benchmarks.agent_loops import PRICE_CACHED, PRICE_INPUT, input_cost
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
+from gateway.providersim.completion import is_summary_request
 from gateway.tokens import counter_for
 from tests.procs import run_gateway, run_simulator
 
@@ -174,6 +176,9 @@ class Run:
     all_prompt: int = 0  # every upstream call (summariser and served-tool rounds included)
     all_cached: int = 0
     described_offered: str = "-"  # the tool asked for by description, offered on the request that asks
+    summarizer_cost: float = 0.0  # input cost of the summariser's calls at gpt-4o-mini's prices (cache 0.5)
+    cost: float = 0.0  # input cost of every upstream call
+    cost_direct: float = 0.0  # input cost of the client's own requests sent directly
 
     def row(self) -> str:
         share = self.cached / self.prompt if self.prompt else 0.0
@@ -181,7 +186,8 @@ class Run:
         return (
             f"| {self.arm} | {self.requests} | {self.compactions} | {self.prompt:,} | {self.cached:,} | "
             f"**{share:.3f}** | {every:.3f} | {self.described_offered} | {self.recalled} | {self.recall_calls} | "
-            f"{self.summarizer_calls} ({self.summarizer_prompt:,} tokens sent) |"
+            f"{self.summarizer_calls} ({self.summarizer_prompt:,} tokens sent) | ${self.summarizer_cost:.4f} | "
+            f"{self.cost / max(1e-12, self.cost_direct):.3f} (${self.cost:.4f} / ${self.cost_direct:.4f}) |"
         )
 
 
@@ -207,8 +213,10 @@ def run_arm(arm: str, steps: list[list[dict[str, Any]]], tmp: Path) -> Run:
         with run_gateway(tmp / f"gw-{arm}", config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
             history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+            direct: list[tuple[list[dict[str, Any]], Any]] = []
             for step in tqdm(steps, desc=arm, leave=False):
                 history += step
+                direct.append((list(history), TOOLS))
                 got = client.chat.completions.create(
                     model="coder", messages=history, tools=TOOLS, extra_headers={"x-session-id": f"code-{arm}"}
                 )
@@ -218,6 +226,7 @@ def run_arm(arm: str, steps: list[list[dict[str, Any]]], tmp: Path) -> Run:
                     details = got.usage.prompt_tokens_details
                     out.cached += (details.cached_tokens or 0) if details else 0
         _read_simulator(out, sim.received())
+    out.cost_direct = input_cost(direct)[0]
     return out
 
 
@@ -227,15 +236,19 @@ def _read_simulator(out: Run, received: list[dict[str, Any]]) -> None:
     for body in received:
         messages = body.get("messages") or []
         ids = prompt_token_ids(COUNTER, messages, body.get("tools"))
-        out.all_cached += cache.lookup_and_store(ids)
+        cached = cache.lookup_and_store(ids)
+        cost = (len(ids) - cached) * PRICE_INPUT + cached * PRICE_CACHED
+        out.all_cached += cached
         out.all_prompt += len(ids)
+        out.cost += cost
         users = [m for m in messages if m.get("role") == "user" and not str(m.get("content")).startswith("<")]
         if users and users[-1].get("content") == DESCRIBED_ASK and out.described_offered != "yes":
             names = {str((t.get("function") or {}).get("name")) for t in body.get("tools") or ()}
             out.described_offered = "yes" if DESCRIBED_TOOL in names else "no"
-        if "<transcript" in str(messages):
+        if is_summary_request(messages):
             out.summarizer_calls += 1
             out.summarizer_prompt += COUNTER.messages(messages)
+            out.summarizer_cost += cost
             continue
         for m in messages:
             content = str(m.get("content") or "")
@@ -256,9 +269,10 @@ def main() -> None:
     steps = coding_session(args.requests)
     print(
         "| arm | requests | compactions | prompt tokens | cached | cached share | cached share, every upstream call "
-        "| create_issue offered when asked | requests with <recalled> | recall calls served | summariser calls |"
+        "| create_issue offered when asked | requests with <recalled> | recall calls served | summariser calls "
+        "| summariser input cost | cost via Ventana / direct (every upstream call) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for arm in args.arms.split(","):
             for sub in ("sim-" + arm, "gw-" + arm):

@@ -45,6 +45,7 @@ from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Context, Decision, Message, SessionState
 from gateway.assembly.place_cache_breakpoints import mark
 from gateway.assembly.prefix import message_key
+from gateway.assembly.sent_prefix import rebuilt_prefix
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
 from gateway.assembly.verify_assembly import newest_round_start
 from gateway.summarize.transcript import call_names
@@ -225,7 +226,8 @@ def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, li
     end = choose_end(ctx, lay, policy, marks.target, floor=cp.end if cp is not None else 0)
     if cp is not None and (planned or cp.end >= end):
         return _apply_stored(ctx, cp, policy, before, active=active)
-    result = summarize_range(originals, lay.head_end, end, cp, ctx.env.summarizer, policy, ctx.env.counter)
+    sent = rebuilt_prefix(ctx, originals, lay.head_end, end, cp, active, policy)
+    result = summarize_range(originals, lay.head_end, end, cp, ctx.env.summarizer, policy, ctx.env.counter, sent=sent)
     return _compacted(ctx, result, policy, before, limit)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from gateway.memos import Memos
 from gateway.tokens import TokenCounter
@@ -135,6 +135,40 @@ class Summarizer(Protocol):
     name: str
 
     def __call__(self, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SentPrefix:
+    """The session's request as the provider last received it, cut where a summarised range ends.
+
+    ``messages[first:]`` are the range (its earlier summary included, if one was sent); what comes
+    before is the head. ``cached`` is how many of its tokens the provider holds (predicted from the
+    previous request's blocks), ``cache_ratio`` what such a token costs against an uncached one, and
+    ``window`` the model's context window: a summariser call that continues this prefix must fit it.
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[Tool, ...] | None
+    params: Mapping[str, Any]  # the body fields that route the provider's cache (``prompt_cache_key``)
+    first: int
+    cached: int
+    cache_ratio: float
+    window: int
+
+
+@runtime_checkable
+class ContinuingSummarizer(Summarizer, Protocol):
+    """A summariser that can also write its summary as the continuation of the session's own request.
+
+    ``shares_cache`` says whether its calls reach the provider cache the session's requests fill (the
+    same model at the same upstream): only then is the sent prefix a cache hit rather than a longer input.
+    """
+
+    shares_cache: bool
+
+    def continued(self, sent: SentPrefix, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+        """Summarise ``sent.messages[sent.first:]`` (standing for ``messages``, continuing ``previous``)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

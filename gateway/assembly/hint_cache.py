@@ -48,16 +48,25 @@ def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[De
         return ctx, []
     if ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
         return ctx, []
-    params = dict(ctx.params)
+    set_ = openai_cache_fields(ctx, policy)
+    if not set_:
+        return ctx, []
+    return ctx.replace(params={**ctx.params, **set_}), []
+
+
+def openai_cache_fields(ctx: Context, policy: CompactionPolicy) -> dict[str, object]:
+    """The cache fields this pass adds to an OpenAI request (a summary that continues the request
+    before this pass ran adds them too, so it reads the same cache)."""
+    params = ctx.params
     set_: dict[str, object] = {}
+    if ctx.env.engine is not None or ctx.env.provider != "openai" or not ctx.session.session_id:
+        return set_
     if policy.prompt_cache_key and params.get("prompt_cache_key") is None:
-        set_["prompt_cache_key"] = cache_key(ctx.env.caller, state.session_id)
+        set_["prompt_cache_key"] = cache_key(ctx.env.caller, ctx.session.session_id)
     retention = policy.prompt_cache_retention
     if retention and params.get("prompt_cache_retention") is None and "prompt_cache_options" not in params:
         set_["prompt_cache_retention"] = retention
-    if not set_:
-        return ctx, []
-    return ctx.replace(params={**params, **set_}), []
+    return set_
 
 
 def _hint_llama_cpp(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:

@@ -35,6 +35,7 @@ from gateway.assembly.compaction_layout import (
 )
 from gateway.assembly.compaction_policy import CompactionPolicy, for_window
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState, Summarizer
+from gateway.assembly.sent_prefix import continuing, sent_prefix
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
 from gateway.assembly.verify_assembly import is_gateway_block
 
@@ -85,7 +86,10 @@ def prepare(
     """The checkpoint ``plan`` names, summarised as the gateway prepares it ahead (in a background thread)."""
     sized = for_window(policy, ctx.env.context_window)  # the summary's ceiling follows the window
     sized = for_head(ctx, Layout(plan.start, plan.end), sized)  # and the room the head leaves, as planned
-    return summarize_range(plan.messages, plan.start, plan.end, plan.previous, summarizer, sized, ctx.env.counter)
+    sent = sent_prefix(ctx, plan.messages, plan.start, plan.end, plan.previous) if continuing(summarizer) else None
+    return summarize_range(
+        plan.messages, plan.start, plan.end, plan.previous, summarizer, sized, ctx.env.counter, sent=sent
+    )
 
 
 def adopt_checkpoints(state: SessionState, found: Sequence[Checkpoint], policy: CompactionPolicy) -> SessionState:

@@ -18,12 +18,15 @@ The only I/O is whatever the injected summariser does; this module itself is pur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from gateway.assembly.compaction_layout import range_hash
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.context import Checkpoint, Message, Summarizer
+from gateway.assembly.context import Checkpoint, Message, SentPrefix, Summarizer
+from gateway.assembly.sent_prefix import continuing
+from gateway.summarize.continued import continues
 from gateway.summarize.extractive import ALSO_MENTIONED, ExtractiveSummarizer
 from gateway.summarize.facts import missing_facts
 from gateway.summarize.salience import salient_facts
@@ -31,6 +34,8 @@ from gateway.summarize.transcript import tool_names, transcript_lines
 from gateway.tokens import TokenCounter
 
 _ALSO = ALSO_MENTIONED
+#: One summariser call: ``(span, previous summary, max tokens) -> summary``.
+SummaryCall = Callable[[tuple[Message, ...], str | None, int], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +97,7 @@ def _facts(span: Sequence[Message], previous: str | None) -> list[str]:
 def _fold(
     span: tuple[Message, ...],
     previous: str | None,
-    summarizer: Summarizer | None,
+    summarizer: SummaryCall | None,
     extractive: ExtractiveSummarizer,
     policy: CompactionPolicy,
     counter: TokenCounter,
@@ -132,16 +137,27 @@ def summarize_range(
     summarizer: Summarizer | None,
     policy: CompactionPolicy,
     counter: TokenCounter,
+    sent: SentPrefix | None = None,
 ) -> RangeSummary:
-    """Summarise ``messages[start:end]``, continuing ``previous`` (which covers ``start:previous.end``)."""
+    """Summarise ``messages[start:end]``, continuing ``previous`` (which covers ``start:previous.end``).
+
+    ``sent``: the session's sent request cut after the range (``sent_prefix``). A summariser that shares
+    the session's cache is asked once, as that request's continuation, when that costs less than the
+    compact requests of the range's chunks (``summarize.continued``)."""
     running = previous.summary if previous is not None else None
     span_start = previous.end if previous is not None else start
     extractive = ExtractiveSummarizer(counter)
     budget = max(1, policy.summarizer_input_tokens - policy.summary_max_tokens)
     failures: list[str] = []
     calls = 0
-    for chunk in chunks(messages[span_start:end], budget, counter):
-        running, failure = _fold(chunk, running, summarizer, extractive, policy, counter)
+    spans = chunks(messages[span_start:end], budget, counter)
+    limit = policy.summary_max_tokens
+    call: SummaryCall | None = summarizer
+    model = continuing(summarizer)
+    if model is not None and sent is not None and continues(sent, spans, running, limit, counter):
+        spans, call = [tuple(messages[span_start:end])], partial(model.continued, sent)
+    for chunk in spans:
+        running, failure = _fold(chunk, running, call, extractive, policy, counter)
         calls += 1
         if failure is not None:
             failures.append(failure)

@@ -47,7 +47,7 @@ from gateway.sessions.checkpoints import (
 from gateway.sessions.claimed_summary import ClaimedSummarizer
 from gateway.sessions.protocol import SessionStore, store_call
 from gateway.summarize.billing import summary_bill
-from gateway.summarize.choice import summarizer_model
+from gateway.summarize.choice import shares_cache, summarizer_model
 from gateway.summarize.llm import LLMSummarizer
 from gateway.upstream.router import UpstreamRouter
 
@@ -122,7 +122,8 @@ class CompactionRuntime:
                     api_key=UpstreamRouter.provider_key(chosen),
                     timeout_s=self.policy.summarizer_timeout_s,
                 )
-            found = ClaimedSummarizer(inner, self._sessions, wait_s=self.wait_s)
+            shares = shares_cache(chosen, session_model)
+            found = ClaimedSummarizer(inner, self._sessions, wait_s=self.wait_s, shares_cache=shares)
         self._by_model[key] = found
         return found
 

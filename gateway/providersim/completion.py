@@ -20,7 +20,9 @@ from gateway.providersim.choose_tool import ToolPick, choose_tools, latest_need
 from gateway.providersim.file_task import file_task
 from gateway.providersim.logprobs import entries, token_pieces
 from gateway.providersim.schema_values import conversation_facts, mapping, safe_value_for
+from gateway.summarize.continued import summarised_range
 from gateway.summarize.facts import extract_facts
+from gateway.summarize.transcript import transcript_lines
 from gateway.tokens import content_text, encoding_for_model
 
 MAX_CHOICES = 16
@@ -37,10 +39,7 @@ def _json(value: Any) -> str:
 def answer_text(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None) -> str:
     """The invented text answer: a digest of the request and the newest user words, or a summary."""
     last_user, _ = latest_need(messages)
-    summary_request = any(
-        "<transcript" in content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"
-    )
-    if summary_request:
+    if is_summary_request(messages):
         return echo_summary(messages, max_tokens)
     digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:8]
     answer = f"Simulated answer {digest} to: {last_user[:60]}"
@@ -48,6 +47,40 @@ def answer_text(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = 
     if file_task(last_user) is not None and last.get("role") == "tool":  # the task's last step: quote it
         answer += "\nLast result: " + content_text(last.get("content"))[0][:300]
     return answer
+
+
+def is_summary_request(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """A summariser's call: its transcript block (the compact request), or the conversation continued
+    with a ``<summarize messages="a-b">`` instruction (``gateway.summarize.continued``)."""
+    if summarised_range(messages) is not None:
+        return True
+    return any(
+        "<transcript" in content_text(m.get("content"))[0]
+        for m in messages
+        if isinstance(m, Mapping) and m.get("role") == "user"
+    )
+
+
+def _summary_source(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The lines to summarise: the transcript block, or the continued request's range rendered alike
+    (an earlier ``<summary>`` message in it as ``summary so far:`` lines)."""
+    found = summarised_range(messages)
+    if found is None:
+        text = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") == "user")
+        return text.split("<transcript", 1)[-1].split("\n", 1)[-1].split("</transcript>", 1)[0]
+    lines: list[str] = []
+    span = messages[found[0] : found[1] + 1]
+    for m in span:
+        text = content_text(m.get("content"))[0]
+        if m.get("role") == "user" and text.startswith("<summary"):
+            lines += [f"summary so far: {line}" for line in text.splitlines()[1:-1] if line.strip()]
+    lines += [
+        f"{speaker}: {said}"
+        for speaker, said in transcript_lines(
+            [m for m in span if not content_text(m.get("content"))[0].startswith("<summary")]
+        )
+    ]
+    return "\n".join(lines)
 
 
 def echo_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None = None) -> str:
@@ -59,8 +92,7 @@ def echo_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None =
     ``summary so far:`` lines keeps its text. The answer honours ``max_tokens`` (about 3 characters a
     token): past it, the lines carrying the most facts are kept, in their order.
     """
-    text = "\n".join(content_text(m.get("content"))[0] for m in messages if m.get("role") == "user")
-    body = text.split("<transcript", 1)[-1].split("\n", 1)[-1].split("</transcript>", 1)[0]
+    body = _summary_source(messages)
     lines: list[str] = []
     for line in body.splitlines():
         line = line.strip().removeprefix("summary so far: ")
@@ -147,11 +179,7 @@ def complete(
     encoding = encoding_for_model(model)
     source = dict(message) if message is not None else invented_message(body)
     limit = _limit(body)
-    summary = message is None and any(
-        "<transcript" in content_text(m.get("content"))[0]
-        for m in body.get("messages") or []
-        if isinstance(m, Mapping) and m.get("role") == "user"
-    )
+    summary = message is None and is_summary_request([m for m in body.get("messages") or [] if isinstance(m, Mapping)])
     want_logprobs = bool(body.get("logprobs"))
     top_asked = body.get("top_logprobs")
     top = top_asked if isinstance(top_asked, int) else 0

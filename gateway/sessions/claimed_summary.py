@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 
 import orjson
 
 from gateway import metrics
-from gateway.assembly.context import Message, Summarizer
+from gateway.assembly.context import ContinuingSummarizer, Message, SentPrefix, Summarizer
 from gateway.sessions.protocol import SessionStore
 
 CLAIM_PREFIX = "sum:"
@@ -53,19 +54,36 @@ def wait_for_result(sessions: SessionStore, key: str, wait_s: float) -> str | No
 
 
 class ClaimedSummarizer:
-    """A ``Summarizer`` that makes each distinct call once across all processes sharing ``sessions``."""
+    """A ``Summarizer`` that makes each distinct call once across all processes sharing ``sessions``.
 
-    def __init__(self, inner: Summarizer, sessions: SessionStore, *, wait_s: float) -> None:
+    ``shares_cache``: the summariser is the session's model at the same upstream, so a summary may be
+    asked as the continuation of the session's sent request (``summarize.continued``); the claim is the
+    same either way (the same range, summary and limit), so every replica adopts the one text made."""
+
+    def __init__(self, inner: Summarizer, sessions: SessionStore, *, wait_s: float, shares_cache: bool = False) -> None:
         self.inner = inner
         self.name = inner.name
+        self.shares_cache = shares_cache and isinstance(inner, ContinuingSummarizer)
         self._sessions = sessions
         self._wait_s = wait_s
 
     def __call__(self, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+        return self._claimed(messages, previous, max_tokens, lambda: self.inner(messages, previous, max_tokens))
+
+    def continued(self, sent: SentPrefix, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+        inner = self.inner
+        if not isinstance(inner, ContinuingSummarizer):
+            raise TypeError(f"summariser {self.name!r} cannot continue a sent request")
+        call = lambda: inner.continued(sent, messages, previous, max_tokens)  # noqa: E731
+        return self._claimed(messages, previous, max_tokens, call)
+
+    def _claimed(
+        self, messages: tuple[Message, ...], previous: str | None, max_tokens: int, call: Callable[[], str]
+    ) -> str:
         key = summary_key(self.name, messages, previous, max_tokens)
         if self._sessions.claim(key):
             metrics.SUMMARY_CLAIMS.labels("called").inc()
-            return self._summarise(key, messages, previous, max_tokens)
+            return self._summarise(key, call)
         found = wait_for_result(self._sessions, key, self._wait_s)
         if found is None:
             self._sessions.finish(key, orjson.dumps({"error": "the claiming replica did not finish"}).decode())
@@ -77,9 +95,9 @@ class ClaimedSummarizer:
         metrics.SUMMARY_CLAIMS.labels("reused").inc()
         return str(outcome["text"])
 
-    def _summarise(self, key: str, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
+    def _summarise(self, key: str, call: Callable[[], str]) -> str:
         try:
-            text = self.inner(messages, previous, max_tokens)
+            text = call()
         except Exception as exc:
             self._sessions.finish(key, orjson.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}).decode())
             raise

@@ -7,6 +7,7 @@ as forwarded requests; the caller scrubs the key from any message it keeps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -26,13 +27,21 @@ class SideCalls:
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)))
         self._http_errors = httpx.HTTPError
 
-    def chat(self, messages: list[dict[str, str]], max_tokens: int) -> Any:
-        """POST one chat completion at temperature 0; the parsed body (its shape is the caller's to check)."""
+    def chat(self, messages: list[dict[str, Any]], max_tokens: int, fields: Mapping[str, Any] | None = None) -> Any:
+        """POST one chat completion at temperature 0; the parsed body (its shape is the caller's to check).
+
+        ``fields`` are further body fields (a continued summary's messages, tools and cache key)."""
         base = (self.model.api_base or DEFAULT_API_BASE).rstrip("/")
         headers = {"content-type": "application/json"}
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
-        body = {"model": self.model.upstream_model, "messages": messages, "max_tokens": max_tokens, "temperature": 0}
+        body = {
+            "model": self.model.upstream_model,
+            "messages": messages,
+            **(fields or {}),
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }
         try:
             response = self._client.post(f"{base}/chat/completions", content=orjson.dumps(body), headers=headers)
         except self._http_errors as exc:

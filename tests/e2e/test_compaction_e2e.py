@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.scripted_agent import TOOLS, scripted_turns
 from gateway.assembly.verify_assembly import tool_pairing_problems
+from gateway.providersim.completion import is_summary_request
 from gateway.store.engine import make_engine
 from gateway.store.queries import get_request, list_requests
 from gateway.tokens import counter_for
@@ -48,7 +49,7 @@ def _summaries(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _chat_bodies(sim: SimHandle) -> list[dict[str, Any]]:
     """Forwarded chat requests, without the summariser's own requests."""
-    return [b for b in sim.received() if not any("<transcript" in str(m.get("content")) for m in b["messages"])]
+    return [b for b in sim.received() if not is_summary_request(b["messages"])]
 
 
 def _converse(gw: GatewayHandle, session: str, turns: int, pause_s: float = 0.0) -> list[Any]:
@@ -103,8 +104,8 @@ def test_llm_summary_is_prepared_ahead_so_the_crossing_turn_does_not_summarise(
     first = _first_compaction(f"sqlite:///{tmp / 'ventana.db'}")  # the gateway's default store, in its folder
     assert first.get("prepared_ahead") is True, f"the crossing turn sent the summary prepared ahead: {first}"
     received = own_sim.received()
-    chats = [i for i, b in enumerate(received) if "<transcript" not in str(b["messages"])]
-    summarizer_calls = [i for i, b in enumerate(received) if "<transcript" in str(b["messages"])]
+    chats = [i for i, b in enumerate(received) if not is_summary_request(b["messages"])]
+    summarizer_calls = [i for i, b in enumerate(received) if is_summary_request(b["messages"])]
     assert summarizer_calls, "the configured model was asked for a summary"
     crossing = next(i for i in chats if _summaries(received[i]))
     summary = _summaries(received[crossing])[0]["content"]

@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 from gateway.api.auth import hash_key
+from gateway.providersim.completion import is_summary_request
 from tests.formats.anthropic_schema import COUNT_TOKENS_RESPONSE, ERROR, MESSAGE, REQUEST, check_events, parse_sse
 from tests.procs import GatewayHandle, SimHandle, free_port, run_gateway, run_simulator, sim_models
 
@@ -68,7 +69,7 @@ def _client(gw: GatewayHandle, key: str = "sk-client") -> Any:
 
 
 def _answered(sim: SimHandle) -> list[dict[str, Any]]:
-    return [b for b in sim.received() if "<transcript" not in str(b.get("messages"))]
+    return [b for b in sim.received() if not is_summary_request(b.get("messages") or [])]
 
 
 def test_create_answers_through_the_chat_pipeline(gw: GatewayHandle, msim: SimHandle) -> None:

@@ -26,6 +26,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
+from gateway.providersim.completion import is_summary_request
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from gateway.store.models import Request, SessionClaim
@@ -70,7 +71,7 @@ def _config(sims: tuple[SimHandle, SimHandle], **extra: Any) -> dict[str, Any]:
 
 
 def _is_summary_request(body: dict[str, Any]) -> bool:
-    return any("<transcript" in str(m.get("content")) for m in body["messages"])
+    return is_summary_request(body["messages"])
 
 
 def _replay(base_urls: list[str], requests: list[dict[str, Any]]) -> list[int]:

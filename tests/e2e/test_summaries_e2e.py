@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.locker_session import FINAL_QUESTION, SYSTEM, codes_present, locker_session
 from benchmarks.scripted_agent import TOOLS, scripted_turns
+from gateway.providersim.completion import is_summary_request
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
 
 KEY_ENV = "VENTANA_E2E_PROVIDER_KEY"
@@ -60,8 +61,8 @@ def test_session_model_summarises_only_when_a_provider_key_is_configured(
     with _gateway(sim, tmp_path_factory.mktemp("gw-default-summarizer"), key=key) as gw:
         _converse(gw, f"e2e-default-summarizer-{key}", turns=24)
     received = sim.received()
-    asked = [b for b in received if "<transcript" in str(b["messages"])]
-    summaries = [s for b in received if "<transcript" not in str(b["messages"]) for s in _summaries(b)]
+    asked = [b for b in received if is_summary_request(b["messages"])]
+    summaries = [s for b in received if not is_summary_request(b["messages"]) for s in _summaries(b)]
     assert summaries, "24 turns cross 55% of the 8,000-token window"
     if key:
         assert asked and all(b["model"] == "gpt-4o-mini" for b in asked), "the session's own model was asked"
