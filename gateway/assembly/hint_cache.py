@@ -41,15 +41,10 @@ def engine_slot(caller: str, session_id: str, slots: int) -> int:
 
 def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Set ``prompt_cache_key`` (and the configured retention) for an OpenAI upstream when the client set none."""
-    state = ctx.session
     if ctx.env.engine == "llama.cpp":
         return _hint_llama_cpp(ctx, policy)
-    if ctx.env.engine is not None or ctx.env.provider != "openai" or not state.session_id:
-        return ctx, []
-    if ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
-        return ctx, []
-    set_ = openai_cache_fields(ctx, policy)
-    if not set_:
+    set_ = openai_cache_fields(ctx, policy)  # empty off OpenAI, without a session, or when the client set them
+    if not set_ or ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
         return ctx, []
     return ctx.replace(params={**ctx.params, **set_}), []
 
