@@ -8,7 +8,9 @@ but the extractive summariser still prefers sentences that carry them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from threading import Lock
 
 _URL = r"https?://[^\s<>\"')\]]+"
 _EMAIL = r"[\w.+-]+@[\w-]+\.[\w.-]+"
@@ -45,7 +47,11 @@ def prose_dates(text: str) -> list[str]:
     costs about a millisecond per thousand characters)."""
     if _DIGIT.search(text) is None and _WEEKDAY.search(text) is None:
         return []
-    return list(dict.fromkeys(m.group(0) for m in PROSE_DATE.finditer(text)))
+    return list(_prose_dates_in(text))
+
+
+def _scan_prose_dates(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m.group(0) for m in PROSE_DATE.finditer(text)))
 
 
 #: Numbers this short carry little (list positions, "1 item"); they are not required to survive.
@@ -58,10 +64,52 @@ def _keep(token: str) -> bool:
     return len(token) >= 2
 
 
+class _Remembered:
+    """What a scan found in each text, remembered: a session's messages are scanned again on every turn
+    that summarises, clears or checks them (the scans were most of a compacting turn's CPU). Bounded by
+    the characters kept, not the entries, since one tool result can be hundreds of kilobytes; assembly
+    may run off the event loop in more than one thread, hence the lock."""
+
+    def __init__(self, scan: Callable[[str], tuple[str, ...]], max_chars: int = 8_000_000) -> None:
+        self._scan, self._max_chars, self._chars = scan, max_chars, 0
+        self._found: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._lock = Lock()
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        with self._lock:
+            hit = self._found.get(text)
+            if hit is not None:
+                self._found.move_to_end(text)
+                return hit
+        found = self._scan(text)
+        if len(text) <= self._max_chars // 16:
+            with self._lock:
+                if text not in self._found:
+                    self._found[text] = found
+                    self._chars += len(text)
+                while self._chars > self._max_chars:
+                    self._chars -= len(self._found.popitem(last=False)[0])
+        return found
+
+
+def _scan_facts(text: str) -> tuple[str, ...]:
+    found = (m.group(0).strip().rstrip(".,;:") for m in _FACT.finditer(text))
+    return tuple(dict.fromkeys(t for t in found if t and _keep(t)))
+
+
+_facts_in = _Remembered(_scan_facts)
+_prose_dates_in = _Remembered(_scan_prose_dates)
+
+
 def extract_facts(text: str, *, extra: Iterable[str] = ()) -> list[str]:
     """Return the fact tokens in ``text`` (plus ``extra``, e.g. tool names), first seen first."""
-    found = (m.group(0).strip().rstrip(".,;:") for m in _FACT.finditer(text))
-    return list(dict.fromkeys([*(t for t in found if t and _keep(t)), *(e for e in extra if e)]))
+    return list(dict.fromkeys([*_facts_in(text), *(e for e in extra if e)]))
+
+
+def extract_facts_of(texts: Sequence[str], *, extra: Iterable[str] = ()) -> list[str]:
+    """``extract_facts("\\n".join(texts))`` without building the joined text: no fact pattern crosses a
+    line break, so the facts of the whole are those of each text in turn, and each text's are remembered."""
+    return list(dict.fromkeys([*(f for text in texts for f in _facts_in(text)), *(e for e in extra if e)]))
 
 
 def missing_facts(facts: Iterable[str], summary: str) -> list[str]:

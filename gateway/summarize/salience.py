@@ -25,7 +25,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from gateway.summarize.facts import extract_facts
+from gateway.summarize.facts import extract_facts, extract_facts_of
 
 #: How much one fact counts by who said it; unknown speakers (a model's summary line) sit in between.
 SPEAKER_WEIGHT: dict[str, int] = {"user": 3, "tool": 2, "called": 2, "assistant": 1}
@@ -91,5 +91,5 @@ def template_ids(lines: Sequence[tuple[str, str]]) -> frozenset[str]:
 def salient_facts(lines: Sequence[tuple[str, str]], *, extra: Iterable[str] = ()) -> list[str]:
     """The facts of ``lines`` a summary must keep: every fact except template ids, first seen first."""
     noise = template_ids(lines)
-    found = extract_facts("\n".join(text for _, text in lines), extra=extra)
+    found = extract_facts_of([text for _, text in lines], extra=extra)
     return [f for f in found if f not in noise]
