@@ -85,7 +85,10 @@ def condensed_reasoning(
     key = (str(count.encoding_name), reasoning, arguments, keep)
     found = _MADE.get(message)
     if found is not None and key in found:
-        return found[key]
+        made = found[key]
+        if made is not None and _SOURCE.get(made) is None:
+            _SOURCE.put(made, message)  # the memo was cleared when full: each turn's reapplying refills it
+        return made
     made = _condense(message, count, reasoning, arguments, keep)
     _MADE.put(message, {**(found or {}), key: made})
     if made is not None:
