@@ -38,8 +38,6 @@ NOTE = (
     "The gateway shortened the reasoning of this earlier step to fit the model's context window; "
     "its tool calls keep their ids and names."
 )
-#: What a condensed message costs at most, for planning (``compaction_layout.landing_floor``).
-CONDENSED_ESTIMATE_TOKENS = 2 * EDGE_TOKENS + 64
 
 #: By message object and what was asked (reasoning, arguments): a resent history is last turn's objects.
 _MADE: ObjectMemo[dict[tuple[str, bool, bool, frozenset[str]], Message | None]] = ObjectMemo()
