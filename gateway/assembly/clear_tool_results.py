@@ -45,7 +45,7 @@ from gateway.assembly.compaction_layout import (
     with_memory,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy
-from gateway.assembly.condense_reasoning import condensed_reasoning
+from gateway.assembly.condense_reasoning import client_message, condensable, condensed_reasoning, has_long_arguments
 from gateway.assembly.context import Checkpoint, Context, Decision, Message
 from gateway.assembly.input_stubs import input_saving, with_inputs_cleared
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user, newest_round_start, shrunk_digest
@@ -117,8 +117,8 @@ def calls_by_id(messages: Sequence[Message], memo: ObjectMemo[dict[str, _Call]])
     out: dict[str, _Call] = {}
     get_or = memo.get_or
     for m in messages:
-        if m.get("tool_calls"):
-            out.update(get_or(m, _message_calls))
+        if m.get("tool_calls"):  # a condensed call is read as the client wrote it: its stubs do not change
+            out.update(get_or(client_message(m), _message_calls))
     return out
 
 
@@ -324,7 +324,7 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
     if lay is None:
         return ctx, []
     policy = for_head(ctx, lay, policy)
-    ctx, condensed = _reapply_reasoning(ctx, lay)
+    ctx, condensed = _reapply_reasoning(ctx, lay, frozenset(policy.never_clear))
     sticky = {str(x) for x in compaction_memory(state).get("cleared", ())}
     stubs = _Stubs(ctx, inputs=policy.clear_tool_inputs, inputs_before=lay.tail_start)
     chosen = _choose(ctx, lay, policy, sticky, stubs)
@@ -336,30 +336,56 @@ def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context,
     return out, [*condensed, *decisions]
 
 
-def _reapply_reasoning(ctx: Context, lay: Layout) -> tuple[Context, list[Decision]]:
-    """The reasoning ``condense_tail`` condensed on earlier turns, condensed again before anything is planned.
+def _reapply_reasoning(ctx: Context, lay: Layout, keep: frozenset[str]) -> tuple[Context, list[Decision]]:
+    """The messages ``condense_tail`` condensed on earlier turns, condensed again before anything is planned.
 
     Sticky like cleared results, and early for the same reason: ``compact_history`` judges the request
     as it will go out, so a condensed message counted whole made it compact again on the next turns
     (mini-swe-agent at 6K: four turns in a row, each landing far under the threshold). The originals go
     to the annotations, so a summary is written from them and range hashes stay the client's."""
-    remembered = {str(x) for x in compaction_memory(ctx.session).get("condensed", ())}
-    if not remembered:
+    memory = _condensed_memory(ctx.session)
+    if not memory.reasoning and not memory.inputs:
         return ctx, []
-    found: dict[int, Message] = {}
+    found: dict[int, _Condensed] = {}
     counter = ctx.env.counter
     for i in range(lay.head_end, newest_round_start(ctx.messages)):
         m = ctx.messages[i]
-        if m.get("role") != "assistant":
-            continue
-        made = condensed_reasoning(m, counter)
-        if made is not None and shrunk_digest(m) in remembered:
-            found[i] = made
-    out, decisions = _condense_reasoning(ctx, ctx, found, set())  # those summarised away drop out of the memory
+        if m.get("role") != "assistant" or condensed_reasoning(m, counter, arguments=True, keep=keep) is None:
+            continue  # the common case, decided without a digest
+        digest = shrunk_digest(m)
+        text, inputs = digest in memory.reasoning, digest in memory.inputs
+        made = condensed_reasoning(m, counter, reasoning=text, arguments=inputs, keep=keep) if text or inputs else None
+        if made is not None:
+            found[i] = _Condensed(made, text, inputs)
+    out, decisions = _condense_reasoning(ctx, ctx, found, _Memory())  # those summarised away drop out of the memory
     if found:
         originals = {**(ctx.annotations.get(ORIGINALS_KEY) or {}), **{i: ctx.messages[i] for i in found}}
         out = out.annotate(**{ORIGINALS_KEY: originals})
     return out, decisions
+
+
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    """Digests of the client's assistant messages condensed on earlier turns: their text, their call arguments."""
+
+    reasoning: frozenset[str] = frozenset()
+    inputs: frozenset[str] = frozenset()
+
+
+def _condensed_memory(state: Any) -> _Memory:
+    memory = compaction_memory(state)
+    return _Memory(
+        frozenset(str(x) for x in memory.get("condensed", ())), frozenset(str(x) for x in memory.get("inputs", ()))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Condensed:
+    """What an assistant message becomes, and which of its parts were condensed (each remembered apart)."""
+
+    message: Message
+    reasoning: bool
+    inputs: bool
 
 
 def _apply(
@@ -404,13 +430,17 @@ REWRITTEN_KEY = "compaction_rewritten"
 
 
 def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
-    """After a summary: clear results of the tail's older rounds, oldest first, down to the target.
+    """After a summary: condense the tail's older rounds, oldest first, down to the target.
 
     Runs when the request is still over the threshold, or when this turn compacted (a summary or a
     clearing batch) and landed above the target: the newest ``keep_recent_rounds`` rounds kept whole
     whatever their size left a compaction at ~48 % of a 16K window, so the next came 1-2 requests
-    later. The newest round is never touched here (``shrink_oversize`` condenses its result only when
-    it alone exceeds its share). Cleared results stay cleared (sticky), so the prefix stays stable.
+    later. An older round of the tail loses its results (stubs), its long reasoning (its edges kept) and
+    its long call arguments (``condense_reasoning``: ids and names kept, the first characters and the size).
+    The newest round's calls and results are never touched here (``shrink_oversize`` condenses its result
+    only when it alone exceeds its share); its reasoning is condensed only when the round alone is past
+    ``NEWEST_ROUND_SHARE`` of the window and the request is still over the target with the rest condensed.
+    What was condensed stays so (sticky), so the prefix stays stable.
     """
     if "clear_tool_results" not in policy.strategies:
         return ctx, []
@@ -422,8 +452,8 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     tokens = request_tokens(ctx, ctx.messages, policy)
     sticky = {str(x) for x in compaction_memory(ctx.session).get("cleared", ())}
     active = tokens > marks.threshold or (tokens > marks.target and bool(ctx.annotations.get(REWRITTEN_KEY)))
-    condensed_before = {str(x) for x in compaction_memory(ctx.session).get("condensed", ())}
-    if not active and not sticky and not condensed_before:
+    before = _condensed_memory(ctx.session)
+    if not active and not sticky and not before.reasoning and not before.inputs:
         return ctx, []
     stubs = _Stubs(ctx, inputs=False)
     keep = set(policy.never_clear)
@@ -431,31 +461,26 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     least = max(policy.clear_min_tokens, 1)
     counter, memo = ctx.env.counter, ctx.env.memos.result_tokens
     chosen: list[int] = []
-    reasoning: dict[int, Message] = {}  # assistant messages whose text is condensed, with what they become
+    reasoning: dict[int, _Condensed] = {}  # assistant messages condensed, with what they become
+    # The tail's arguments go only where the middle's go too (stubbed, or summarised away): a tail condensed
+    # harder than the middle before it would lose the newer calls first.
+    inputs = policy.clear_tool_inputs or "summarize" in policy.strategies
     loop_start = max(lay.tail_start, last_client_user(ctx.messages))
-    for i in range(lay.head_end, newest_round_start(ctx.messages)):
+    newest = newest_round_start(ctx.messages)
+    for i in range(lay.head_end, newest):
         if lay.tail_start <= i < loop_start:
             continue  # a user turn the tail keeps: only the rounds of the current loop are condensed
         m = ctx.messages[i]
         if m.get("role") == "assistant":
-            # The text of an older round's reasoning, oldest first with the results: condensed once, then
-            # on every turn (sticky by digest, so the prefix does not change back); its calls stay whole.
-            made = condensed_reasoning(m, counter)
-            if made is None:
-                continue
-            digest = shrunk_digest(m)
+            # An older round's reasoning and long arguments, oldest first with the results: condensed once,
+            # then on every turn (sticky by digest, so the prefix does not change back); ids and names stay.
             fresh = active and tokens > marks.target and i >= lay.tail_start
-            if digest in condensed_before or fresh:
+            made = _condensed_message(m, counter, before, fresh=fresh, keep=frozenset(keep), inputs=inputs)
+            if made is not None:
                 reasoning[i] = made
-                tokens -= counter.message(m) - counter.message(made)
+                tokens -= counter.message(m) - counter.message(made.message)
             continue
-        if (
-            m.get("role") != "tool"
-            or is_gateway_block(m)
-            or stubs.tool(i) in keep
-            or i in kept
-            or stubs.saving(i) <= 0
-        ):
+        if m.get("role") != "tool" or is_gateway_block(m) or stubs.tool(i) in keep or i in kept or stubs.saving(i) <= 0:
             continue
         # A result cleared on an earlier turn stays cleared (before: a tail result cleared after a summary
         # came back whole on the next turn that did not compact, a rewrite of the prefix for nothing).
@@ -463,40 +488,90 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
         if again or (active and tokens > marks.target and _result_tokens(m, counter, memo) >= least):
             chosen.append(i)
             tokens -= stubs.saving(i)
+    if active and tokens > marks.target:
+        made = _condensed_newest(ctx, newest)
+        if made is not None:
+            reasoning[newest] = made
     if not chosen and not reasoning:
         return ctx, []
     out, decisions = _apply(ctx, policy, sticky, stubs, chosen, tail=True) if chosen else (ctx, [])
     if reasoning:
-        out, more = _condense_reasoning(ctx, out, reasoning, condensed_before)
+        out, more = _condense_reasoning(ctx, out, reasoning, before)
         decisions = [*decisions, *more]
     return out, decisions
 
 
+#: The newest round's reasoning is condensed only when the round alone is past this share of the window:
+#: the share the issue gives the newest result before it is condensed (``shrink_oversize``).
+NEWEST_ROUND_SHARE = 0.25
+
+
+def _condensed_message(
+    m: Message, counter: Any, before: _Memory, *, fresh: bool, keep: frozenset[str], inputs: bool
+) -> _Condensed | None:
+    """What an older round's assistant message ``m`` becomes: the parts condensed on earlier turns, and with
+    ``fresh`` whatever is long; None when it stays as it is (or is already what it would become)."""
+    original = client_message(m)  # a message reapplied this turn is read as the client wrote it
+    if condensed_reasoning(original, counter, arguments=True, keep=keep) is None:
+        return None  # nothing long in it: the common case, decided without a digest
+    digest = shrunk_digest(original)
+    text = digest in before.reasoning or (fresh and condensable(original, counter))
+    stub = digest in before.inputs or (fresh and inputs and has_long_arguments(original, counter, keep))
+    if not text and not stub:
+        return None
+    made = condensed_reasoning(original, counter, reasoning=text, arguments=stub, keep=keep)
+    if made is None or made is m:
+        return None
+    return _Condensed(made, text, stub)
+
+
+def _condensed_newest(ctx: Context, newest: int) -> _Condensed | None:
+    """The newest round's assistant message with its reasoning condensed, its calls verbatim, when the round
+    alone is past ``NEWEST_ROUND_SHARE`` of the window (mini-swe-agent at 6K: 1.1-1.9K tokens a round
+    behind a 1.4K task, so no compaction could land a band under the threshold)."""
+    messages, counter = ctx.messages, ctx.env.counter
+    if newest < 0 or messages[newest].get("role") != "assistant":
+        return None
+    if counter.messages(messages[newest:]) <= NEWEST_ROUND_SHARE * ctx.env.context_window:
+        return None
+    made = condensed_reasoning(messages[newest], counter)
+    return _Condensed(made, True, False) if made is not None else None
+
+
 def _condense_reasoning(
-    ctx: Context, out: Context, reasoning: Mapping[int, Message], kept: set[str]
+    ctx: Context, out: Context, condensed: Mapping[int, _Condensed], kept: _Memory
 ) -> tuple[Context, list[Decision]]:
     """Write the condensed assistant messages into ``out``, their ``condensed`` decisions, and remember them.
 
     Each decision names the client's message by digest (``shrunk_digest``), which is how ``verify_assembly``
-    accepts a ``<condensed`` block of the same role in its place. ``kept``: the digests remembered besides these."""
+    accepts a condensed form of the same role and calls in its place. ``kept``: the digests remembered besides
+    these."""
     messages = list(out.messages)
     decisions = []
     counter = ctx.env.counter
-    for i, made in sorted(reasoning.items()):
-        messages[i] = made
-        original = ctx.messages[i]
+    reasoning, inputs = set(kept.reasoning), set(kept.inputs)
+    for i, made in sorted(condensed.items()):
+        messages[i] = made.message
+        original = client_message(ctx.messages[i])
+        digest = shrunk_digest(original)
+        if made.reasoning:
+            reasoning.add(digest)
+        if made.inputs:
+            inputs.add(digest)
         detail = {
             "message_index": i,
             "round": i,
             "role": "assistant",
-            "shrunk_digest": shrunk_digest(original),
+            "shrunk_digest": digest,
             "tail": True,
+            **({"input_cleared": True} if made.inputs else {}),
         }
         reason = "the summary alone left the request over the target; the reasoning of an older round condensed"
+        if made.inputs:
+            reason = "the summary alone left the request over the target; an older round's long arguments stubbed"
         before_tokens = counter.message(original)
-        decisions.append(Decision(PASS, "condensed", before_tokens, counter.message(made), reason, detail))
-    remembered = sorted(kept | {shrunk_digest(ctx.messages[i]) for i in reasoning})
-    session = replace(out.session, extra=with_memory(out.session, condensed=remembered))
+        decisions.append(Decision(PASS, "condensed", before_tokens, counter.message(made.message), reason, detail))
+    session = replace(out.session, extra=with_memory(out.session, condensed=sorted(reasoning), inputs=sorted(inputs)))
     return out.replace(messages=tuple(messages), session=session), decisions
 
 

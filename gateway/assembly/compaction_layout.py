@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from gateway.assembly.compaction_policy import CompactionPolicy, with_sized_ceiling
-from gateway.assembly.condense_reasoning import CONDENSED_ESTIMATE_TOKENS, condensable
+from gateway.assembly.condense_reasoning import condensed_reasoning
 from gateway.assembly.context import Checkpoint, Context, Message, SessionState
 from gateway.assembly.defuse_closers import defuse_closers
 from gateway.assembly.message_text import SYSTEM_ROLES, system_indices, user_indices
@@ -232,13 +232,18 @@ def landing_floor(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:
     if "summarize" in policy.strategies:  # at most its ceiling, at most what it replaces
         middle = counter.messages(messages[lay.head_end : lay.tail_start])
         summary = min(policy.summary_max_tokens + SUMMARY_FRAME_TOKENS, middle)
-    older = 0  # the tail's older rounds as condense_tail leaves them: large results as stubs, long reasoning condensed
+    # The tail's older rounds as condense_tail leaves them: large results as stubs, long reasoning condensed,
+    # long call arguments stubbed (where condense_tail stubs them: with a summary or clear_tool_inputs).
+    inputs = policy.clear_tool_inputs or "summarize" in policy.strategies
+    keep = frozenset(policy.never_clear)
+    older = 0
     for m in messages[lay.tail_start : newest]:
         size = counter.message(m)
         if m.get("role") == "tool" and size > 2 * STUB_ESTIMATE_TOKENS:
             size = STUB_ESTIMATE_TOKENS
-        elif condensable(m, counter):
-            size = min(size, CONDENSED_ESTIMATE_TOKENS + counter.message({**m, "content": ""}))
+        elif m.get("role") == "assistant":
+            made = condensed_reasoning(m, counter, arguments=inputs, keep=keep)
+            size = min(size, counter.message(made)) if made is not None else size
         older += size
     return head + older + counter.messages(messages[newest:]) + summary
 

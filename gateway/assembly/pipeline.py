@@ -77,7 +77,8 @@ def _merged_lint_policy(policy: Policy) -> LintPolicy:
 # 3. prune_tools             tool set is fixed before compaction counts the prompt
 # 4. clear_tool_results      cheap clearing before any summarising
 # 5. compact_history         needs the final tools and documents to know the prompt size
-# 5a. condense_tail          a summary that left the request over its target: the tail's older rounds' results cleared
+# 5a. condense_tail          a summary that left the request over its target: the tail's older rounds condensed
+#                            (results, long reasoning, long arguments); the newest round's reasoning past 1/4
 # 5b. shrink_oversize        only a single huge message can still overflow once history is compacted; it runs
 #                            before the small dynamic-tail passes so its 80 % line leaves them (and the reply) room
 # 6. recall_memory           recalled passages go just before the question, after compaction decided what aged out

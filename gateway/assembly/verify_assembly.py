@@ -10,11 +10,14 @@ The checks, each returning a sentence when it fails:
   an agent loop runs after it (compaction may rewrite older rounds of that loop, never
   these). The exceptions are declared by decisions: a message declared shrunk
   (``detail["shrunk_digest"]``: the digest of the client's message, or
-  ``detail["shrunk_message"]``: its original index) may stand there as a ``<condensed``
-  gateway block of the same role, and a tool result of a round older than the newest one
-  declared cleared (``cleared`` with ``detail["tool_call_id"]``) as its stub. The newest
-  round (``newest_round_start``) is never cleared: this is the one definition of what must
-  stay verbatim, which the compaction passes read too (``tail_condensable``);
+  ``detail["shrunk_message"]``: its original index) may stand there in a condensed form of the
+  same role that makes the same calls (``condensed_form``): its text a ``<condensed`` gateway
+  block, and before the newest round its calls' arguments stubs (``input_stubs``); a tool result
+  of a round older than the newest one declared cleared (``cleared`` with
+  ``detail["tool_call_id"]``) may stand there as its stub. The newest round
+  (``newest_round_start``) keeps its calls and its results (only a result declared shrunk may
+  differ, ``shrink_oversize``; only its reasoning may be condensed, ``condense_tail``): this is the
+  one definition of what must stay verbatim, which the compaction passes read too;
 - every other message is either one of the client's, unchanged and in the original order,
   or a block the gateway wrote, recognisable by its opening marker; when a ``cleared``
   decision declares ``detail["input_cleared"]``, an assistant message may differ from the
@@ -29,7 +32,7 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from gateway.assembly.context import Context, Decision, Message
-from gateway.assembly.input_stubs import same_but_arguments
+from gateway.assembly.input_stubs import same_but_arguments, same_calls
 from gateway.history_fold import index_fold
 
 #: Openings of messages the gateway itself writes. A pass that inserts or rewrites a
@@ -201,7 +204,9 @@ def verify_assembly(
         problems.append("the task (first user message) is not forwarded verbatim")
     if last >= 0:
         tail = [orig[i] for i in range(last, len(orig))]
-        found = _find_run(new, tail, [i in shrunk for i in range(last, len(orig))])
+        newest = newest_round_start(orig)
+        replaced = [_VERBATIM if i not in shrunk else _OLDER if i < newest else _NEWEST for i in range(last, len(orig))]
+        found = _find_run(new, tail, replaced)
         if found < 0:
             problems.append("the last user turn or the newest rounds are not forwarded verbatim")
         elif not all(is_gateway_block(m) for m in new[found + len(tail) :]):
@@ -211,8 +216,12 @@ def verify_assembly(
     return problems
 
 
-def _find_run(haystack: Sequence[Message], run: list[Message], replaced: list[bool]) -> int:
-    """Index where ``run`` occurs in order; a declared-replaced message may stand there as a block of its role."""
+#: How a message of the protected tail may differ from the client's (``_find_run``).
+_VERBATIM, _NEWEST, _OLDER = 0, 1, 2
+
+
+def _find_run(haystack: Sequence[Message], run: list[Message], replaced: list[int]) -> int:
+    """Index where ``run`` occurs in order; a declared-replaced message may stand there in its condensed form."""
     n = len(run)
     for start in range(len(haystack) - n, -1, -1):
         if all(_same(haystack[start + k], run[k], replaced[k]) for k in range(n)):
@@ -220,14 +229,28 @@ def _find_run(haystack: Sequence[Message], run: list[Message], replaced: list[bo
     return -1
 
 
-def _same(found: Message, expected: Message, replaced: bool) -> bool:
-    """The client's message, or where a decision declared it replaced, a gateway block of its role.
+def _same(found: Message, expected: Message, replaced: int) -> bool:
+    """The client's message, or where a decision declared it replaced, its condensed form (``condensed_form``).
 
     Declared by digest, a replacement names every copy of the message (a chat repeats replies byte for
     byte): a copy the pass left as it was is the client's message, and still passes."""
     if found is expected or found == expected:
         return True
-    return replaced and is_gateway_block(found) and found.get("role") == expected.get("role")
+    return replaced != _VERBATIM and condensed_form(found, expected, stubs=replaced == _OLDER)
+
+
+def condensed_form(sent: Message, original: Message, *, stubs: bool) -> bool:
+    """Whether ``sent`` may stand for the client's ``original`` once a decision declared it condensed.
+
+    The same role; its text the client's or a gateway block (``<condensed``, a result's stub); the same
+    calls, ids and names in order (``input_stubs.same_calls``), their arguments the client's or, with
+    ``stubs`` (an older round of the tail, never the newest), stubs made by the gateway. So every call
+    keeps its result, and what the newest round asks for is what the client sent."""
+    if sent.get("role") != original.get("role") or sent.get("tool_call_id") != original.get("tool_call_id"):
+        return False
+    if not is_gateway_block(sent) and sent.get("content") != original.get("content"):
+        return False
+    return same_calls(original, sent, stubs=stubs)
 
 
 def _order_problems(orig: Sequence[Message], new: Sequence[Message], inputs: bool) -> list[str]:

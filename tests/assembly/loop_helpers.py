@@ -7,6 +7,7 @@ from typing import Any
 
 from gateway.assembly.context import Message
 from gateway.assembly.verify_assembly import tool_pairing_problems
+from tests.assembly.compaction_helpers import COUNTER
 
 LOOP_SYSTEM = "You are a coding agent. Work in /repo. Call one tool per step until the task is done."
 LOOP_TASK = "Task: find why test_parse_dates fails in /repo/tests/test_dates.py and fix it."
@@ -90,3 +91,51 @@ def openai_problems(messages: Sequence[Message]) -> list[str]:
         if m.get("role") not in ("system", "developer", "user", "assistant", "tool")
     ]
     return problems + tool_pairing_problems(messages)
+
+
+def _calls_kept(sent: Message, client: Message) -> bool:
+    """The same calls in order (ids, types, names); each one's arguments the client's or a gateway stub."""
+    before, after = client.get("tool_calls") or [], sent.get("tool_calls") or []
+    if len(before) != len(after):
+        return False
+    for a, b in zip(before, after, strict=True):
+        if a == b:
+            continue
+        if (a["id"], a["type"], a["function"]["name"]) != (b["id"], b["type"], b["function"]["name"]):
+            return False
+        if not b["function"]["arguments"].startswith('{"cleared":'):
+            return False
+    return True
+
+
+def older_round_as_sent(sent: Message, client: Message, cleared: set[str]) -> bool:
+    """What an older round of the protected tail may go out as (issue 34, the lead's decision of session 38).
+
+    The client's message; or its result's stub when a ``cleared`` decision names its call; or the assistant
+    message with its reasoning condensed (a ``<condensed`` block) and its long arguments stubbed, the same
+    calls in the same order, so every call keeps its result."""
+    if sent == client:
+        return True
+    if client.get("role") == "tool":
+        stub = str(sent.get("content")).startswith("[result of ")
+        return (
+            str(client.get("tool_call_id")) in cleared and sent.get("tool_call_id") == client["tool_call_id"] and stub
+        )
+    if client.get("role") != "assistant" or sent.get("role") != "assistant":
+        return False
+    text_kept = sent.get("content") == client.get("content") or str(sent.get("content")).startswith("<condensed")
+    return text_kept and _calls_kept(sent, client)
+
+
+def newest_round_as_sent(sent: Sequence[Message], client: Sequence[Message], window: int) -> bool:
+    """The newest round goes out verbatim: its calls and results byte for byte; its reasoning may be
+    condensed only when the round alone is past a quarter of the window."""
+    if list(sent) == list(client):
+        return True
+    if len(sent) != len(client) or COUNTER.messages(client) <= window / 4:
+        return False
+    first, rest = sent[0], list(sent[1:])
+    condensed = str(first.get("content")).startswith("<condensed") and first.get("tool_calls") == client[0].get(
+        "tool_calls"
+    )
+    return condensed and rest == list(client[1:])

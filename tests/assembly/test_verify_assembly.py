@@ -8,7 +8,7 @@ from gateway.assembly.context import Context, Decision
 from gateway.assembly.input_stubs import input_stub
 from gateway.assembly.pipeline import PassSpec, assemble
 from gateway.assembly.policy import Policy
-from gateway.assembly.verify_assembly import comparable, verify_assembly
+from gateway.assembly.verify_assembly import comparable, shrunk_digest, verify_assembly
 from tests.assembly.case_files import context_of
 
 CALL = {
@@ -122,3 +122,43 @@ def test_protected_start_walks_back_over_the_kept_rounds_as_the_full_listing_did
         messages: list[dict[str, Any]] = [{"role": r, "content": "x"} for r in roles]
         for keep in (None, 0, 1, 2, 4, 40):
             assert protected_start(messages, keep) == listed(messages, keep)
+
+
+def _loop_round(k: int, script: str) -> list[dict[str, Any]]:
+    call = {"id": f"c{k}", "type": "function", "function": {"name": "bash", "arguments": script}}
+    return [
+        {"role": "assistant", "content": f"Step {k}.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{k}", "content": f"ok {k}"},
+    ]
+
+
+def _stubbed(message: dict[str, Any], **function: str) -> dict[str, Any]:
+    (call,) = message["tool_calls"]
+    return {**message, "tool_calls": [{**call, "function": {**call["function"], **function}}]}
+
+
+def test_a_tail_round_may_stand_condensed_with_its_calls_only_before_the_newest_round() -> None:
+    """The lead's decision of session 38 (issue 34): an older round of the protected tail declared condensed may
+    go out with its long arguments stubbed (ids and names kept); the newest round's calls never change."""
+    script = '{"command": "cat > t.py << EOF\\n' + "assert f(1) == 1\\n" * 40 + 'EOF"}'
+    messages = [{"role": "system", "content": "Rules."}, {"role": "user", "content": "Task."}]
+    for k in range(3):
+        messages += _loop_round(k, script)
+    ctx = _ctx(messages)
+    stub = input_stub(script, 200)
+
+    def check(sent: list[dict[str, Any]], index: int) -> list[str]:
+        detail = {"shrunk_digest": shrunk_digest(messages[index]), "input_cleared": True}
+        decision = Decision("clear_tool_results", "condensed", 0, 0, "", detail)
+        return verify_assembly(ctx, ctx.replace(messages=tuple(sent)), [decision], keep_rounds=3)
+
+    older = list(messages)
+    older[2] = _stubbed(messages[2], arguments=stub)
+    assert check(older, 2) == []
+    renamed = list(messages)
+    renamed[2] = _stubbed(messages[2], arguments=stub, name="python")
+    assert check(renamed, 2), "a condensed call keeps its tool's name"
+    newest = list(messages)
+    newest[6] = _stubbed(messages[6], arguments=stub)
+    assert check(newest, 6), "the newest round's arguments stay the client's"
+    assert verify_assembly(ctx, ctx.replace(messages=tuple(older)), [], keep_rounds=3), "only when declared"
