@@ -68,6 +68,14 @@ class Passage:
     text: str
     score: float = 0.0
     dated: str = ""  # the conversation's own date mark at or before the passage ("[new session, 2024-01-12]")
+    #: Its score without the share of its neighbour's (``memory/rank.py``): how well it matches on its own.
+    #: None: only ``score`` is known (it then stands for both).
+    own: float | None = None
+
+    @property
+    def match(self) -> float:
+        """How well the passage matches the question on its own (what orders distinct matches)."""
+        return self.score if self.own is None else self.own
 
     @property
     def turns(self) -> str:

@@ -5,10 +5,17 @@ must give the model the same thing for the same question, so both call this: can
 or above ``min_score`` whose text the model does not already see verbatim, best first, at
 most ``max_passages``, within ``recall_budget_tokens`` for the whole ``<recalled>`` block.
 An answer is often spread over two turns (the question's words in one, the answer in the
-next), so a chosen passage brings its adjacent turn along, ahead of weaker matches elsewhere,
-when that one scores at least ``NEIGHBOUR_SHARE`` of it (and ``min_score``), within the same
-bounds: the better of its two neighbours only (with both, a top turn and the turns either side
-of it took all three places). ``max_passages`` counts turns: the pieces of one long turn take one place.
+next), so a chosen passage brings its adjacent turn along when that one scores at least
+``NEIGHBOUR_SHARE`` of it (and ``min_score``): the better of its two neighbours only, whole,
+in the places and the budget left once the matches are placed (a neighbour that matches well
+on its own is a match itself). ``max_passages`` counts turns: the pieces of one long turn take one place.
+
+Matches are ordered by how well each matches on its own (``Passage.match``), not by the score
+that includes a share of its neighbour's (``memory/rank.py``): with that share, the turns either
+side of a top turn on the question's subject outranked a distinct match, took the places as
+matches or as the top turn's neighbour, and the answer's turn was left out (rhelm held-out
+"dental treats", session 38: the answer's turn third by meaning, seventh by the shared score).
+Candidates still qualify by ``score >= min_score``, the calibrated threshold.
 
 Distinct matches come before more of a turn already given back: the other pieces of a chosen
 turn only fill what the budget leaves once every place is decided. Taken right after their
@@ -101,19 +108,17 @@ def select_passages(
         chosen.append(Chosen(p, tokens))
         return True
 
-    ranked = [
-        p for p in sorted(candidates, key=lambda c: (-c.score, c.start, c.passage_id)) if p.score >= policy.min_score
-    ]
-    for p in ranked:
-        if _turn(p) in turns:
-            continue  # more of a turn already given back waits until every place is decided
-        if not take(p, cut=True):
-            continue
+    eligible = [p for p in candidates if p.score >= policy.min_score]
+    placed: list[Passage] = []
+    for p in sorted(eligible, key=lambda c: (-c.match, c.start, c.passage_id)):
+        if _turn(p) not in turns and take(p, cut=True):
+            placed.append(p)  # more of a turn already given back waits until every place is decided
+    for p in placed:  # then one neighbour per match, whole, in the places and the budget left
         floor = max(policy.min_score, NEIGHBOUR_SHARE * p.score)
         for q in sorted(_neighbours(p, candidates), key=lambda c: -c.score):
             if q.score >= floor and _turn(q) not in turns and take(q, cut=False):
-                break  # one neighbour per match: with both, a top turn took every place
-    for p in ranked:  # what the budget leaves: the further pieces of the turns given back
+                break
+    for p in sorted(eligible, key=lambda c: (-c.score, c.start, c.passage_id)):  # then more of the turns given back
         if _turn(p) in turns:
             take(p, cut=False)
     return chosen

@@ -169,7 +169,9 @@ def search(
         rank.resembles_tail(ts, novel, meaning[i], tail_meaning, tail_sets, sharper, asked)
         for i, ts in enumerate(row_terms)
     ]
-    scores = rank.with_context([0.0 if e else o for e, o in zip(echo, own, strict=True)], near, dated, timed)
+    kept = [0.0 if e else o for e, o in zip(echo, own, strict=True)]
+    scores = rank.with_context(kept, near, dated, timed)
+    alone = rank.with_context(kept, [(-1, -1)] * len(rows), dated, timed)  # the same without the neighbour's share
     found = [
         Passage(
             r.id,
@@ -181,6 +183,7 @@ def search(
             r.text,
             0.0 if echo[i] else score,
             dated=r.dated or "",
+            own=0.0 if echo[i] else alone[i],
         )
         for i, (r, score) in enumerate(zip(rows, scores, strict=True))
     ]

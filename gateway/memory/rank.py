@@ -10,7 +10,9 @@ Pure (no I/O): the archive reads the rows, this scores them.
   not installed, or rows archived before) the score is BM25's alone.
 - **Neighbours.** A turn is scored with a share (``NEIGHBOUR_SHARE``) of its best adjacent
   turn's score: an answer ("The Greenhouse, it was lovely") often follows the turn that
-  holds the question's words ("Where did you and Monica eat in East Nashville?").
+  holds the question's words ("Where did you and Monica eat in East Nashville?"). The share
+  makes such a turn a candidate; it does not order the matches: ``select_passages`` orders them
+  by their own score (``Passage.own``) and brings a neighbour after them.
 - **Dates.** A question about time ("when", "before", "after", a month) adds ``DATED_BONUS`` to
   passages that state a date or time, so the turn that says when comes with the one that says what.
 - **The tail.** The newest turns, which the model still sees, are scored in the same corpus.

@@ -20,8 +20,8 @@ FILLER = "We talked about the weather and the long week at school, nothing else 
 QUESTION = "Which cloud platforms did you name for getting my files back if my laptop died?"
 
 
-def _passage(pid: int, start: int, text: str, score: float) -> Passage:
-    return Passage(pid, "s", start, start + 2, start // 2 + 1, start // 2 + 1, text, score)
+def _passage(pid: int, start: int, text: str, score: float, own: float | None = None) -> Passage:
+    return Passage(pid, "s", start, start + 2, start // 2 + 1, start // 2 + 1, text, score, own=own)
 
 
 def _candidates() -> tuple[Passage, ...]:
@@ -100,15 +100,23 @@ def test_further_pieces_of_a_turn_fill_the_room_left() -> None:
     assert [c.passage.passage_id for c in chosen] == [1, 4, 2]
 
 
-def test_a_match_brings_one_neighbour_not_both() -> None:
-    """rhelm held-out ("dental treats") at a budget with room for three: the top turn and the turns either side
-    of it took all three places ahead of the answer's turn, ranked second."""
-    candidates = (
-        _passage(1, 10, "user: " + FILLER * 8, 0.84),
-        _passage(2, 8, "user: " + FILLER * 8, 0.63),  # the turn before the top one
-        _passage(3, 12, "assistant: " + FILLER * 8, 0.68),  # the turn after it
-        _passage(4, 96, "assistant: The vet said dental treats twice a week keep the teeth clean.", 0.78),
-    )
+def test_a_match_brings_one_neighbour_after_the_distinct_matches() -> None:
+    """rhelm held-out ("dental treats"): the turns either side of the top one, raised by the share of its score
+    they get (``memory/rank.py``), outranked the answer's turn; taken as matches or as the top turn's neighbour
+    they filled the three places. Matches are ordered by their own score, and one neighbour per match comes
+    in the places and the budget left once every match is placed."""
+    top = _passage(1, 10, "user: " + FILLER * 8, 0.84, own=0.84)
+    before = _passage(2, 8, "user: " + FILLER * 8, 0.63, own=0.42)  # the turn before the top one
+    after = _passage(3, 12, "assistant: " + FILLER * 8, 0.68, own=0.47)  # the turn after it
+    answer = _passage(4, 96, "assistant: The vet said dental treats twice a week keep the teeth clean.", 0.78, own=0.78)
+    other = _passage(5, 60, "user: We also talked about the clinic's opening hours. " + FILLER, 0.50, own=0.50)
     ctx = make_context({"messages": _messages()})
-    chosen = select_passages(candidates, _messages(), MemoryPolicy(recall_budget_tokens=1000), ctx.env.counter)
-    assert [c.passage.passage_id for c in chosen] == [1, 3, 4]
+    policy = MemoryPolicy(recall_budget_tokens=1000)
+
+    def ids(candidates: tuple[Passage, ...]) -> list[int]:
+        return [c.passage.passage_id for c in select_passages(candidates, _messages(), policy, ctx.env.counter)]
+
+    assert ids((top, before, after, answer, other)) == [1, 4, 5]
+    assert ids((top, before, after, answer)) == [1, 4, 3]  # the turn after matches on its own, before the one before
+    weak = _passage(3, 12, "assistant: It was the Greenhouse on Main Street.", 0.30, own=0.09)
+    assert ids((top, weak, answer)) == [1, 4, 3], "a neighbour that only follows the top turn comes after the matches"
