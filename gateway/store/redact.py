@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gateway.history_fold import Chunk, HistoryFold
+from gateway.history_fold import CHUNK, Chunk, HistoryFold
 from gateway.object_memo import ObjectMemo
 from gateway.store.record import RequestRecord
 
@@ -97,7 +97,7 @@ class Redactor:
             rest = {k: v for k, v in value.items() if k not in ("messages", "tools")}
             if self._scan(rest) or (tools is not None and self._scan_items(tools)):
                 return True
-            if any(self._chunks.parts(messages)):
+            if any(self._chunks.parts(messages)) if len(messages) > CHUNK else self._scan_items(messages):
                 return True
         return False
 
@@ -107,7 +107,10 @@ class Redactor:
         (a marker cannot span two items: none holds the ``,{}`` between them)."""
         if value.__class__ is not list:
             return self._scan(value)
-        return any(self._chunks.parts(value))
+        if len(value) > CHUNK:
+            return any(self._chunks.parts(value))
+        clean, scan = self._clean.get_or, self._scan
+        return any(clean(item, scan) for item in value)
 
     def _scan_chunk(self, chunk: Chunk) -> bool:
         """Whether any item of ``chunk`` may hold a secret; each item's verdict kept by identity, so a
