@@ -143,6 +143,9 @@ class TokenCounter:
         self._cache: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
         self._messages: ObjectMemo[int] = ObjectMemo()  # per message object, across requests (RequestCounter)
+        # per tool definition and per tool list, across requests (RequestCounter): an unchanged tool
+        # list is last turn's object from the parse on (``api.incremental_parse``), its tools too
+        self._tools: ObjectMemo[int] = ObjectMemo()
         self._chunk_sums: HistoryFold[int] = HistoryFold()  # per history chunk (gateway.history_fold)
 
     def text(self, text: str) -> int:
@@ -238,6 +241,7 @@ class RequestCounter(TokenCounter):
         self._cache = shared._cache
         self._lock = shared._lock
         self._messages = shared._messages
+        self._tools = shared._tools
         self._chunk_sums = shared._chunk_sums
         self._objects: ObjectMemo[int] = ObjectMemo(limit=1 << 62)  # per request: bounded by the request
 
@@ -249,10 +253,17 @@ class RequestCounter(TokenCounter):
         return self._messages.get_or(message, partial(TokenCounter.message, self))
 
     def tool(self, tool: Mapping[str, Any]) -> int:
-        return self._remembered(tool, partial(TokenCounter.tool, self))
+        """Remembered across requests, as messages are: a tool definition is never changed once parsed."""
+        found = self._tools.get(tool)
+        return found if found is not None else self._tools.put(tool, TokenCounter.tool(self, tool))
 
     def tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
-        return self._remembered(tools, partial(TokenCounter.tools, self)) if tools else 0
+        """Remembered across requests: a dozen counts a request (the passes, the budget report) of the
+        same list, which is last turn's list when the client's tools did not change."""
+        if not tools:
+            return 0
+        found = self._tools.get(tools)
+        return found if found is not None else self._tools.put(tools, TokenCounter.tools(self, tools))
 
     def messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """Whole message lists are recounted by several passes; a tuple (a Context's) is remembered."""

@@ -118,3 +118,24 @@ def test_counting_a_resent_history_only_encodes_what_is_new() -> None:
     cached_before = len(counter._cache)
     counter.request([*history, {"role": "user", "content": "one new line"}])
     assert len(counter._cache) == cached_before + 1
+
+
+def test_a_tool_list_is_counted_once_across_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unchanged tool list is last turn's object (``api.incremental_parse``) and a dozen counts a
+    request ask for it: the next request's counter finds its tokens without rendering a tool again."""
+    from gateway import tokens
+
+    tools = [
+        {"type": "function", "function": {"name": f"tool_{i}", "description": f"does {i}", "parameters": {}}}
+        for i in range(5)
+    ]
+    counter = tokens.TokenCounter()
+    first = counter.for_request().tools(tools)
+    rendered: list[object] = []
+    real = tokens.render_tool
+    monkeypatch.setattr(tokens, "render_tool", lambda tool: rendered.append(tool) or real(tool))
+    assert counter.for_request().tools(tools) == first
+    assert counter.for_request().tool(tools[2]) == counter.tool(tools[2])
+    assert rendered == [tools[2]]  # only the plain counter's own count rendered it
+    fewer = tools[:3]  # a pruned list: its tools are known, the list is new
+    assert counter.for_request().tools(fewer) == TokenCounter().tools(fewer)

@@ -27,6 +27,7 @@ from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.message_text import is_system, system_messages, text_of
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.verify_assembly import is_gateway_block
+from gateway.object_memo import ObjectMemo
 
 RULE_KIND = "critical_rule"
 DEFAULT_RULE_BUDGET = 200
@@ -70,9 +71,27 @@ class Rule:
     order: int
 
 
+#: ``policy -> {system prompt: its rules}``: a session's system prompt is the same text every turn, and
+#: both this pass and lint look for its rules (regular expressions over the prompt, ~10-25 us a look).
+_FOUND: ObjectMemo[dict[str, tuple[Rule, ...]]] = ObjectMemo(limit=64)
+_FOUND_PER_POLICY = 256
+
+
 def find_rules(messages: Sequence[Message], policy: RulesPolicy) -> list[Rule]:
     """Every critical rule of this request, highest priority first, then in order of declaration."""
     system = "\n".join(text_of(m.get("content")) for m in system_messages(messages) if not is_gateway_block(m))
+    by_text = _FOUND.get(policy)
+    if by_text is None:
+        by_text = _FOUND.put(policy, {})
+    found = by_text.get(system)
+    if found is None:
+        if len(by_text) >= _FOUND_PER_POLICY:
+            by_text.clear()
+        found = by_text[system] = tuple(_rules_in(system, policy))
+    return list(found)
+
+
+def _rules_in(system: str, policy: RulesPolicy) -> list[Rule]:
     found: list[Rule] = []
     for spec in policy.rules:
         if spec.text is not None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from gateway.history_fold import CHUNK, Chunk, HistoryFold
 from gateway.object_memo import ObjectMemo
 from gateway.store.record import RequestRecord
 
@@ -60,6 +61,9 @@ class Redactor:
         # each literal as it appears inside encoded JSON (a NUL is written "\u0000")
         self._markers = tuple(orjson.dumps(m)[1:-1] for markers, _, _ in self.secrets for m in markers)
         self._clean: ObjectMemo[bool] = ObjectMemo()  # object -> whether it may hold a secret
+        # the same per chunk of a list (``gateway.history_fold``): a resent history, and a tool list
+        # pruned the same way as last turn, are found again with one look-up per 32 items
+        self._chunks: HistoryFold[bool] = HistoryFold(self._scan_chunk)
         # a request's ``Forwarded`` -> whether its bodies may: its record is redacted twice, journaled
         # before the answer and written after it, and the second look at its bodies is free
         self._sent: ObjectMemo[bool] = ObjectMemo(1_000)
@@ -91,9 +95,9 @@ class Redactor:
                 continue
             tools = value.get("tools")
             rest = {k: v for k, v in value.items() if k not in ("messages", "tools")}
-            if self._scan(rest) or (tools is not None and self._clean.get_or(tools, self._scan_items)):
+            if self._scan(rest) or (tools is not None and self._scan_items(tools)):
                 return True
-            if any(self._clean.get_or(m, self._scan) for m in messages):
+            if any(self._chunks.parts(messages)) if len(messages) > CHUNK else self._scan_items(messages):
                 return True
         return False
 
@@ -103,7 +107,16 @@ class Redactor:
         (a marker cannot span two items: none holds the ``,{}`` between them)."""
         if value.__class__ is not list:
             return self._scan(value)
-        return any(self._clean.get_or(item, self._scan) for item in value)
+        if len(value) > CHUNK:
+            return any(self._chunks.parts(value))
+        clean, scan = self._clean.get_or, self._scan
+        return any(clean(item, scan) for item in value)
+
+    def _scan_chunk(self, chunk: Chunk) -> bool:
+        """Whether any item of ``chunk`` may hold a secret; each item's verdict kept by identity, so a
+        chunk with one new message encodes that message only."""
+        clean, scan = self._clean.get_or, self._scan
+        return any(clean(item, scan) for item in chunk.messages)
 
     def _scan(self, value: Any) -> bool:
         try:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, restate_rules
+from gateway.assembly.restate_rules import RuleSpec, RulesPolicy, find_rules, restate_rules
 from tests.assembly.case_files import check_case, context_of, load_cases
 
 
@@ -36,3 +36,21 @@ def test_rule_needs_exactly_one_of_text_or_pattern() -> None:
         RuleSpec(text="a", pattern="b")
     with pytest.raises(ValueError, match="exactly one"):
         RuleSpec()
+
+
+def test_a_system_prompt_seen_before_is_not_searched_again_for_its_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The restate pass and lint each look for the rules of every request, and a session's system prompt
+    is the same text every turn: the search runs once per prompt text, and a changed prompt is searched."""
+    from gateway.assembly import restate_rules as module
+
+    searched: list[str] = []
+    real = module._rules_in
+    monkeypatch.setattr(module, "_rules_in", lambda system, policy: searched.append(system) or real(system, policy))
+    policy = RulesPolicy()
+    prompt = "You are terse. <critical>Never delete files.</critical>"
+    first = find_rules([{"role": "system", "content": prompt}, {"role": "user", "content": "hi"}], policy)
+    again = find_rules([{"role": "system", "content": str(prompt)}, {"role": "user", "content": "more"}], policy)
+    assert [r.text for r in again] == [r.text for r in first] and first
+    assert len(searched) == 1
+    changed = find_rules([{"role": "system", "content": prompt + " <critical>Ask first.</critical>"}], policy)
+    assert len(searched) == 2 and len(changed) == len(first) + 1

@@ -116,3 +116,30 @@ def test_a_question_about_what_the_request_no_longer_holds_asks_the_gateway_arch
         "only a question asks the archive"
     )
     assert choose_tools({**body, "tools": TOOLS}) == [], "no archive tool offered: nothing to ask"
+
+
+def test_a_resent_history_is_read_for_facts_once_and_newer_facts_still_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator shares the benchmark machine's cores with the gateway it measures: a resent
+    history's tool results are parsed for facts once, not on every request, with the same answer."""
+    from gateway.providersim import schema_values
+
+    parsed: list[str] = []
+    real = schema_values._json_in
+
+    def counting(text: str) -> Any:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(schema_values, "_json_in", counting)
+    history = [
+        {"role": "user", "content": "book it: origin: LIM"},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"origin": "CUZ", "reference": "R-7"}'},
+    ]
+    first = schema_values.conversation_facts(history)
+    assert first["origin"] == "CUZ" and first["reference"] == "R-7"  # the newest mention wins
+    calls = len(parsed)
+    again = [dict(m) for m in history]  # the next request parses its body into new objects
+    again.append({"role": "user", "content": "origin = AQP"})
+    facts = schema_values.conversation_facts(again)
+    assert facts["origin"] == "AQP" and facts["reference"] == "R-7"
+    assert len(parsed) - calls == 1  # only the new message

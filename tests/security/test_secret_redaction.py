@@ -75,3 +75,32 @@ def test_a_pruned_tool_list_is_looked_at_only_for_its_new_tools(monkeypatch: pyt
     assert not any(value is tool or (isinstance(value, list) and tool in value) for value in scanned for tool in tools)
     assert SECRETS[0] not in orjson.dumps(masked.assembled).decode()
     assert orjson.dumps(masked.original) == orjson.dumps(record.original)
+
+
+class _CountingMemo:
+    """An ObjectMemo stand-in that counts look-ups (the redactor's per-object verdicts)."""
+
+    def __init__(self, memo: object) -> None:
+        self.memo = memo
+        self.lookups = 0
+
+    def get_or(self, obj: object, compute: object) -> bool:
+        self.lookups += 1
+        return self.memo.get_or(obj, compute)  # type: ignore[attr-defined, no-any-return]
+
+
+def test_a_resent_history_is_looked_at_per_chunk_not_per_message() -> None:
+    """An agent resends its whole history each turn, journaled before the answer and written after it:
+    the verdict on an unchanged run of 32 messages is one look-up, and a new message is still masked."""
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i}"} for i in range(70)]
+    redactor = _recorder().redactor
+    assert redactor.record(make_record(history)) is not None
+    counting = _CountingMemo(redactor._clean)
+    redactor._clean = counting  # type: ignore[assignment]
+    again = make_record(list(history))  # the next turn: the same message objects in a new list
+    assert redactor.record(again) is again
+    assert counting.lookups == 0
+    turn = [*history, {"role": "user", "content": f"use {SECRETS[2]}"}]
+    masked = redactor.record(make_record(turn))
+    assert SECRETS[2] not in orjson.dumps(masked.original).decode()
+    assert counting.lookups <= 7  # the last chunk's messages (64..70), not all 71
