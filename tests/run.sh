@@ -75,4 +75,5 @@ python3 -m mypy  # --strict over gateway/, configured in pyproject.toml
 # processes, so two keep both cores busy (579 -> 377 s on a 2-core machine). pytest-benchmark,
 # when some other tool installed it, refuses xdist with a warning this suite treats as an error.
 # -rfEs: the usual failure and error summary, and why each skipped test skipped: a skip is only for what this machine cannot have.
-python3 -m pytest -q -rfEs -p no:cacheprovider -p no:benchmark -n "${PYTEST_WORKERS:-2}" "$@"
+# --durations=20: every run names its slowest tests, so the suite's ~15-minute budget is watched where it is spent.
+python3 -m pytest -q -rfEs --durations=20 -p no:cacheprovider -p no:benchmark -n "${PYTEST_WORKERS:-2}" "$@"
