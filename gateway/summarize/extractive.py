@@ -325,8 +325,9 @@ def with_also(summary: str, items: Sequence[str]) -> str:
 
 
 def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[str]:
-    """The names people stated (a firm, a product, a place, a person), heaviest speaker first, then
-    first said first; a previous summary's "also mentioned" names come before the new ones.
+    """The names the user or a tool stated (a firm, a product, a place, a person), heaviest speaker first,
+    then first said first; a previous summary's "also mentioned" names come before the new ones. An
+    assistant's are left out: in rhelm's chats they were its headings and filled the line (session 38).
 
     Names are what a later question most often asks back ("the firm I manage", "the platform we
     built") and what a sentence budget drops first: a long sentence carries one or two, a name
@@ -340,8 +341,8 @@ def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
         if text.startswith(ALSO_MENTIONED) and _BARE_NAME.match(body):
             found.setdefault(body, 4)
     for speaker, text in lines:
-        if is_small_talk(text, speaker):
-            continue
+        if speaker_kind(speaker) == "assistant" or is_small_talk(text, speaker):
+            continue  # an assistant's capitalised words are mostly its headings ("Quick Mapping", "Next Steps")
         for raw in _NAME.findall(text):
             name = _NAME_TAIL.sub("", raw)
             if not name or _DIGIT.search(name) or (" " not in name and name.lower() in common):
