@@ -27,7 +27,7 @@ from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Checkpoint, Message, SentPrefix, Summarizer
 from gateway.assembly.sent_prefix import continuing
 from gateway.summarize.continued import continues
-from gateway.summarize.extractive import ALSO_MENTIONED, ExtractiveSummarizer
+from gateway.summarize.extractive import ALSO_MENTIONED, ExtractiveSummarizer, says, with_also
 from gateway.summarize.facts import missing_facts
 from gateway.summarize.salience import salient_facts
 from gateway.summarize.transcript import tool_names, transcript_lines
@@ -81,13 +81,24 @@ def fit(text: str, max_tokens: int, counter: TokenCounter) -> str:
 def _repair(summary: str, dropped: list[str], max_tokens: int, counter: TokenCounter) -> str:
     """Append the dropped facts on one line, as many as the budget allows."""
     room = max_tokens - counter.text(summary) - 1 - counter.text(_ALSO)
+    if summary.rsplit("\n", 1)[-1].startswith(_ALSO):
+        room += 1 + counter.text(_ALSO) - counter.text(", ")  # joins the line there is
     kept: list[str] = []
     for fact in dropped:
         room -= counter.text(fact + ", ")
         if room < 0:
             break
         kept.append(fact)
-    return f"{summary}\n{_ALSO}{', '.join(kept)}" if kept else summary
+    return with_also(summary, kept)
+
+
+def kept_text(after: Sequence[Message]) -> str:
+    """What the user and the assistant said in the rounds a compaction keeps after its range, one text.
+
+    Those rounds stay in the request word for word while the summary is in use (the next fold
+    summarises them in turn), so a fact they say is covered already. Tool results are left out:
+    clearing may replace them before the summary is next folded."""
+    return "\n".join(text for speaker, text in transcript_lines(after) if speaker in ("user", "assistant"))
 
 
 def _facts(span: Sequence[Message], previous: str | None) -> list[str]:
@@ -101,6 +112,7 @@ def _fold(
     extractive: ExtractiveSummarizer,
     policy: CompactionPolicy,
     counter: TokenCounter,
+    kept: str = "",
 ) -> tuple[str, str | None]:
     """One summariser call: the new running summary and, if the configured one failed, why.
 
@@ -109,8 +121,8 @@ def _fold(
     (a fact-dense span may not fit any summary of this size; then the model's is kept).
     """
     limit = policy.summary_max_tokens
-    facts = _facts(span, previous)
-    fallback = fit(extractive(span, previous, limit), limit, counter)
+    facts = [f for f in _facts(span, previous) if not says(kept, f)]  # what the kept rounds say is not lost
+    fallback = fit(extractive(span, previous, limit, kept), limit, counter)
     fallback_lost = missing_facts(facts, fallback)
     failure: str | None = None
     if summarizer is not None:
@@ -151,13 +163,14 @@ def summarize_range(
     failures: list[str] = []
     calls = 0
     spans = chunks(messages[span_start:end], budget, counter)
+    kept = kept_text(messages[end:])
     limit = policy.summary_max_tokens
     call: SummaryCall | None = summarizer
     model = continuing(summarizer)
     if model is not None and sent is not None and continues(sent, spans, running, limit, counter):
         spans, call = [tuple(messages[span_start:end])], partial(model.continued, sent)
     for chunk in spans:
-        running, failure = _fold(chunk, running, call, extractive, policy, counter)
+        running, failure = _fold(chunk, running, call, extractive, policy, counter, kept)
         calls += 1
         if failure is not None:
             failures.append(failure)
@@ -165,6 +178,7 @@ def summarize_range(
     used = "extractive"
     if summarizer is not None and len(failures) < calls:
         used = summarizer.name if not failures else f"{summarizer.name}+extractive"
-    dropped = missing_facts(_facts(messages[span_start:end], previous.summary if previous else None), summary)
+    said = _facts(messages[span_start:end], previous.summary if previous else None)
+    dropped = missing_facts([f for f in said if not says(kept, f)], summary)
     cp = Checkpoint(range_hash(messages[start:end]), start, end, summary, used)
     return RangeSummary(cp, calls, tuple(dropped), tuple(failures))

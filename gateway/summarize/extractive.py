@@ -15,7 +15,9 @@ adding the most facts not yet covered win, so a fact restated in later chunks or
 replies is kept once, in the words of whoever said it first with most weight; the
 survivors are printed in their original order, each a whole sentence (or clause) so
 the fact keeps the words that say what it is. The previous summary's lines compete on
-the same terms, so re-compaction is hierarchical and stays inside the budget.
+the same terms, so re-compaction is hierarchical and stays inside the budget. A fact the rounds
+that compaction keeps after the span still say word for word is covered already (``kept``): the
+request carries it, and the summary's room goes to facts nothing else in it carries.
 
 The same input always gives the same bytes: checkpoints depend on it.
 """
@@ -82,16 +84,19 @@ PIECE_SEP = "; "
 ALSO_MENTIONED = "- also mentioned: "
 _ELLIPSIS = " …"
 _SUMMARY_LINE = re.compile(r"^- ([a-z][\w -]*?): (.*)$")
-#: Share of the budget reserved for a line of the names the chosen sentences leave out. None by default:
-#: the names line gets only the room the sentences leave. Reserving half raised bfcl_memory's answers kept in
-#: the final request (+0.09 -> +0.17 over truncation) but cost rhelm's held-out chats 3 of 28 answers when
-#: asked (0.79 -> 0.68; 0.75 at a quarter), below the floor issue 34 sets (RESULTS, session 35, issue 40).
-NAMES_SHARE = 0.0
+#: Share of the budget reserved for a line of the names the chosen sentences leave out, at most what that line
+#: needs: the room it does not need goes back to the sentences (before session 38 it was lost, up to the whole
+#: share, and a reserved half or quarter cost rhelm's held-out chats answers; RESULTS, session 35, issue 40).
+#: Names are two or three tokens each; a sentence that carries one costs fifteen (bfcl_memory, session 38).
+NAMES_SHARE = 0.35
 #: Fewer names than this get no reserved room, only what the sentences leave (a locker log names nobody).
 MIN_NAMES = 5
 #: An item of a previous "also mentioned" line that is itself a name ("Legend Investments", "SOAR").
 _NAME_TAIL = re.compile(r"(?:['’]s?| I['’]\w+| I)$")
 _DIGIT = re.compile(r"\d")
+#: An aside in parentheses in what a person said ("(normal is under 35 U/L)", "(bad cholesterol)"): a reference
+#: range or a gloss, rarely what is asked back, and its figures outranked the clause's own (RESULTS, session 38).
+_ASIDE = re.compile(r"\s*\([^()]{3,80}\)")
 #: A small count and what it counts ("7 crushed corners", "three times", "3x this week"): too short to be
 #: a fact that must survive (``facts._keep``), still what a later question asks back.
 _COUNT = re.compile(
@@ -100,6 +105,11 @@ _COUNT = re.compile(
 )
 _LOWER_WORD = re.compile(r"\b[a-z][\w'’-]*")
 _BARE_NAME = re.compile(r"^[A-Z][\w'’&.-]*(?: [A-Z][\w'’&.-]*)*$")
+
+
+def says(text: str, fact: str) -> bool:
+    """Whether ``text`` states ``fact`` as a whole word ("10" is not in "100" or "2010")."""
+    return bool(text) and fact in text and re.search(rf"(?<![\w.]){re.escape(fact)}(?![\w]|\.\d)", text) is not None
 
 
 def _decision_bonus(decision: bool, facts: frozenset[str]) -> int:
@@ -130,7 +140,7 @@ class _Unit:
         return self.weight * (2 * sum(map(fact_weight, self.facts)) + _decision_bonus(self.decision, self.facts))
 
 
-def _pieces(sentence: str, split_at: int = MIN_SPLIT_CHARS) -> list[str]:
+def _pieces(sentence: str, split_at: int = MIN_SPLIT_CHARS, record: bool = False) -> list[str]:
     """Split a long sentence (a JSON tool result, a list, a chatty sentence) into clauses.
 
     Cut at commas, semicolons and dashes; short parts are merged with the next one, so a piece
@@ -138,7 +148,7 @@ def _pieces(sentence: str, split_at: int = MIN_SPLIT_CHARS) -> list[str]:
     rather than a single word, and a fact pays only for the words around it.
     """
     if len(sentence) <= split_at:
-        return [_trim_opening(sentence)]
+        return [_trim_opening(sentence, record)]
     out: list[str] = []
     current = ""
     for part in _CLAUSE_END.split(sentence):
@@ -146,20 +156,23 @@ def _pieces(sentence: str, split_at: int = MIN_SPLIT_CHARS) -> list[str]:
             continue
         current = f"{current} {part}" if current else part
         if len(current) >= MIN_PIECE_CHARS:
-            out.append(_trim_opening(current)[:MAX_UNIT_CHARS])
+            out.append(_trim_opening(current, record)[:MAX_UNIT_CHARS])
             current = ""
     if current:
         if out and len(current) < MIN_PIECE_CHARS and len(out[-1]) + len(current) < MAX_UNIT_CHARS:
             out[-1] = f"{out[-1]} {current}"
         else:
-            out.append(_trim_opening(current)[:MAX_UNIT_CHARS])
+            out.append(_trim_opening(current, record)[:MAX_UNIT_CHARS])
     return [o for o in out if o]
 
 
-def _trim_opening(piece: str) -> str:
+def _trim_opening(piece: str, record: bool = False) -> str:
     """A clause without the connective or interjection it opens with ("and", "but", "Oh!"), the hedges
-    in it ("really", "honestly", "a bit") and the comma it ends on: words a fact does not need."""
+    in it ("really", "honestly", "a bit"), its asides in parentheses and the comma it ends on: words a
+    fact does not need. A tool's record or a call (``record``) keeps its parentheses: they are data."""
     bare = _HEDGE.sub("", _OPENING.sub("", piece.strip())).strip().rstrip(",;")
+    if not record:
+        bare = _ASIDE.sub("", bare).strip() or bare
     return bare or piece.strip()
 
 
@@ -230,7 +243,7 @@ def _units(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
         for sentence in sentences:
             if is_template(speaker, sentence, heads):
                 continue  # a reply labelled with an id, in the words of a template: nothing of its own
-            for piece in _pieces(sentence, split_at):
+            for piece in _pieces(sentence, split_at, record):
                 units.append(_unit(len(units), head + piece, piece, speaker, noise, line, head))
     return units
 
@@ -249,7 +262,7 @@ def _owned(units: list[_Unit]) -> list[_Unit]:
     return out
 
 
-def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Unit]:
+def _select(units: list[_Unit], budget: int, counter: TokenCounter, known: frozenset[str] = frozenset()) -> list[_Unit]:
     """Pick the units whose facts weigh most (the shorter first among equals), skipping those adding
     no uncovered fact, until the budget is spent; a clause of a message already on a line pays only
     for its words and the separator.
@@ -257,7 +270,7 @@ def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Uni
     Dividing by length was tried (benchmarks/RESULTS.md, sessions 34 and 37): short bare ids (an agent's
     flight rows, a previous "also mentioned" line) then beat the records that say what their id is
     about, and on bfcl_memory clauses ranked by weight carried as many answers, so it is a tie-break only."""
-    covered: set[str] = set()
+    covered: set[str] = set(known)
     seen_text: set[str] = set()
     opened: set[int] = set()
     chosen: list[_Unit] = []
@@ -284,24 +297,37 @@ def _select(units: list[_Unit], budget: int, counter: TokenCounter) -> list[_Uni
 
 
 def _render(units: list[_Unit]) -> str:
-    """One line per transcript line, its pieces joined by ``PIECE_SEP``; consecutive "also mentioned"
-    facts share a line too."""
+    """One line per transcript line, its pieces joined by ``PIECE_SEP``; the "also mentioned" facts
+    share one last line (a line each paid its opening again, up to three times a summary)."""
     lines: list[str] = []
+    also: list[str] = []
     last: _Unit | None = None
     for unit in units:
-        if unit.text.startswith(ALSO_MENTIONED) and lines and lines[-1].startswith(ALSO_MENTIONED):
-            lines[-1] += ", " + unit.text[len(ALSO_MENTIONED) :]
-        elif last is not None and unit.line is not None and unit.line == last.line:
+        if unit.text.startswith(ALSO_MENTIONED):
+            also.append(unit.text[len(ALSO_MENTIONED) :])
+            continue
+        if last is not None and unit.line is not None and unit.line == last.line:
             lines[-1] += PIECE_SEP + unit.body
         else:
             lines.append(unit.text)
         last = unit
-    return "\n".join(lines)
+    return "\n".join([*lines, ALSO_MENTIONED + ", ".join(also)] if also else lines)
+
+
+def with_also(summary: str, items: Sequence[str]) -> str:
+    """``summary`` with ``items`` added to its "also mentioned" line (its last line), or on a new one."""
+    if not items:
+        return summary
+    if summary.rsplit("\n", 1)[-1].startswith(ALSO_MENTIONED):
+        return f"{summary}, {', '.join(items)}"
+    line = ALSO_MENTIONED + ", ".join(items)
+    return f"{summary}\n{line}" if summary else line
 
 
 def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[str]:
-    """The names people stated (a firm, a product, a place, a person), heaviest speaker first, then
-    first said first; a previous summary's "also mentioned" names come before the new ones.
+    """The names the user or a tool stated (a firm, a product, a place, a person), heaviest speaker first,
+    then first said first; a previous summary's "also mentioned" names come before the new ones. An
+    assistant's are left out: in rhelm's chats they were its headings and filled the line (session 38).
 
     Names are what a later question most often asks back ("the firm I manage", "the platform we
     built") and what a sentence budget drops first: a long sentence carries one or two, a name
@@ -315,8 +341,8 @@ def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
         if text.startswith(ALSO_MENTIONED) and _BARE_NAME.match(body):
             found.setdefault(body, 4)
     for speaker, text in lines:
-        if is_small_talk(text, speaker):
-            continue
+        if speaker_kind(speaker) == "assistant" or is_small_talk(text, speaker):
+            continue  # an assistant's capitalised words are mostly its headings ("Quick Mapping", "Next Steps")
         for raw in _NAME.findall(text):
             name = _NAME_TAIL.sub("", raw)
             if not name or _DIGIT.search(name) or (" " not in name and name.lower() in common):
@@ -329,6 +355,8 @@ def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
 def _with_names(summary: str, names: Sequence[str], budget: int, counter: TokenCounter) -> str:
     """``summary`` and one "also mentioned" line of the ``names`` it lacks, as many as ``budget`` allows."""
     room = budget - counter.text(summary) - 1 - counter.text(ALSO_MENTIONED)
+    if summary.rsplit("\n", 1)[-1].startswith(ALSO_MENTIONED):
+        room += 1 + counter.text(ALSO_MENTIONED) - counter.text(", ")  # joins the line there is
     kept: list[str] = []
     for name in names:
         if name in summary or any(name in k for k in kept):
@@ -337,10 +365,7 @@ def _with_names(summary: str, names: Sequence[str], budget: int, counter: TokenC
         if room < 0:
             break
         kept.append(name)
-    if not kept:
-        return summary
-    line = ALSO_MENTIONED + ", ".join(kept)
-    return f"{summary}\n{line}" if summary else line
+    return with_also(summary, kept)
 
 
 class ExtractiveSummarizer:
@@ -351,15 +376,30 @@ class ExtractiveSummarizer:
     def __init__(self, counter: TokenCounter) -> None:
         self._counter = counter
 
-    def __call__(self, messages: tuple[Mapping[str, Any], ...], previous: str | None, max_tokens: int) -> str:
+    def __call__(
+        self, messages: tuple[Mapping[str, Any], ...], previous: str | None, max_tokens: int, kept: str = ""
+    ) -> str:
+        """``kept``: the text of the messages the compacted request keeps after the span (its newest
+        rounds); a fact they still say word for word is covered already, so the summary's room goes to
+        facts nothing else in the request carries."""
         units = _units(messages, previous)
-        names = _names(messages, previous)
-        room = int(max_tokens * NAMES_SHARE) if len(names) >= MIN_NAMES else 0
-        chosen = _select(units, max_tokens - room, self._counter)
+        names = [n for n in _names(messages, previous) if not says(kept, n)]
+        known = frozenset(f for u in units for f in u.facts if says(kept, f))
+        room = min(int(max_tokens * NAMES_SHARE), self._line(names)) if len(names) >= MIN_NAMES else 0
+        chosen = _select(units, max_tokens - room, self._counter, known)
+        if room:  # the names the chosen sentences already say need no room: give it back to sentences
+            summary = _render(chosen)
+            need = min(room, self._line([n for n in names if n not in summary]))
+            if need < room:
+                chosen = _select(units, max_tokens - need, self._counter, known)
         if not chosen and units and not names:  # nothing fact-bearing: keep the span's opening, not lose it silently
             first = units[0].text
             return first[: max(16, max_tokens * 3)] + (_ELLIPSIS if len(first) > max_tokens * 3 else "")
         return _with_names(_render(chosen), names, max_tokens, self._counter)
+
+    def _line(self, names: Sequence[str]) -> int:
+        """What an "also mentioned" line of every one of ``names`` costs (0 for none)."""
+        return self._counter.text(ALSO_MENTIONED + ", ".join(names)) + 1 if names else 0
 
     def __repr__(self) -> str:
         return f"ExtractiveSummarizer(encoding={self._counter.encoding_name!r})"

@@ -152,7 +152,9 @@ def test_a_summary_that_drops_the_facts_is_rejected() -> None:
         return "The user and the assistant talked about several steps."
 
     lazy.name = "llm:lazy"  # type: ignore[attr-defined]
-    messages = conversation(30, fact="Server srv-4471 moved to /etc/billing/v2.yaml on 2026-02-11.")
+    messages = conversation(30)
+    for k in range(3):  # stated in the older turns only: the rounds compaction keeps do not say it again
+        messages[len(HEAD) + 4 * k]["content"] += " Server srv-4471 moved to /etc/billing/v2.yaml on 2026-02-11."
     result = assemble(make_ctx(messages, summarizer=lazy), policy(**SUMMARIZE_ONLY))
     (failed,) = _decisions(result, "summarizer_failed")
     assert "dropped" in failed.detail["failures"][0]

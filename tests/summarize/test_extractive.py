@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from gateway.summarize import extractive
 from gateway.summarize.extractive import ExtractiveSummarizer
 from gateway.tokens import counter_for
 
@@ -118,3 +121,22 @@ def test_facts_in_chatty_sentences_are_kept_as_clauses_within_the_same_budget() 
     assert COUNTER.text(summary) <= 80
     assert all(fact in summary for fact in facts), summary
     assert "whirlwind" not in summary and "hectic" not in summary
+
+
+def test_names_room_the_names_line_does_not_need_goes_to_sentences(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40, session 38: the names line's reserved share was taken from the sentences whole, and what
+    the line did not fill was lost (five names, a 400-token summary: 200 tokens went unused). Now the
+    sentences get every token the line leaves, so a larger share costs them only what the names need."""
+    monkeypatch.setattr(extractive, "NAMES_SHARE", 0.5)
+    names = ("Lisbon", "Porto", "Dana Reyes", "Goldman Sachs", "Legend Investments")
+    chat = [
+        {"role": "user", "content": f"We met in {name}, on the way, and the box there was {k}."}
+        for k, name in enumerate(names)
+    ]
+    chat += [
+        {"role": "user", "content": f"Order ORD-{1000 + k} ships on 2026-05-{k % 28 + 1:02d} to dock {k}."}
+        for k in range(60)
+    ]
+    summary = ExtractiveSummarizer(COUNTER)(tuple(chat), None, 400)
+    assert all(name in summary for name in names), summary
+    assert COUNTER.text(summary) >= 350, COUNTER.text(summary)
