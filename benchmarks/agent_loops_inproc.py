@@ -13,11 +13,17 @@ The last column is a second bound, not a replacement of the first: one rewrite p
 compaction has behind the head, ``min(band, raised threshold - head - summary ceiling)``. Behind a head
 that fills most of the window (tau2's 6.7K system prompt and tools at 8K) no compaction can land a whole
 band under the threshold: the head, a summary and the newest round stay. Where the band fits, both agree.
+
+``--sessions`` replays every run of each file instead (``python -m benchmarks.agent_loops_inproc --sessions
+tau2_telecom_default.jsonl:8000``) and counts what pruning the tools costs: tool-set changes per session
+(the first pruned set after whole lists counts as one) and calls to a tool the request did not offer,
+each a ``find_tools`` round and a set change when served, besides the rewrites.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 from typing import Any
 
 from benchmarks.agent_loops import TARGET, THRESHOLD, load_runs, turns
@@ -49,6 +55,33 @@ def fit_row(name: str, window: int) -> str:
     )
 
 
+def sessions_row(name: str, window: int) -> str:
+    """Every run of ``name`` at ``window``: rewrites, tool-set changes and calls to a tool not offered."""
+    policy = Policy(compaction=CompactionPolicy(threshold=THRESHOLD, target=TARGET, keep_recent_rounds=4))
+    runs = load_runs(name, 10**6)
+    rewritten = changes = missed = missing_sessions = pruned = 0
+    for run in runs:
+        histories = list(turns(run["messages"]))
+        results = run_turns(histories, policy, window=window, tools=run["tools"], prepare_ahead=True)
+        offered = [{t["function"]["name"] for t in r.assembled.tools or ()} for r in results]
+        names = [tuple(t["function"]["name"] for t in r.assembled.tools or ()) for r in results]
+        changes += sum(a != b for a, b in itertools.pairwise(names))
+        pruned += len(names[-1]) != len(run["tools"])
+        rewritten += len(rewrites(results))
+        calls = [
+            c["function"]["name"]
+            for k, h in enumerate(histories[:-1])
+            for c in histories[k + 1][len(h)].get("tool_calls") or []
+            if c["function"]["name"] not in offered[k]
+        ]
+        missed += len(calls)
+        missing_sessions += bool(calls)
+    return (
+        f"| `{name}` | {window} | {len(runs)} | {pruned} | {rewritten} | {changes / len(runs):.2f} | "
+        f"{missed} ({missing_sessions} sessions) |"
+    )
+
+
 def room_behind_head(history: list[dict[str, Any]], policy: CompactionPolicy, window: int, tools: Any) -> float:
     """What a compaction can free at most on ``history``: the (raised) threshold less the head and a summary
     at its ceiling (the newest round, which also stays, is not counted: the bound stays generous)."""
@@ -64,7 +97,15 @@ def room_behind_head(history: list[dict[str, Any]], policy: CompactionPolicy, wi
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("rows", nargs="+", help="file:window, e.g. mini_swe_agent_deepseek.jsonl:6000")
+    parser.add_argument("--sessions", action="store_true", help="every run of each file: tool-set changes")
     args = parser.parse_args()
+    if args.sessions:
+        print("| file | window | sessions | tools pruned | rewrites | tool-set changes / session | calls not offered |")
+        print("|---|---|---|---|---|---|---|")
+        for spec in args.rows:
+            name, window = spec.rsplit(":", 1)
+            print(sessions_row(name, int(window)), flush=True)
+        return
     print(
         "| file | window | requests | over window | unpaired | newest result verbatim (< 1/4 window) "
         "| rewrites (bound) | bound behind the head (room) |"

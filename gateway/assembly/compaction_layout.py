@@ -121,6 +121,9 @@ def boundaries(messages: Sequence[Message], lo: int, hi: int) -> list[int]:
 #: A threshold the head alone makes unreachable is raised, but never past this share of the window,
 #: or of what the head leaves when the head alone is past it (``threshold_ceiling``).
 RAISED_THRESHOLD_CAP = 0.8
+#: Past this share of the window the head counts as filling it: the ceiling is the head plus the cap's
+#: share of what it leaves, not the cap (``threshold_ceiling``).
+HEAD_PAST_SHARE = 0.5
 #: An unset summary ceiling is at most this share of what the head leaves of the window (``for_head``).
 SUMMARY_ROOM_SHARE = 0.25
 
@@ -168,15 +171,20 @@ def threshold_ceiling(ctx: Context, lay: Layout, policy: CompactionPolicy) -> in
     below the head itself: every turn was over it and compacted again (97 rewrites for 101 requests),
     each landing far above the threshold. The head is never compacted, so it is not counted against
     the room the cap keeps free: the ceiling is the head plus the cap's share of what it leaves.
-    Below the cap it stays the cap: that is also ``shrink_oversize``'s line (``direct_fraction``), and a
-    threshold past it let shrink condense a result on the turns in between, a rewrite each (mini-swe-agent
-    at 6K: 60 -> 66). Past it, shrinking one message can never bring the request under that line, so
-    shrink leaves it alone short of the window.
+    A head under half the window (``HEAD_PAST_SHARE``) keeps the cap: that is also ``shrink_oversize``'s
+    line (``direct_fraction``), and a threshold past it let shrink condense a result on the turns in
+    between, a rewrite each (mini-swe-agent at 6K: 60 -> 66). Past the cap, shrinking one message can
+    never bring the request under that line, so shrink leaves it alone short of the window. Between half
+    the window and the cap the head is raised the same way: the line was the cap itself, so a head just
+    under it (tau2 at 8K with its tools pruned to 5.9K, ``prune_tools._prune_for_fit``) had a threshold
+    ~500 tokens above it, under any landing, and compacted on every turn (97 rewrites for 101 requests);
+    it now has the room a head just past the cap has (9 rewrites). No agent-loop row with a head under
+    half its window changes; tau2 solo at 16K (a head past half of it) keeps its 0 rewrites.
     """
     window = ctx.env.context_window
     cap = int(RAISED_THRESHOLD_CAP * window)
     head = head_tokens(ctx, lay, policy)
-    return cap if head <= cap else head + int(RAISED_THRESHOLD_CAP * max(0, window - head))
+    return cap if head <= HEAD_PAST_SHARE * window else head + int(RAISED_THRESHOLD_CAP * max(0, window - head))
 
 
 def head_tokens(ctx: Context, lay: Layout, policy: CompactionPolicy) -> int:

@@ -41,7 +41,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from gateway.assembly.compaction_layout import RAISED_THRESHOLD_CAP
 from gateway.assembly.context import Context, Decision, SessionState, Tool
+from gateway.assembly.message_text import SYSTEM_ROLES
 from gateway.assembly.policy import PassPolicy
 from gateway.assembly.tool_modes import (
     FIND_TOOLS,
@@ -84,6 +86,9 @@ DEFAULT_EXPECTED_CHANGES = 0.5
 #: Share of the plausible misses (removed tools the system prompt names or a kept tool links to)
 #: a session is expected to ask for; each search brings ``find_top`` tools.
 PLAUSIBLE_ASKED = 0.5
+#: ``mode: auto`` prunes for fit once the head (system prompt and tools, which no compaction touches) is
+#: past this share of the window: behind tau2's 6.7K head at 8K a compaction buys ~390 tokens of growth.
+DEFAULT_FIT_HEAD_SHARE = 0.5
 
 
 class ToolPolicy(PassPolicy):
@@ -118,6 +123,9 @@ class ToolPolicy(PassPolicy):
     # could save at the cached price do not pay for one search round trip (measured on ToolBench)
     min_tool_tokens: int = Field(default=DEFAULT_MIN_TOOL_TOKENS, ge=0)
     horizon_turns: int = Field(default=DEFAULT_HORIZON_TURNS, gt=0)  # turns a pruned set is expected to serve
+    # auto: prune for fit, whatever the payoff, once the head is past this share of the window and the
+    # request reaches where a compaction would come (``fits_behind_head``); None: never for fit
+    fit_head_share: float | None = Field(default=DEFAULT_FIT_HEAD_SHARE, gt=0, le=1)
     # set changes expected per session, times 1 + PLAUSIBLE_ASKED x plausible misses / find_top
     expected_changes: float = Field(default=DEFAULT_EXPECTED_CHANGES, ge=0)
 
@@ -158,10 +166,12 @@ def prune_tools(ctx: Context, policy: ToolPolicy) -> tuple[Context, list[Decisio
     if len(tools) < policy.min_offered:
         reason = f"{len(tools)} tools offered, fewer than min_offered={policy.min_offered}"
         return ctx, [Decision(PASS, "kept_all", before, before, reason)]
-    if _auto(policy, ctx) and before < policy.min_tool_tokens and not state.tool_set:
+    # tools that crowd the window are pruned whatever the payoff in cache tokens (``_prune_for_fit``)
+    fit = _auto(policy, ctx) and not state.tool_set and _prune_for_fit(ctx, policy, before)
+    if not fit and _auto(policy, ctx) and before < policy.min_tool_tokens and not state.tool_set:
         reason = f"{before} tool tokens, fewer than min_tool_tokens={policy.min_tool_tokens}"
         return ctx, [Decision(PASS, "kept_all", before, before, reason, {"plan": "all"})]
-    if _auto(policy, ctx) and state.extra.get(PLAN_KEY) == "all":
+    if not fit and _auto(policy, ctx) and state.extra.get(PLAN_KEY) == "all":
         reason = "pruning does not pay in this session"
         return ctx, [Decision(PASS, "kept_all", before, before, reason, {"plan": "all"})]
     names = _unique_names(tools)
@@ -183,6 +193,10 @@ def prune_tools(ctx: Context, policy: ToolPolicy) -> tuple[Context, list[Decisio
     costs = _costs(counter, tools, names)
     fresh = _select(names, _named_first(ranked, names, system_named(ctx.messages, names)), required, policy, costs)
     if not previous:
+        if fit:
+            planned = replace(state, extra={**state.extra, PLAN_KEY: "prune"})
+            out, decisions = _emit(ctx.replace(session=planned), planned, policy, fresh, before, profiled)
+            return out, [*decisions[:-1], replace(decisions[-1], detail={**decisions[-1].detail, "plan": "fit"})]
         if _auto(policy, ctx):
             return _first_plan(ctx, state, policy, fresh, before, costs, profiled)
         return _emit(ctx, state, policy, fresh, before, profiled)
@@ -198,6 +212,28 @@ def prune_tools(ctx: Context, policy: ToolPolicy) -> tuple[Context, list[Decisio
 
 def _auto(policy: ToolPolicy, ctx: Context) -> bool:
     return policy.modes.get(ctx.env.provider, policy.mode) == "auto"
+
+
+def _prune_for_fit(ctx: Context, policy: ToolPolicy, tool_tokens: int) -> bool:
+    """Whether the session's first set is pruned because the tools crowd the window, not for the cache.
+
+    A head (system prompt and tools) past ``fit_head_share`` of the window leaves compaction little
+    room: at 8K, tau2's 5.3K system prompt and 1.3K of tools leave each compaction ~390 tokens of growth
+    (19 rewrites for 9K of growth). The tools are the part of the head the gateway may shrink. Not on the
+    first request but on the one a compaction would come on (the request past the head plus
+    ``RAISED_THRESHOLD_CAP`` of what it leaves, ``compaction_layout.threshold_ceiling``): until then the
+    client's list goes whole and stays cached, and by then the conversation says what it needs (every
+    tool called so far is kept), so the set changes once, on a request whose prefix a compaction would
+    rewrite anyway, and the tools the session has used need no search.
+    """
+    if policy.fit_head_share is None:
+        return False
+    window = ctx.env.context_window
+    counter = ctx.env.counter
+    head = tool_tokens + counter.messages([m for m in ctx.messages if m.get("role") in SYSTEM_ROLES])
+    if head <= policy.fit_head_share * window:
+        return False
+    return counter.messages(ctx.messages) + tool_tokens > head + RAISED_THRESHOLD_CAP * max(0, window - head)
 
 
 def _has_text(ctx: Context, policy: ToolPolicy) -> bool:
