@@ -17,7 +17,10 @@ band under the threshold: the head, a summary and the newest round stay. Where t
 ``--sessions`` replays every run of each file instead (``python -m benchmarks.agent_loops_inproc --sessions
 tau2_telecom_default.jsonl:8000``) and counts what pruning the tools costs: tool-set changes per session
 (the first pruned set after whole lists counts as one) and calls to a tool the request did not offer,
-each a ``find_tools`` round and a set change when served, besides the rewrites.
+each a ``find_tools`` round and a set change when served, besides the rewrites; and the provider input cost
+through the gateway over direct at the model's cache prices (``served_bodies``: each assembled request and
+a ``find_tools`` round per call not offered; ``summariser_cost``: what a model summariser would have been
+sent for the session's summaries), so pruning for fit is weighed against what its changes cost.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import argparse
 import itertools
 from typing import Any
 
-from benchmarks.agent_loops import TARGET, THRESHOLD, load_runs, turns
+from benchmarks.agent_loops import PRICE_INPUT, TARGET, THRESHOLD, input_cost, load_runs, turns
 from gateway.assembly.compaction_layout import SUMMARY_FRAME_TOKENS, for_head, head_tokens, layout, watermarks
 from gateway.assembly.compaction_policy import CompactionPolicy, for_window
 from gateway.assembly.policy import Policy
@@ -60,6 +63,7 @@ def sessions_row(name: str, window: int) -> str:
     policy = Policy(compaction=CompactionPolicy(threshold=THRESHOLD, target=TARGET, keep_recent_rounds=4))
     runs = load_runs(name, 10**6)
     rewritten = changes = missed = missing_sessions = pruned = 0
+    through = direct = 0.0
     for run in runs:
         histories = list(turns(run["messages"]))
         results = run_turns(histories, policy, window=window, tools=run["tools"], prepare_ahead=True)
@@ -76,10 +80,45 @@ def sessions_row(name: str, window: int) -> str:
         ]
         missed += len(calls)
         missing_sessions += bool(calls)
+        through += input_cost(served_bodies(histories, results, offered))[0] + summariser_cost(histories[-1], results)
+        direct += input_cost([(h, run["tools"]) for h in histories])[0]
     return (
         f"| `{name}` | {window} | {len(runs)} | {pruned} | {rewritten} | {changes / len(runs):.2f} | "
-        f"{missed} ({missing_sessions} sessions) |"
+        f"{missed} ({missing_sessions} sessions) | {through / direct:.3f} |"
     )
+
+
+def summariser_cost(messages: list[Any], results: list[Any]) -> float:
+    """The input a model summariser would have been sent for the session's summaries, at the uncached price:
+    each checkpoint's new span (from where the summary it continues ended) and the summary it continues."""
+    seen: dict[str, Any] = {}
+    for result in results:
+        for checkpoint in result.assembled.session.checkpoints:
+            seen.setdefault(checkpoint.range_hash, checkpoint)
+    tokens = 0
+    done: dict[int, Any] = {}  # by start: the latest summary of a range opening there
+    for checkpoint in seen.values():
+        previous = done.get(checkpoint.start)
+        span_start = previous.end if previous is not None and previous.end <= checkpoint.end else checkpoint.start
+        tokens += COUNTER.messages(messages[span_start : checkpoint.end])
+        tokens += COUNTER.text(previous.summary) if previous is not None else 0
+        done[checkpoint.start] = checkpoint
+    return tokens * PRICE_INPUT
+
+
+def served_bodies(histories: list[Any], results: list[Any], offered: list[set[str]]) -> list[tuple[Any, Any]]:
+    """What the provider would receive served, at the model's cache prices: each assembled request, and for a
+    call to a tool the request did not offer, the ``find_tools`` round it costs (the same request again with
+    the grown set, the next one's tools: the prefix cache lost from the tools on). The summaries are counted
+    apart (``summariser_cost``)."""
+    bodies: list[tuple[Any, Any]] = []
+    for k, result in enumerate(results):
+        bodies.append((list(result.assembled.messages), result.assembled.tools))
+        if k + 1 < len(results):
+            calls = histories[k + 1][len(histories[k])].get("tool_calls") or []
+            if any(c["function"]["name"] not in offered[k] for c in calls):
+                bodies.append((list(result.assembled.messages), results[k + 1].assembled.tools))
+    return bodies
 
 
 def room_behind_head(history: list[dict[str, Any]], policy: CompactionPolicy, window: int, tools: Any) -> float:
@@ -100,8 +139,11 @@ def main() -> None:
     parser.add_argument("--sessions", action="store_true", help="every run of each file: tool-set changes")
     args = parser.parse_args()
     if args.sessions:
-        print("| file | window | sessions | tools pruned | rewrites | tool-set changes / session | calls not offered |")
-        print("|---|---|---|---|---|---|---|")
+        print(
+            "| file | window | sessions | tools pruned | rewrites | tool-set changes / session | calls not offered "
+            "| input cost via Ventana / direct |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         for spec in args.rows:
             name, window = spec.rsplit(":", 1)
             print(sessions_row(name, int(window)), flush=True)

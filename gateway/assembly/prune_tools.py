@@ -89,6 +89,17 @@ PLAUSIBLE_ASKED = 0.5
 #: ``mode: auto`` prunes for fit once the head (system prompt and tools, which no compaction touches) is
 #: past this share of the window: behind tau2's 6.7K head at 8K a compaction buys ~390 tokens of growth.
 DEFAULT_FIT_HEAD_SHARE = 0.5
+#: ... and once the session has run this many rounds (assistant messages). The switch from the whole list
+#: re-sends the prompt uncached and each tool the set misses costs a ``find_tools`` round and another
+#: change, while a removed token saves its cached price per request: the prune pays only in sessions that
+#: go on. A session is expected to run about as long again as it has, so the prune waits for one that has
+#: run a while (tau2 at 8K, its 80 sessions: pruning at the first compaction, rounds 6-10, 1.77 set changes
+#: a session, 70 calls to a tool not offered, input cost 0.934 of direct; from round 15 on, 0.79, 13, 0.904).
+DEFAULT_FIT_MIN_ROUNDS = 15
+#: Share of the offered tool tokens a set pruned for fit keeps: what the fit needs is room behind the head,
+#: not the smallest set, and a miss costs more than the room it saved (tau2 8K from round 15: 0.25 -> 28
+#: calls to a tool not offered, 0.5 -> 13).
+DEFAULT_FIT_BUDGET_SHARE = 0.5
 
 
 class ToolPolicy(PassPolicy):
@@ -126,6 +137,10 @@ class ToolPolicy(PassPolicy):
     # auto: prune for fit, whatever the payoff, once the head is past this share of the window and the
     # request reaches where a compaction would come (``fits_behind_head``); None: never for fit
     fit_head_share: float | None = Field(default=DEFAULT_FIT_HEAD_SHARE, gt=0, le=1)
+    # auto: ... and only once the session has run this many rounds (a set that will serve long enough to pay)
+    fit_min_rounds: int = Field(default=DEFAULT_FIT_MIN_ROUNDS, ge=0)
+    # share of the offered tool tokens a set pruned for fit may keep (``budget_share`` for the others)
+    fit_budget_share: float = Field(default=DEFAULT_FIT_BUDGET_SHARE, gt=0, le=1)
     # set changes expected per session, times 1 + PLAUSIBLE_ASKED x plausible misses / find_top
     expected_changes: float = Field(default=DEFAULT_EXPECTED_CHANGES, ge=0)
 
@@ -191,7 +206,9 @@ def prune_tools(ctx: Context, policy: ToolPolicy) -> tuple[Context, list[Decisio
         return ctx.replace(session=replace(state, tool_set=())), [decision]
     scores, ranked, profiled = _rank(ctx, tools, names, policy, required)
     costs = _costs(counter, tools, names)
-    fresh = _select(names, _named_first(ranked, names, system_named(ctx.messages, names)), required, policy, costs)
+    share = policy.fit_budget_share if fit else policy.budget_share
+    ordered = _named_first(ranked, names, system_named(ctx.messages, names))
+    fresh = _select(names, ordered, required, policy, costs, share)
     if not previous:
         if fit:
             planned = replace(state, extra={**state.extra, PLAN_KEY: "prune"})
@@ -224,7 +241,11 @@ def _prune_for_fit(ctx: Context, policy: ToolPolicy, tool_tokens: int) -> bool:
     ``RAISED_THRESHOLD_CAP`` of what it leaves, ``compaction_layout.threshold_ceiling``): until then the
     client's list goes whole and stays cached, and by then the conversation says what it needs (every
     tool called so far is kept), so the set changes once, on a request whose prefix a compaction would
-    rewrite anyway, and the tools the session has used need no search.
+    rewrite anyway, and the tools the session has used need no search. And not before ``fit_min_rounds``
+    rounds: the switch and each tool the set then misses (a ``find_tools`` round, another change) cost the
+    whole prompt again, which only a session that goes on earns back; a short one keeps the whole list and
+    compacts behind it (tau2's tools the results lead to, ``resume_line`` after a suspended line, came
+    after a set pruned at round 6-10 in 43 of 80 sessions).
     """
     if policy.fit_head_share is None:
         return False
@@ -232,6 +253,8 @@ def _prune_for_fit(ctx: Context, policy: ToolPolicy, tool_tokens: int) -> bool:
     counter = ctx.env.counter
     head = tool_tokens + counter.messages([m for m in ctx.messages if m.get("role") in SYSTEM_ROLES])
     if head <= policy.fit_head_share * window:
+        return False
+    if sum(m.get("role") == "assistant" for m in ctx.messages) < policy.fit_min_rounds:
         return False
     return counter.messages(ctx.messages) + tool_tokens > head + RAISED_THRESHOLD_CAP * max(0, window - head)
 
@@ -367,12 +390,18 @@ def _costs(counter: TokenCounter, tools: Sequence[Tool], names: Sequence[str]) -
 
 
 def _select(
-    names: Sequence[str], ranked: Sequence[int], required: set[str], policy: ToolPolicy, costs: Mapping[str, int]
+    names: Sequence[str],
+    ranked: Sequence[int],
+    required: set[str],
+    policy: ToolPolicy,
+    costs: Mapping[str, int],
+    share: float | None = None,
 ) -> list[str]:
-    """Fresh selection: required, then by relevance within the budget, then up to ``min_tools``."""
+    """Fresh selection: required, then by relevance within the budget (``share`` of the offered tool tokens,
+    when given, for ``budget_share``), then up to ``min_tools``."""
     chosen = set(required)
     spent = sum(costs[n] for n in chosen)
-    budget = _budget(policy, costs)
+    budget = _budget(policy, costs, share if share is not None else policy.budget_share)
     for i in ranked:
         name = names[i]
         if name in chosen:
@@ -388,11 +417,11 @@ def _select(
     return [n for n in names if n in chosen]  # the client's order: deterministic, and as the client meant it
 
 
-def _budget(policy: ToolPolicy, costs: Mapping[str, int]) -> float:
-    """Tool tokens a fresh selection may keep: ``budget_tokens``, capped by ``budget_share`` of the offer."""
-    if policy.budget_share is None:
+def _budget(policy: ToolPolicy, costs: Mapping[str, int], share: float | None) -> float:
+    """Tool tokens a fresh selection may keep: ``budget_tokens``, capped by ``share`` of the offer."""
+    if share is None:
         return policy.budget_tokens
-    return min(policy.budget_tokens, policy.budget_share * sum(costs.values()))
+    return min(policy.budget_tokens, share * sum(costs.values()))
 
 
 def _floor(policy: ToolPolicy) -> int:
