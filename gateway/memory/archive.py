@@ -149,7 +149,7 @@ def search(
     tail_terms = [terms(x) for x in tail]
     corpus = [*(r.terms.split() for r in rows), *tail_terms]
     fused, meaning = rank.fused_scores(question, corpus, [*stored, *tail_vectors], question_vector)
-    own = fused[: len(rows)]
+    own = rank.keep_meaning_rank(fused[: len(rows)], meaning[: len(rows)])
     novel = set(terms(question)) - {t for ts in tail_terms for t in ts}
     tail_sets = [set(ts) for ts in tail_terms]
     tail_meaning = max(meaning[len(rows) :], default=0.0)
