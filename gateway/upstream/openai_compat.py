@@ -208,6 +208,9 @@ class OpenAICompatUpstream:
         slots = self._slots.get(base)
         if slots is None:
             slots = self._slots[base] = asyncio.Semaphore(self._config.max_connections)
+        if not slots.locked():  # a free slot: taken now, without wait_for's task and timer (two loop turns)
+            await slots.acquire()
+            return slots.release
         try:
             await asyncio.wait_for(slots.acquire(), self._config.pool_timeout_s)
         except TimeoutError:
