@@ -42,6 +42,8 @@ CLIENT_CLOSED = 499
 log = logging.getLogger("ventana")
 
 T = TypeVar("T")
+#: A chat stream's last event: nothing follows it, so it goes out with the end of the body.
+DONE = b"data: [DONE]\n\n"
 #: The answer of a request that got none (refused, or the provider failed).
 NO_ANSWER = Answer()
 
@@ -116,7 +118,7 @@ async def stream(
                     yield out
             ending[:] = 200, None
             journal(flight, relay.answer(), 200, None, overhead_ms, ttfb_ms)
-            yield b"data: [DONE]\n\n"
+            yield DONE
         except UpstreamError as exc:
             ending[:] = exc.status_code, exc.message
             metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
@@ -138,7 +140,9 @@ async def stream(
         """Finish the request as it stands; also reached when the generator never started."""
         settle(relay.answer(), ending[0], ending[1])
 
-    return EventStreamResponse(OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers)
+    return EventStreamResponse(
+        OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers, last=DONE
+    )
 
 
 def journal(
