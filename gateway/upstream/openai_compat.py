@@ -118,21 +118,29 @@ class _SSEStream:
         self._release = release  # the pool slot: given back once, however the stream ends
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        async for batch in self.batches():
+            for payload in batch:
+                yield payload
+
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        """The stream's ``data:`` payloads, those that arrived in one read together: a relay writes them to
+        its client in one write, not one each (a short answer's dozen events reach the gateway in one or
+        two reads)."""
         # Lines are split here, not by aiohttp: its line reader refuses lines over 64 KiB,
         # and one SSE event (a large tool call) can be longer than that.
         pending, failure = b"", None
         try:
             async for data in self._response.content.iter_any():
                 payloads, pending, done = _split_events(pending + data)
-                for payload in payloads:
-                    yield payload
+                if payloads:
+                    yield payloads
                 if done:
                     return
         except (TimeoutError, aiohttp.ClientError) as exc:
             failure = exc
         payloads, _, done = _split_events(pending + _buffered(self._response.content))
-        for payload in payloads:
-            yield payload
+        if payloads:
+            yield payloads
         if done:
             return
         if failure is not None:
@@ -182,6 +190,11 @@ class _ResponseEventStream(_SSEStream):
         except UpstreamUnavailable:
             if not ended:
                 raise
+
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        """One event a batch: this stream ends at an event, which ``chunks`` finds."""
+        async for payload in self.chunks():
+            yield [payload]
 
 
 def _nothing() -> None:
