@@ -118,14 +118,17 @@ class _SSEStream:
         self._release = release  # the pool slot: given back once, however the stream ends
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        async for batch in self.batches():
+        async for batch in self._reads():
             for payload in batch:
                 yield payload
 
-    async def batches(self) -> AsyncIterator[list[bytes]]:
+    def batches(self) -> AsyncIterator[list[bytes]]:
         """The stream's ``data:`` payloads, those that arrived in one read together: a relay writes them to
         its client in one write, not one each (a short answer's dozen events reach the gateway in one or
         two reads)."""
+        return self._reads()
+
+    async def _reads(self) -> AsyncIterator[list[bytes]]:
         # Lines are split here, not by aiohttp: its line reader refuses lines over 64 KiB,
         # and one SSE event (a large tool call) can be longer than that.
         pending, failure = b"", None
