@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -42,6 +42,8 @@ CLIENT_CLOSED = 499
 log = logging.getLogger("ventana")
 
 T = TypeVar("T")
+#: A chat stream's last event: nothing follows it, so it goes out with the end of the body.
+DONE = b"data: [DONE]\n\n"
 #: The answer of a request that got none (refused, or the provider failed).
 NO_ANSWER = Answer()
 
@@ -110,13 +112,15 @@ async def stream(
     async def events() -> AsyncGenerator[bytes, None]:
         # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
         try:
-            async for payload in upstream.chunks():
-                out = relay.feed(payload)
-                if out is not None:
-                    yield out
+            async for payloads in _batches(upstream):
+                outs, failure = _fed(relay, payloads)
+                if outs:  # events that came together leave together: one write, the client woken once
+                    yield outs[0] if len(outs) == 1 else b"".join(outs)
+                if failure is not None:  # the events before a bad one were relayed first, as one by one
+                    raise failure
             ending[:] = 200, None
             journal(flight, relay.answer(), 200, None, overhead_ms, ttfb_ms)
-            yield b"data: [DONE]\n\n"
+            yield DONE
         except UpstreamError as exc:
             ending[:] = exc.status_code, exc.message
             metrics.UPSTREAM_ERRORS.labels(model.name, type(exc).__name__).inc()
@@ -138,7 +142,34 @@ async def stream(
         """Finish the request as it stands; also reached when the generator never started."""
         settle(relay.answer(), ending[0], ending[1])
 
-    return EventStreamResponse(OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers)
+    return EventStreamResponse(
+        OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers, last=DONE
+    )
+
+
+def _fed(relay: StreamRelay, payloads: list[bytes]) -> tuple[list[bytes], Exception | None]:
+    """What the relay makes of ``payloads`` for the client, up to the first that fails, and that failure."""
+    outs: list[bytes] = []
+    for payload in payloads:
+        try:
+            out = relay.feed(payload)
+        except Exception as exc:
+            return outs, exc
+        if out is not None:
+            outs.append(out)
+    return outs, None
+
+
+async def _batches(upstream: Any) -> AsyncIterator[list[bytes]]:
+    """The upstream stream's payloads in the batches they arrived in, when it tells them (``_SSEStream``);
+    one by one otherwise (a pass-through key's scrubbing wrapper, litellm, the served-tools loop)."""
+    batches = getattr(upstream, "batches", None)
+    if batches is not None:
+        async for batch in batches():
+            yield batch
+    else:
+        async for payload in upstream.chunks():
+            yield [payload]
 
 
 def journal(

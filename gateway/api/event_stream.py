@@ -8,6 +8,11 @@ plain asyncio task waits for ``http.disconnect``; when it comes, it cancels the 
 task. Whatever ends the response, its ``finally`` abandons and closes the stream
 (``owned_stream.OwnedStream``), which records the request once (499 if the client went
 first) and frees the upstream connection, even when iteration never started.
+
+A stream that names its ``last`` event (chat's ``data: [DONE]``) has it sent together with the
+end of the body (the chunked encoding's terminator): when that event comes, the stream is run to
+its end first (its ``finally`` never awaits the network), so the event and the terminator leave in
+one write instead of two, and the client is woken once at the end of its answer, not twice.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ from starlette.types import Receive, Scope, Send
 class EventStreamResponse(Response):
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, events: AsyncIterator[bytes], headers: Mapping[str, str] | None = None, *, last: bytes | None = None
+    ) -> None:
         self.events = events
+        self.last = last  # the event after which the stream ends, when it is known
         self.status_code = 200
         self.background = None
         self.init_headers(headers)
@@ -43,9 +51,19 @@ class EventStreamResponse(Response):
         listener = asyncio.get_running_loop().create_task(listen())
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-            async for chunk in self.events:
+            events = self.events
+            async for chunk in events:
+                if chunk == self.last:
+                    try:
+                        following = await anext(events)
+                    except StopAsyncIteration:  # it was the last: the event and the body's end in one write
+                        await send({"type": "http.response.body", "body": chunk, "more_body": False})
+                        break
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    chunk = following
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if not hung_up:
                 raise

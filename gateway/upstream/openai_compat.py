@@ -118,21 +118,32 @@ class _SSEStream:
         self._release = release  # the pool slot: given back once, however the stream ends
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        async for batch in self._reads():
+            for payload in batch:
+                yield payload
+
+    def batches(self) -> AsyncIterator[list[bytes]]:
+        """The stream's ``data:`` payloads, those that arrived in one read together: a relay writes them to
+        its client in one write, not one each (a short answer's dozen events reach the gateway in one or
+        two reads)."""
+        return self._reads()
+
+    async def _reads(self) -> AsyncIterator[list[bytes]]:
         # Lines are split here, not by aiohttp: its line reader refuses lines over 64 KiB,
         # and one SSE event (a large tool call) can be longer than that.
         pending, failure = b"", None
         try:
             async for data in self._response.content.iter_any():
                 payloads, pending, done = _split_events(pending + data)
-                for payload in payloads:
-                    yield payload
+                if payloads:
+                    yield payloads
                 if done:
                     return
         except (TimeoutError, aiohttp.ClientError) as exc:
             failure = exc
         payloads, _, done = _split_events(pending + _buffered(self._response.content))
-        for payload in payloads:
-            yield payload
+        if payloads:
+            yield payloads
         if done:
             return
         if failure is not None:
@@ -183,6 +194,11 @@ class _ResponseEventStream(_SSEStream):
             if not ended:
                 raise
 
+    async def batches(self) -> AsyncIterator[list[bytes]]:
+        """One event a batch: this stream ends at an event, which ``chunks`` finds."""
+        async for payload in self.chunks():
+            yield [payload]
+
 
 def _nothing() -> None:
     return None
@@ -208,6 +224,9 @@ class OpenAICompatUpstream:
         slots = self._slots.get(base)
         if slots is None:
             slots = self._slots[base] = asyncio.Semaphore(self._config.max_connections)
+        if not slots.locked():  # a free slot: taken now, without wait_for's task and timer (two loop turns)
+            await slots.acquire()
+            return slots.release
         try:
             await asyncio.wait_for(slots.acquire(), self._config.pool_timeout_s)
         except TimeoutError:

@@ -4,8 +4,10 @@ unrelated request wait 9 s). It is now bounded by ``upstream.pool_timeout_s``, w
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
+from typing import Any
 
 import pytest
 
@@ -59,3 +61,30 @@ async def test_a_provider_whose_streams_fill_its_pool_does_not_delay_another(sim
             await stream.aclose()
     finally:
         await upstream.close()
+
+
+async def test_a_free_slot_is_taken_at_once_and_only_a_full_pool_waits_with_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A free slot costs no ``wait_for`` (a task and a timer, two loop turns on every request's path);
+    a full pool still waits at most ``pool_timeout_s``."""
+    upstream = OpenAICompatUpstream(UpstreamConfig(max_connections=2, pool_timeout_s=0.3))
+    model = ModelConfig(name="m", litellm_model="openai/m", api_base="http://127.0.0.1:9/v1")
+    timed: list[float] = []
+    real_wait_for = asyncio.wait_for
+
+    def counting(awaitable: Any, timeout: float) -> Any:
+        timed.append(timeout)
+        return real_wait_for(awaitable, timeout)
+
+    monkeypatch.setattr(asyncio, "wait_for", counting)
+    releases = [await upstream._slot(model) for _ in range(2)]
+    assert timed == []
+    with pytest.raises(GatewayBusy):
+        await upstream._slot(model)
+    assert timed == [0.3]
+    releases.pop()()
+    releases.append(await upstream._slot(model))
+    assert timed == [0.3]
+    for release in releases:
+        release()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 import pytest
 
@@ -17,3 +19,38 @@ def test_unicode_line_separators_survive_the_stream(passthrough_gateway: Gateway
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert separator in streamed
     assert streamed == plain
+
+
+class _FakeContent:
+    def __init__(self, reads: list[bytes]) -> None:
+        self._reads = reads
+
+    async def iter_any(self) -> Any:
+        for data in self._reads:
+            yield data
+
+    def _read_nowait(self, n: int) -> bytes:
+        return b""
+
+
+class _FakeResponse:
+    def __init__(self, reads: list[bytes]) -> None:
+        self.content = _FakeContent(reads)
+
+    def release(self) -> None:
+        pass
+
+
+async def test_streams_tell_their_reads_and_a_responses_stream_still_ends_at_its_last_event() -> None:
+    """``batches`` gives the events of one read together; the Responses stream, which ends at an event,
+    goes event by event through its own ``chunks`` (it once recursed between the two)."""
+    from gateway.upstream.openai_compat import _ResponseEventStream, _SSEStream
+
+    chat = _SSEStream(_FakeResponse([b"data: 1\n\ndata: 2\n\n", b"data: 3\n\ndata: [DONE]\n\n"]))  # type: ignore[arg-type]
+    assert [batch async for batch in chat.batches()] == [[b"1", b"2"], [b"3"]]
+    events = [b'{"type":"response.created"}', b'{"type":"response.completed"}', b'{"type":"late"}']
+    wire = b"".join(b"data: " + e + b"\n\n" for e in events)
+    responses = _ResponseEventStream(_FakeResponse([wire]))  # type: ignore[arg-type]
+    assert [p async for p in responses.chunks()] == events[:2]
+    responses = _ResponseEventStream(_FakeResponse([wire]))  # type: ignore[arg-type]
+    assert [b async for b in responses.batches()] == [[events[0]], [events[1]]]
