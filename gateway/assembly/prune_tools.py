@@ -375,7 +375,7 @@ def session_selection(
         scores = [0.0] * len(names)
     ranked = sorted(range(len(names)), key=lambda i: (-scores[i], i))
     ranked = _named_first(ranked, names, system_named(messages, names))
-    return _select(names, ranked, set(required), policy, _costs(counter, tools, names))
+    return _select(names, ranked, set(required), policy, _costs(counter, tools, names), policy.budget_share)
 
 
 def _unique_names(tools: Sequence[Tool]) -> list[str]:
@@ -395,13 +395,13 @@ def _select(
     required: set[str],
     policy: ToolPolicy,
     costs: Mapping[str, int],
-    share: float | None = None,
+    share: float | None,
 ) -> list[str]:
     """Fresh selection: required, then by relevance within the budget (``share`` of the offered tool tokens,
-    when given, for ``budget_share``), then up to ``min_tools``."""
+    ``budget_share`` or ``fit_budget_share``; None: ``budget_tokens`` alone), then up to ``min_tools``."""
     chosen = set(required)
     spent = sum(costs[n] for n in chosen)
-    budget = _budget(policy, costs, share if share is not None else policy.budget_share)
+    budget = _budget(policy, costs, share)
     for i in ranked:
         name = names[i]
         if name in chosen:
