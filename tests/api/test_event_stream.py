@@ -125,31 +125,12 @@ async def test_an_event_like_the_last_that_is_followed_by_more_is_sent_as_any_ot
 
 
 async def test_a_chat_stream_ends_with_done_and_the_end_of_its_body_in_one_message(sim: Any) -> None:
-    import orjson
 
     from gateway.api.app import create_app
     from gateway.config import parse_settings
-    from tests.inproc import post_scope
 
     models = [{"name": "gpt-4o-mini", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url}]
-    app = create_app(parse_settings({"models": models}))
-    raw = orjson.dumps({"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
-    sent: list[dict[str, Any]] = []
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        await asyncio.sleep(3600)
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    async with app.router.lifespan_context(app):
-        await app(post_scope("/v1/chat/completions", len(raw)), receive, send)
+    sent = await _send_hi(create_app(parse_settings({"models": models})))
     assert sent[0]["status"] == 200
     assert (sent[-1]["body"], sent[-1]["more_body"]) == (b"data: [DONE]\n\n", False)
     assert all(m["more_body"] for m in sent[1:-1])
@@ -183,11 +164,9 @@ def _chunk(text: str) -> bytes:
 
 
 async def _chat_stream(batches: list[list[bytes]]) -> list[dict[str, Any]]:
-    import orjson
 
     from gateway.api.app import create_app
     from gateway.config import parse_settings
-    from tests.inproc import post_scope
 
     models = [{"name": "gpt-4o-mini", "litellm_model": "openai/gpt-4o-mini", "api_base": "http://127.0.0.1:9/v1"}]
     app = create_app(parse_settings({"models": models}))
@@ -196,6 +175,15 @@ async def _chat_stream(batches: list[list[bytes]]) -> list[dict[str, Any]]:
         return _Batched(batches)
 
     app.state.gateway.upstream.open_stream = open_stream
+    return (await _send_hi(app))[1:]
+
+
+async def _send_hi(app: Any) -> list[dict[str, Any]]:
+    """Every ASGI message ``app`` sends for a streamed "hi" to chat completions; the client stays connected."""
+    import orjson
+
+    from tests.inproc import post_scope
+
     raw = orjson.dumps({"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
     sent: list[dict[str, Any]] = []
     delivered = False
@@ -213,7 +201,7 @@ async def _chat_stream(batches: list[list[bytes]]) -> list[dict[str, Any]]:
 
     async with app.router.lifespan_context(app):
         await app(post_scope("/v1/chat/completions", len(raw)), receive, send)
-    return sent[1:]
+    return sent
 
 
 async def test_events_that_arrive_together_leave_together() -> None:
