@@ -44,12 +44,13 @@ class Recording(asyncio.Transport):
         pass
 
 
-async def _serve(app: Any, request: bytes, *, turns: int = 20) -> Recording:
-    """Feed ``request`` to the protocol on a recording transport and let the app answer."""
+async def _serve(app: Any, request: bytes, *, turns: int = 20, transport: Recording | None = None) -> Recording:
+    """Feed ``request`` to the protocol on a recording transport (``transport``, for an app that looks at it
+    while it answers) and let the app answer."""
     assert not isinstance(HTTP_PROTOCOL, str)
     config = Config(app=app, lifespan="off", log_level="warning")
     protocol: Any = HTTP_PROTOCOL(config=config, server_state=ServerState(), app_state={})  # type: ignore[call-arg]
-    transport = Recording()
+    transport = transport or Recording()
     protocol.connection_made(transport)
     protocol.data_received(request)
     for _ in range(turns):
@@ -77,6 +78,7 @@ async def test_a_response_goes_out_in_one_write_head_and_body_together() -> None
 async def test_a_stream_s_head_goes_out_on_the_next_turn_without_waiting_for_its_first_event() -> None:
     first_event = asyncio.Event()
     seen_before_event: list[bytes] = []
+    transport = Recording()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await receive()
@@ -88,23 +90,12 @@ async def test_a_stream_s_head_goes_out_on_the_next_turn_without_waiting_for_its
     async def release() -> None:
         for _ in range(5):
             await asyncio.sleep(0)
-        seen_before_event.extend(transport_box[0].calls)
+        seen_before_event.extend(transport.calls)
         first_event.set()
 
-    transport_box: list[Recording] = []
-    real_init = Recording.__init__
-
-    def keep(self: Recording) -> None:
-        real_init(self)
-        transport_box.append(self)
-
-    Recording.__init__ = keep  # type: ignore[method-assign]
-    try:
-        releasing = asyncio.ensure_future(release())
-        transport = await _serve(app, POST)
-        await releasing
-    finally:
-        Recording.__init__ = real_init  # type: ignore[method-assign]
+    releasing = asyncio.ensure_future(release())
+    await _serve(app, POST, transport=transport)
+    await releasing
     assert len(seen_before_event) == 1 and seen_before_event[0].startswith(b"HTTP/1.1 200 OK")
     data = b"".join(transport.calls)
     assert data.index(b"HTTP/1.1 200") < data.index(b"data: 1") < data.index(b"data: [DONE]")
@@ -113,29 +104,19 @@ async def test_a_stream_s_head_goes_out_on_the_next_turn_without_waiting_for_its
 async def test_100_continue_is_not_held_back() -> None:
     request = POST.replace(b"content-type", b"expect: 100-continue\r\ncontent-type").replace(b"\r\n\r\n{}", b"\r\n\r\n")
     calls_when_read: list[list[bytes]] = []
+    transport = Recording()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         calls_when_read.append([])
         message = asyncio.ensure_future(receive())
         for _ in range(3):
             await asyncio.sleep(0)
-        calls_when_read[0] = list(transport_box[0].calls)
+        calls_when_read[0] = list(transport.calls)
         message.cancel()
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    transport_box: list[Recording] = []
-    real_init = Recording.__init__
-
-    def keep(self: Recording) -> None:
-        real_init(self)
-        transport_box.append(self)
-
-    Recording.__init__ = keep  # type: ignore[method-assign]
-    try:
-        transport = await _serve(app, request)
-    finally:
-        Recording.__init__ = real_init  # type: ignore[method-assign]
+    await _serve(app, request, transport=transport)
     assert calls_when_read[0] == [b"HTTP/1.1 100 Continue\r\n\r\n"]
     assert transport.calls[1].startswith(b"HTTP/1.1 204")
 
