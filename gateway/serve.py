@@ -21,7 +21,6 @@ from typing import Any, Literal
 import orjson
 import uvicorn
 
-from gateway.api.http_protocol import HTTP_PROTOCOL
 from gateway.config import ModelConfig, Settings
 
 log = logging.getLogger("ventana")
@@ -185,15 +184,12 @@ def run(settings: Settings, *, host: str, port: int, workers: int = 1, log_level
             log_level=log_level,
             access_log=False,
             loop=_loop(settings),
-            http=HTTP_PROTOCOL,
         )
         return
     from gateway.api.app import create_app
 
     app = create_app(settings, **build_dependencies(settings))
-    uvicorn.run(
-        app, host=host, port=port, log_level=log_level, access_log=False, loop=_loop(settings), http=HTTP_PROTOCOL
-    )
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, loop=_loop(settings))
 
 
 def _loop(settings: Settings) -> Literal["auto", "asyncio"]:
