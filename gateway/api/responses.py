@@ -109,7 +109,13 @@ class ResponsesRoute:
         # Codex names its session in headers and prompt_cache_key: its conversations all open alike
         named = named or client_session(request.headers, body.get("prompt_cache_key"))
         answer = await answer_chat(
-            self.gw, orjson.dumps(chat), principal, named, started=started, native=native, route="responses",
+            self.gw,
+            orjson.dumps(chat),
+            principal,
+            named,
+            started=started,
+            native=native,
+            route="responses",
             client=client,
         )
         if native is not None and native.used:
@@ -220,6 +226,7 @@ class ResponsesRoute:
         session_id = chain[-1].session_id if chain else ""
         request_id = self._record_compaction(body, resource, caller, session_id, started)
         return _json(resource, {REQUEST_ID_HEADER: request_id})
+
     def _native(
         self,
         body: Mapping[str, Any],

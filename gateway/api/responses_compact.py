@@ -59,8 +59,9 @@ class Compactor:
         given = request.get("input")
         if not isinstance(given, list):
             return request
-        expanded = expand_compactions(given, lambda token, param: self.sealer.open(SEALED_KIND, caller, token,
-                                                                                     param=param))
+        expanded = expand_compactions(
+            given, lambda token, param: self.sealer.open(SEALED_KIND, caller, token, param=param)
+        )
         return request if expanded is None else {**request, "input": expanded}
 
     def tokens(self, model: ModelConfig, items: Sequence[Mapping[str, Any]]) -> int:

@@ -65,8 +65,12 @@ def _clear_thinking(
     kind, keep = _value(edit.get("keep"), ("thinking_turns", "all"), DEFAULT_KEEP_THINKING_TURNS, f"{param}.keep")
     if kind == "all":
         return None
-    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"
-             and any(isinstance(b, Mapping) and b.get("type") in _THINKING for b in _blocks(m))]
+    turns = [
+        i
+        for i, m in enumerate(messages)
+        if m.get("role") == "assistant"
+        and any(isinstance(b, Mapping) and b.get("type") in _THINKING for b in _blocks(m))
+    ]
     older = turns[: max(0, len(turns) - (keep or 0))]
     if not older:
         return None
@@ -81,16 +85,22 @@ def _clear_thinking(
 def _clear_tool_uses(
     messages: list[dict[str, Any]], edit: Mapping[str, Any], count: Count, total: int, param: str
 ) -> dict[str, Any] | None:
-    trigger_kind, trigger = _value(edit.get("trigger"), ("input_tokens", "tool_uses"), DEFAULT_TRIGGER_TOKENS,
-                                   f"{param}.trigger")
+    trigger_kind, trigger = _value(
+        edit.get("trigger"), ("input_tokens", "tool_uses"), DEFAULT_TRIGGER_TOKENS, f"{param}.trigger"
+    )
     _, keep = _value(edit.get("keep"), ("tool_uses",), DEFAULT_KEEP_TOOL_USES, f"{param}.keep")
     _, at_least = _value(edit.get("clear_at_least"), ("input_tokens",), None, f"{param}.clear_at_least")
     excluded = edit.get("exclude_tools") or ()
     inputs = edit.get("clear_tool_inputs") or False
     if not isinstance(excluded, list | tuple) or not all(isinstance(n, str) for n in excluded):
         raise _fail(f"{param}.exclude_tools must be an array of tool names", f"{param}.exclude_tools")
-    uses = [(i, j, b) for i, m in enumerate(messages) if m.get("role") == "assistant"
-            for j, b in enumerate(_blocks(m)) if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+    uses = [
+        (i, j, b)
+        for i, m in enumerate(messages)
+        if m.get("role") == "assistant"
+        for j, b in enumerate(_blocks(m))
+        if isinstance(b, Mapping) and b.get("type") == "tool_use"
+    ]
     if (trigger_kind == "tool_uses" and len(uses) <= (trigger or 0)) or (
         trigger_kind == "input_tokens" and total <= (trigger or 0)
     ):
@@ -143,8 +153,11 @@ def apply_context_edits(body: Mapping[str, Any], count: Count) -> tuple[dict[str
         elif kind == CLEAR_TOOL_USES:
             done = _clear_tool_uses(messages, edit, count, count({**out, "messages": messages}), param)
         else:
-            raise _fail(f"{param}.type {kind!r} is not an edit Ventana applies; it applies "
-                        f"{CLEAR_TOOL_USES} and {CLEAR_THINKING}", f"{param}.type")
+            raise _fail(
+                f"{param}.type {kind!r} is not an edit Ventana applies; it applies "
+                f"{CLEAR_TOOL_USES} and {CLEAR_THINKING}",
+                f"{param}.type",
+            )
         if done is not None:
             applied.append(done)
     out["messages"] = messages

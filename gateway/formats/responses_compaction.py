@@ -104,9 +104,7 @@ def compaction_item(item_id: str, token: str) -> dict[str, Any]:
     return {"id": item_id, "type": COMPACTION, "encrypted_content": token}
 
 
-def expand_compactions(
-    items: Sequence[Any], open_sealed: Callable[[Any, str], Mapping[str, Any]]
-) -> list[Any] | None:
+def expand_compactions(items: Sequence[Any], open_sealed: Callable[[Any, str], Mapping[str, Any]]) -> list[Any] | None:
     """``items`` with each of the gateway's compaction items replaced by the messages it stands for; None
     when there is none. A provider's own compaction item is left where it is, for that provider.
 

@@ -67,11 +67,7 @@ def scope_session(caller: str, session_id: str) -> str:
     return f"{caller or 'anonymous'}/{session_id}"
 
 
-
-
-def client_session(
-    headers: Mapping[str, str], *fallbacks: Any, body: Mapping[str, Any] | None = None
-) -> str | None:
+def client_session(headers: Mapping[str, str], *fallbacks: Any, body: Mapping[str, Any] | None = None) -> str | None:
     """The session the client names, if any: the first of ``CLIENT_SESSION_HEADERS`` it sent, else the
     session id inside Claude Code's ``metadata.user_id`` in ``body`` (a JSON object with ``session_id``
     in current versions, ``user_..._account_..._session_<uuid>`` before), else the first non-empty

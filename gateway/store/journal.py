@@ -3,7 +3,7 @@
 The SQL recorder's queue lives in memory: a gateway killed (``kill -9``, the OOM killer) after
 answering loses the records its writer had not committed yet (19, 3 and 6 of a burst of 40 in
 ``benchmarks.kill9_loss``, issue 35). So each answered request's record is appended here first,
-as one line in the spool's format (``spool.record_line``), by one ``os.write`` on an ``O_APPEND``
+as one line in the spool's format (``spool.record_parts``), by one ``os.writev`` on an ``O_APPEND``
 descriptor: the page cache is the kernel's, so the line outlives the process. Without
 ``fsync`` (``store.journal_fsync``, off by default) it does not outlive a power loss.
 
@@ -21,7 +21,7 @@ import fcntl
 import os
 import secrets
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -85,18 +85,18 @@ class Journal:
     def path(self) -> Path | None:
         return None if self._current is None else self._current.path
 
-    def append(self, request_id: str, line: bytes) -> None:
-        """Write one serialised record (ending in a newline) with one ``os.write``; called before the answer ends."""
+    def append(self, request_id: str, line: bytes | Sequence[bytes]) -> None:
+        """Write one serialised record (ending in a newline), whole or in the pieces of
+        ``spool.record_parts``, with one ``os.writev``; called before the answer ends."""
+        parts = [line] if isinstance(line, bytes) else line
         with self._lock:
             file = self._current
             if file is None:
                 return
-            view = memoryview(line)
-            while view:  # a regular file takes it whole; a signal could interrupt a very long one
-                view = view[os.write(file.fd, view) :]
+            written = _write_all(file.fd, parts)
             if self.fsync:
                 os.fsync(file.fd)
-            file.size += len(line)
+            file.size += written
             if request_id not in self._where:
                 file.open += 1
                 self._where[request_id] = file
@@ -135,6 +135,22 @@ class Journal:
             for file in (*self._rotated, *([self._current] if self._current else [])):
                 file.close(delete=not file.open)
             self._rotated, self._current = [], None
+
+
+def _write_all(fd: int, parts: Sequence[bytes]) -> int:
+    """Write ``parts`` in order, as one ``writev`` (a regular file takes it whole; a signal could cut
+    a very long one short, and the rest follows); the bytes written."""
+    views = [memoryview(p) for p in parts if p]
+    total = 0
+    while views:
+        done = os.writev(fd, views)
+        total += done
+        while views and done >= len(views[0]):
+            done -= len(views[0])
+            views.pop(0)
+        if done:
+            views[0] = views[0][done:]
+    return total
 
 
 @contextmanager

@@ -33,7 +33,14 @@ _LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
 
 
 def record_line(record: RequestRecord) -> bytes:
-    """``record`` as one JSON line (newline included), the spool's and the journal's format.
+    """``record`` as one JSON line (newline included), the spool's and the journal's format."""
+    return b"".join(record_parts(record))
+
+
+def record_parts(record: RequestRecord) -> list[bytes]:
+    """``record_line`` in pieces whose concatenation is the line: the journal hands them to one
+    ``os.writev``, so a 105K-token body is never copied into a joined line first (a fresh half-megabyte
+    buffer each request is page faults as much as copying: ~0.2 ms a record, measured).
 
     The values are read as they are (no ``asdict`` copy); bodies whose JSON bytes the record
     carries (the client's own, the bytes forwarded) are embedded as those bytes rather than
@@ -44,20 +51,30 @@ def record_line(record: RequestRecord) -> bytes:
     """
     data = {name: getattr(record, name) for name in _STORED}
     original_json, assembled_json = record.original_json, record.assembled_json
+    bodies: list[bytes] = []
     if original_json is not None and assembled_json is not None:
-        data["original"] = orjson.Fragment(_one_line(original_json))
+        del data["original"]
+        bodies += [b'{"original":', _one_line(original_json)]
         same = assembled_json is original_json or assembled_json == original_json
         added = None if same else appended_keys(original_json, assembled_json)
         if added is not None:
-            data[ADDED_KEYS] = orjson.Fragment(_one_line(added))
-        data["assembled"] = None if same or added is not None else orjson.Fragment(_one_line(assembled_json))
+            bodies += [b',"' + ADDED_KEYS.encode() + b'":', _one_line(added)]
+        if same or added is not None:
+            data["assembled"] = None
+        else:
+            del data["assembled"]
+            bodies += [b',"assembled":', _one_line(assembled_json)]
     else:
         same = record.assembled is record.original
         if same:
             data["assembled"] = None
     if same:
         data[SAME_BODIES] = True
-    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    rest = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    if not bodies:
+        return [rest]
+    # the other members after the bodies: "{" of ``rest`` becomes the comma between them
+    return [*bodies, b"," + rest[1:] if len(rest) > 3 else b"}\n"]
 
 
 def appended_keys(original: bytes, assembled: bytes) -> bytes | None:

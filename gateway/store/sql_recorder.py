@@ -41,7 +41,7 @@ from gateway.store.journal import Journal, orphans
 from gateway.store.record import RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
-from gateway.store.spool import Spool, record_line
+from gateway.store.spool import Spool, record_parts
 from gateway.store.writer import KnownContent, write_records
 from gateway.store.writer_process import (
     RECORD_ERRORS,
@@ -176,7 +176,7 @@ class SqlRecorder:
         if self._journal is None:
             return
         try:
-            self._journal.append(record.request_id, record_line(self.redactor.record(record)))
+            self._journal.append(record.request_id, record_parts(self.redactor.record(record)))
         except Exception:
             log.exception("store: request %s could not be journaled", record.request_id)
 

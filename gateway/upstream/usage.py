@@ -49,9 +49,7 @@ def engine_timings(timings: Any) -> tuple[int | None, int | None]:
     )
 
 
-def normalise_usage(
-    usage: Mapping[str, Any] | None, timings: Any = None
-) -> tuple[dict[str, Any] | None, Usage]:
+def normalise_usage(usage: Mapping[str, Any] | None, timings: Any = None) -> tuple[dict[str, Any] | None, Usage]:
     """Return the usage block with ``prompt_tokens_details.cached_tokens`` filled, and its numbers.
 
     ``timings`` is the engine's block beside ``usage`` (llama.cpp), when the upstream sent one."""

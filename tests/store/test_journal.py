@@ -18,7 +18,7 @@ from gateway.store import journal as journal_module
 from gateway.store.engine import make_engine
 from gateway.store.journal import Journal, journal_glob, orphans
 from gateway.store.models import Request
-from gateway.store.spool import record_line
+from gateway.store.spool import record_from_json, record_line, record_parts
 from gateway.store.sql_recorder import SqlRecorder
 from tests.procs import _env
 from tests.store.records import make_record
@@ -178,3 +178,28 @@ async def test_secrets_never_reach_the_journal(db_url: str, tmp_path: Path) -> N
     assert secret.encode() not in data and b"[REDACTED]" in data
     recorder.record(record)
     await recorder.close()
+
+
+def test_a_record_in_pieces_is_one_line_even_when_the_kernel_takes_part_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal writes ``record_parts`` with ``os.writev``, never joined first; a write that takes only
+    part of them (a signal mid-write) goes on from the byte it stopped at, so the file holds the line whole."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "read the file " * 200}]}
+    assembled = {**body, "messages": [{"role": "user", "content": "read the file"}]}
+    record = make_record(body["messages"]).changed(
+        original=body, assembled=assembled, original_json=orjson.dumps(body), assembled_json=orjson.dumps(assembled)
+    )
+    parts = record_parts(record)
+    assert len(parts) > 1, "the bodies travel as their own pieces"
+    writev = journal_module.os.writev
+    monkeypatch.setattr(journal_module.os, "writev", lambda fd, views: writev(fd, [bytes(views[0])[:7]]))
+    journal = Journal(tmp_path / "spool.jsonl")
+    journal.open()
+    journal.append(record.request_id, parts)
+    assert journal.path is not None
+    written = journal.path.read_bytes()
+    assert written == record_line(record) == b"".join(parts)
+    back = record_from_json(written)
+    assert (back.original, back.assembled) == (body, assembled)
+    journal.close()
