@@ -40,6 +40,10 @@ SECRET_PATTERNS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("eyJ",), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JWTs
     (("PRIVATE KEY-----",), r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
 )
+#: Up to this length a text is searched for every secret's literal in one regex pass (a record's small
+#: fields: ~2 us against ~7-15 us for fifteen ``in`` checks); a longer one by the ``in`` checks, which
+#: are faster there (measured at 8 KB and up).
+_ONE_PASS_BYTES = 4096
 #: PostgreSQL refuses NUL in ``text`` and ``\u0000`` in ``jsonb``: stored as U+FFFD there instead.
 NUL_RULE = (("\x00",), re.compile("\x00"), "\ufffd")
 
@@ -60,6 +64,8 @@ class Redactor:
         )
         # each literal as it appears inside encoded JSON (a NUL is written "\u0000")
         self._markers = tuple(orjson.dumps(m)[1:-1] for markers, _, _ in self.secrets for m in markers)
+        # the same literals as one alternation: one pass over a short text instead of fifteen
+        self._any_marker = re.compile(b"|".join(map(re.escape, self._markers))) if self._markers else None
         self._clean: ObjectMemo[bool] = ObjectMemo()  # object -> whether it may hold a secret
         # the same per chunk of a list (``gateway.history_fold``): a resent history, and a tool list
         # pruned the same way as last turn, are found again with one look-up per 32 items
@@ -123,6 +129,8 @@ class Redactor:
             blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:  # an integer past 64 bits, say: let the walk decide
             return True
+        if len(blob) <= _ONE_PASS_BYTES and self._any_marker is not None:
+            return self._any_marker.search(blob) is not None
         return any(m in blob for m in self._markers)
 
     def value(self, value: Any) -> Any:

@@ -40,6 +40,16 @@ def test_a_secret_in_a_message_is_masked_by_default(secret: str) -> None:
     assert secret not in stored and MASK in stored and "thanks" in stored
 
 
+@pytest.mark.parametrize("padding", [0, 6000], ids=["short", "long"])
+@pytest.mark.parametrize("secret", SECRETS, ids=lambda s: s[:8])
+def test_a_secret_in_the_answer_is_masked_whether_its_text_is_short_or_long(secret: str, padding: int) -> None:
+    """The small fields are searched for every literal in one pass up to a length, by one check per
+    literal past it: a secret is found either way."""
+    record = make_record([{"role": "user", "content": "hi"}]).changed(response_text="x " * padding + f"use {secret} ok")
+    masked = _recorder().redactor.record(record).response_text
+    assert masked is not None and secret not in masked and MASK in masked and masked.endswith(" ok")
+
+
 def test_redaction_of_secrets_can_be_turned_off() -> None:
     record = make_record([{"role": "user", "content": f"key {SECRETS[0]}"}])
     assert _recorder(redact_secrets=False).redactor.record(record) is record
