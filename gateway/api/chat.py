@@ -236,7 +236,7 @@ async def answer_chat(
     started = time.perf_counter() if started is None else started
     opened = await open_turn(gw, raw, principal.caller, named)
     turn, body, model = opened.turn, opened.body, opened.model
-    summarizer = gw.edges.compaction.summarizer_for(model)
+    summarizer = gw.edges.compaction.summarizer_for(model, turn.scoped)
     ctx = build_context(body, gw, model, opened.loaded, turn.caller, summarizer)
     for edge in gw.edges.ordered:  # edges before (edges/edges.py): checkpoints, memory, usage profiles
         ctx = await edge.before(ctx, turn)

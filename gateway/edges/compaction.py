@@ -107,11 +107,17 @@ class CompactionRuntime:
         """How long a turn waits for a summary or checkpoint another process is making."""
         return self.policy.summarizer_timeout_s + WAIT_MARGIN_S
 
-    def summarizer_for(self, session_model: ModelConfig | None) -> Summarizer | None:
-        """The summariser of ``session_model``'s sessions (None: extractive), claimed across replicas."""
+    def summarizer_for(self, session_model: ModelConfig | None, session: str = "") -> Summarizer | None:
+        """The summariser of ``session_model``'s sessions (None: extractive), claimed across replicas
+        within ``session`` (the scoped key: another session never adopts this one's summaries)."""
         key = session_model.name if session_model is not None else ""
-        if key in self._by_model:
-            return self._by_model[key]
+        if key not in self._by_model:
+            self._by_model[key] = self._claimed_for(session_model)
+        found = self._by_model[key]
+        return found.for_session(session) if isinstance(found, ClaimedSummarizer) and session else found
+
+    def _claimed_for(self, session_model: ModelConfig | None) -> Summarizer | None:
+        """The summariser chosen for ``session_model``, wrapped to claim its calls (made once per model)."""
         chosen = summarizer_model(self._settings, session_model)
         found: Summarizer | None = None
         if chosen is not None:
@@ -124,7 +130,6 @@ class CompactionRuntime:
                 )
             shares = shares_cache(chosen, session_model)
             found = ClaimedSummarizer(inner, self._sessions, wait_s=self.wait_s, shares_cache=shares)
-        self._by_model[key] = found
         return found
 
     async def adopt(self, state: SessionState) -> SessionState:
@@ -181,7 +186,7 @@ class CompactionRuntime:
             return None
         if not await store_call(self._sessions, self._sessions.claim, checkpoint_key(session_id, plan.key)):
             return None
-        summarizer = self._summarizer_named(assembled.env.model)
+        summarizer = self.summarizer_for(self._settings.model(assembled.env.model), session_id)
         task = asyncio.get_running_loop().create_task(self._prepare(session_id, plan, assembled, summarizer))
         self._running[session_id] = task
         task.add_done_callback(lambda _: self._running.pop(session_id, None))
@@ -197,9 +202,6 @@ class CompactionRuntime:
                 "summarizer": getattr(summarizer, "name", "extractive"),
             },
         )
-
-    def _summarizer_named(self, model_name: str) -> Summarizer | None:
-        return self.summarizer_for(self._settings.model(model_name))
 
     async def _prepare(
         self, session_id: str, plan: CompactionPlan, ctx: Context, summarizer: Summarizer | None

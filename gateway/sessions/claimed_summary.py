@@ -36,10 +36,18 @@ class SummaryUnavailable(RuntimeError):
     """Another replica owns this summary and it failed or never arrived; fall back to extractive."""
 
 
-def summary_key(name: str, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
-    """The claim key of one summariser call: a hash of everything the call's answer depends on."""
+def summary_key(
+    name: str, messages: tuple[Message, ...], previous: str | None, max_tokens: int, session: str = ""
+) -> str:
+    """The claim key of one summariser call: a hash of everything the call's answer depends on, in ``session``.
+
+    The session (the scoped key, caller included) is part of it: the claim is there so one conversation's
+    replicas make its summary once, not so another session, or another caller, adopts a text it never
+    paid for. A continued call (``shares_cache``) is made on the session's own sent prefix (its system
+    prompt, its tools), which the rest of the key does not name, so a text made for one caller's prefix
+    could carry that prefix into another caller's summary of the same messages."""
     h = hashlib.sha256()
-    h.update(orjson.dumps([name, previous, max_tokens, list(messages)], option=orjson.OPT_SORT_KEYS))
+    h.update(orjson.dumps([name, previous, max_tokens, list(messages), session], option=orjson.OPT_SORT_KEYS))
     return CLAIM_PREFIX + h.hexdigest()
 
 
@@ -60,12 +68,30 @@ class ClaimedSummarizer:
     asked as the continuation of the session's sent request (``summarize.continued``); the claim is the
     same either way (the same range, summary and limit), so every replica adopts the one text made."""
 
-    def __init__(self, inner: Summarizer, sessions: SessionStore, *, wait_s: float, shares_cache: bool = False) -> None:
+    def __init__(
+        self,
+        inner: Summarizer,
+        sessions: SessionStore,
+        *,
+        wait_s: float,
+        shares_cache: bool = False,
+        session: str = "",
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.shares_cache = shares_cache and isinstance(inner, ContinuingSummarizer)
+        self.session = session
         self._sessions = sessions
         self._wait_s = wait_s
+
+    def for_session(self, session: str) -> ClaimedSummarizer:
+        """This summariser claiming within ``session`` (a scoped key): its calls are shared by that session's
+        turns on every replica, and by no other session."""
+        if session == self.session:
+            return self
+        return ClaimedSummarizer(
+            self.inner, self._sessions, wait_s=self._wait_s, shares_cache=self.shares_cache, session=session
+        )
 
     def __call__(self, messages: tuple[Message, ...], previous: str | None, max_tokens: int) -> str:
         return self._claimed(messages, previous, max_tokens, lambda: self.inner(messages, previous, max_tokens))
@@ -80,7 +106,7 @@ class ClaimedSummarizer:
     def _claimed(
         self, messages: tuple[Message, ...], previous: str | None, max_tokens: int, call: Callable[[], str]
     ) -> str:
-        key = summary_key(self.name, messages, previous, max_tokens)
+        key = summary_key(self.name, messages, previous, max_tokens, self.session)
         if self._sessions.claim(key):
             metrics.SUMMARY_CLAIMS.labels("called").inc()
             return self._summarise(key, call)

@@ -34,6 +34,8 @@ from gateway.assembly.volatile_patterns import strip_volatile
 from gateway.tokens import content_text
 
 MAX_SESSION_ID_LENGTH = 128
+#: Hex digits of the digest that ends a name too long to keep whole (``bounded_name``).
+_NAME_DIGEST_HEX = 16
 #: Headers in which clients name their conversation, in order of preference: the gateway's own, then
 #: those agent clients send on every request of a session. Claude Code sends ``x-claude-code-session-id``;
 #: Codex CLI ``session-id`` and ``thread-id`` (0.171; older releases ``session_id`` and ``conversation_id``).
@@ -60,11 +62,28 @@ def _stable(text: str) -> str:
     return _DIGITS.sub("0", strip_volatile(text))
 
 
+def bounded_name(name: str) -> str:
+    """``name`` if it fits ``MAX_SESSION_ID_LENGTH`` (the store's columns), else its head and a digest of all of it.
+
+    Cutting a long name to its first 128 characters made two names one whenever they differed only
+    after that: benchmark runs named ``<run id>-16000`` and ``<run id>-8000`` (tau2's run ids are
+    longer than 128) became one session, and the 8K replay recalled the 16K one's passages as "this
+    conversation" and reused its summaries sized for twice the window. The digest keeps every name
+    its own; the head keeps it readable."""
+    if len(name) <= MAX_SESSION_ID_LENGTH:
+        return name
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=_NAME_DIGEST_HEX // 2).hexdigest()
+    return f"{name[: MAX_SESSION_ID_LENGTH - _NAME_DIGEST_HEX - 1]}~{digest}"
+
+
 def scope_session(caller: str, session_id: str) -> str:
     """The key a session's state is kept under: the session's name inside its caller's scope.
 
-    Changing it forgets every stored session state (each conversation starts afresh once)."""
-    return f"{caller or 'anonymous'}/{session_id}"
+    Bounded like a name (``bounded_name``): the caller's prefix makes a name of up to 128 characters
+    longer than the columns that keep the key (``session_states``, ``memory_passages``), which
+    PostgreSQL refuses. Changing it forgets every stored session state (each conversation starts
+    afresh once); keys that fit are unchanged."""
+    return bounded_name(f"{caller or 'anonymous'}/{session_id}")
 
 
 def client_session(headers: Mapping[str, str], *fallbacks: Any, body: Mapping[str, Any] | None = None) -> str | None:
@@ -76,13 +95,13 @@ def client_session(headers: Mapping[str, str], *fallbacks: Any, body: Mapping[st
     for name in CLIENT_SESSION_HEADERS:
         value = headers.get(name)
         if value and value.strip():
-            return value.strip()[:MAX_SESSION_ID_LENGTH]
+            return bounded_name(value.strip())
     named = _metadata_session(body) if body is not None else None
     if named:
-        return named[:MAX_SESSION_ID_LENGTH]
+        return bounded_name(named)
     for value in fallbacks:
         if isinstance(value, str) and value.strip():
-            return value.strip()[:MAX_SESSION_ID_LENGTH]
+            return bounded_name(value.strip())
     return None
 
 
@@ -103,7 +122,7 @@ def _metadata_session(body: Mapping[str, Any]) -> str | None:
 
 def identify_session(header: str | None, caller: str, model: str, messages: Sequence[Mapping[str, Any]]) -> str:
     if header:
-        return header.strip()[:MAX_SESSION_ID_LENGTH]
+        return bounded_name(header.strip())
     system = "\n".join(content_text(messages[i].get("content"))[0] for i in system_indices(messages))
     first_user = next((content_text(m.get("content"))[0] for m in messages if m.get("role") == "user"), "")
     h = hashlib.sha256()

@@ -95,12 +95,8 @@ def test_a_contradicted_fact_is_updated_and_forget_removes_it(memory_gateway: Ga
     assert _memory_blocks(sim.received()[-1]) == []
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_a_compacted_detail_is_recalled_with_the_question(
-    memory_gateway: GatewayHandle, sim: SimHandle, stream: bool
-) -> None:
-    client = _client(memory_gateway, "sk-dave-1")
-    session = f"dave-{stream}"
+def _compacted_history(client: openai.OpenAI, session: str) -> list[dict[str, Any]]:
+    """Twelve turns at the tiny window, sent one by one: turn 2 (the locker's spare key) is compacted and archived."""
     filler = "We went through the sprint board, the retro notes and the on-call rota once more. " * 6
     turns = [f"Turn {i}: {filler}" for i in range(12)]
     turns[1] = "My locker code is 4417 and the spare key is with Marisol at the front desk. " + filler
@@ -109,6 +105,16 @@ def test_a_compacted_detail_is_recalled_with_the_question(
         history.append({"role": "user", "content": text})
         history.append({"role": "assistant", "content": "Noted."})
         client.chat.completions.create(model="tiny-window", messages=history, extra_headers={"x-session-id": session})
+    return history
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_compacted_detail_is_recalled_with_the_question(
+    memory_gateway: GatewayHandle, sim: SimHandle, stream: bool
+) -> None:
+    client = _client(memory_gateway, "sk-dave-1")
+    session = f"dave-{stream}"
+    history = _compacted_history(client, session)
     sim.reset()
     question = {"role": "user", "content": "Who has the spare key for my locker?"}
     got = client.chat.completions.create(
@@ -122,6 +128,30 @@ def test_a_compacted_detail_is_recalled_with_the_question(
     recalled = str(received[-2]["content"])
     assert recalled.startswith("<recalled") and "Marisol" in recalled and 'turns="2"' in recalled
     assert "earlier in this conversation (turn 2)" in recalled.split("\n", 1)[0]
+
+
+def test_sessions_whose_long_names_differ_only_at_the_end_keep_apart(
+    memory_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    """Two names past the 128 characters the store keeps, alike up to their last characters (a run id and its
+    window, as a benchmark names its rows): the second session never recalls the first one's archived turns
+    as its own, and the client is told two names. Cut to their first 128 characters, they were one session."""
+    client = _client(memory_gateway, "sk-fay-1")
+    run = "tau2-telecom/ft:gpt-4.1:sierra/[mobile_data_issue]bad_network_preference|bad_vpn|user_abroad|" * 2
+    _compacted_history(client, f"{run}-16000")
+    sim.reset()
+    question = [SYSTEM, {"role": "user", "content": "Who has the spare key for my locker?"}]
+    raw = client.chat.completions.with_raw_response.create(
+        model="tiny-window", messages=question, extra_headers={"x-session-id": f"{run}-8000"}
+    )
+    received = json.dumps(sim.received()[-1]["messages"])
+    assert "<recalled" not in received and "Marisol" not in received, "another session's turn recalled as this one's"
+    named = raw.headers["x-ventana-session-id"]
+    assert len(named) <= 128 and named.startswith(run[:100])
+    other = client.chat.completions.with_raw_response.create(
+        model="tiny-window", messages=question, extra_headers={"x-session-id": f"{run}-16000"}
+    )
+    assert other.headers["x-ventana-session-id"] != named
 
 
 def test_a_broken_memory_store_degrades_memory_not_the_request(sim: SimHandle, tmp_path: Path) -> None:

@@ -41,8 +41,8 @@ def _summaries(body: dict[str, Any]) -> list[str]:
     return [str(m["content"]) for m in body["messages"] if str(m.get("content") or "").startswith("<summary")]
 
 
-def _converse(gw: GatewayHandle, session: str, turns: int) -> None:
-    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0)
+def _converse(gw: GatewayHandle, session: str, turns: int, key: str = "sk-client") -> None:
+    client = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0)
     steps, _ = scripted_turns(turns=turns, facts=10)
     messages: list[dict[str, Any]] = []
     for step in steps:
@@ -71,6 +71,23 @@ def test_session_model_summarises_only_when_a_provider_key_is_configured(
     else:
         assert not asked, "no key: nothing is sent to a summariser model"
         assert all('by="extractive"' in s for s in summaries)
+
+
+def test_another_caller_with_the_same_conversation_gets_summaries_made_for_it(
+    sim: SimHandle, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The session's own model summarises by continuing the session's sent request, so a summary is made on
+    that caller's prefix: a second caller sending the very same conversation (same session name, same
+    messages) has its own summaries made, each billed to it, and never adopts the first caller's."""
+    with _gateway(sim, tmp_path_factory.mktemp("gw-two-callers"), key=True) as gw:
+        sim.reset()
+        _converse(gw, "e2e-same-name", turns=24, key="sk-ana-1")
+        first = sum(is_summary_request(b["messages"]) for b in sim.received())
+        sim.reset()
+        _converse(gw, "e2e-same-name", turns=24, key="sk-bob-1")
+        second = sum(is_summary_request(b["messages"]) for b in sim.received())
+    assert first > 0, "24 turns cross 55% of the 8,000-token window"
+    assert second == first, "the second caller adopted summaries made for the first"
 
 
 def test_default_policy_keeps_planted_codes_through_compaction_and_recalls_the_turn(

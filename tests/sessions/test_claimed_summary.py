@@ -106,3 +106,18 @@ def test_one_process_dedupes_through_the_memory_store() -> None:
     store = MemorySessionStore()
     results = _race([ClaimedSummarizer(inner, store, wait_s=5) for _ in range(3)])
     assert inner.calls == 1 and len(set(map(str, results))) == 1
+
+
+def test_a_summary_is_shared_by_one_sessions_replicas_and_never_by_another_session(
+    stores: list[SharedSessionStore],
+) -> None:
+    """Two sessions (or two callers) summarising the same messages each make their own call: a continued
+    summary is made on a session's own prefix, and the claim is there for one conversation's replicas."""
+    inner = CountingSummarizer(delay_s=0)
+    base = [ClaimedSummarizer(inner, s, wait_s=10) for s in stores]
+    ana = [w.for_session("key-ana/run-16000") for w in base]
+    assert len({r for r in _race(ana) if isinstance(r, str)}) == 1 and inner.calls == 1
+    assert ana[0].for_session("key-ana/run-16000") is ana[0]
+    assert base[0].for_session("key-ana/run-8000")(SPAN, None, 300).startswith("2 call(s)")
+    assert base[1].for_session("key-bob/run-16000")(SPAN, None, 300).startswith("3 call(s)")
+    assert inner.calls == 3

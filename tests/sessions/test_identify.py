@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from gateway.sessions.identify import client_session, identify_session
+from gateway.sessions.identify import MAX_SESSION_ID_LENGTH, client_session, identify_session, scope_session
 
 
 def _messages(system: str, first_user: str = "Plan the migration.") -> list[dict[str, str]]:
@@ -45,3 +45,15 @@ def test_a_client_that_names_its_session_keeps_it_headers_first_then_its_body_fi
     assert client_session({}, None, "", "01a23bb2-prompt-cache-key") == "01a23bb2-prompt-cache-key"
     assert client_session({"session-id": "  "}) is None
     assert len(client_session({"session-id": "x" * 500}) or "") == 128
+
+
+def test_long_names_that_differ_only_past_128_characters_stay_two_sessions_within_the_store_columns() -> None:
+    run = "tau2-telecom-default/ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft/[mobile_data_issue]bad_network|" * 2
+    names = [identify_session(f"{run}-{w}", "c", "m", _messages("x")) for w in (16000, 8000)]
+    assert names[0] != names[1] and all(len(n) <= MAX_SESSION_ID_LENGTH for n in names)
+    assert all(n.startswith(run[:100]) for n in names), "the head keeps the name readable"
+    assert client_session({"session-id": f"{run}-8000"}) == names[1]
+    assert identify_session("short-name", "c", "m", _messages("x")) == "short-name"
+    scoped = [scope_session("k" * 64, n) for n in names]
+    assert scoped[0] != scoped[1] and all(len(s) <= MAX_SESSION_ID_LENGTH for s in scoped)
+    assert scope_session("k1", "abc") == "k1/abc"

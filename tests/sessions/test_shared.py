@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from gateway.assembly.context import Checkpoint, SessionState
+from gateway.sessions.identify import client_session, scope_session
 from gateway.sessions.shared import SharedSessionStore
 
 
@@ -24,6 +25,16 @@ async def test_state_saved_by_one_replica_is_loaded_by_another(database_url: str
     assert (await a.load("unknown")) == SessionState(session_id="unknown")
     await a.close()
     await b.close()
+
+
+async def test_a_session_with_the_longest_name_a_client_may_send_is_saved(database_url: str) -> None:
+    """The scoped key (a 12-character caller, ``/``, a name of up to 128) fits the 128-character column:
+    PostgreSQL refused 141 characters (``StringDataRightTruncation``), so the session never saved."""
+    store = SharedSessionStore(database_url, owner="a")
+    key = scope_session("c00397de4384", client_session({"x-session-id": "run-" * 40}) or "")
+    await store.save(SessionState(session_id=key, turn=2))
+    assert (await store.load(key)).turn == 2
+    await store.close()
 
 
 def test_a_claim_is_won_by_exactly_one_of_many_concurrent_replicas(database_url: str) -> None:
