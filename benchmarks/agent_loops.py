@@ -102,6 +102,7 @@ class FileStats:
     hit_turns: int = 0
     shares: list[float] = field(default_factory=list)
     rewrites: int = 0
+    recall_drops: int = 0  # of the rewrites: a question's <recalled> block left out once the next question came
     rewrite_bound: float = 0.0
     facts: int = 0
     facts_kept: int = 0
@@ -257,6 +258,15 @@ def replay_run(
     _score(histories, answers, chats, window, stats)
 
 
+def _recall_dropped(stable: list[dict[str, Any]], sent: list[dict[str, Any]]) -> bool:
+    """Whether ``sent`` differs from ``stable`` only in leaving out the ``<recalled>`` block that stood
+    before an earlier question: a rewrite of the last turns, not a compaction (the block is given to the
+    question it was chosen for; the next question gets its own)."""
+    i = next((i for i, (a, b) in enumerate(zip(stable, sent, strict=False)) if a != b), min(len(stable), len(sent)))
+    dropped = i < len(stable) and is_gateway_block(stable[i]) and str(stable[i].get("content")).startswith("<recalled")
+    return dropped and sent[i : i + len(stable) - i - 1] == stable[i + 1 :]
+
+
 def input_cost(bodies: list[tuple[list[dict[str, Any]], Any]]) -> tuple[float, int]:
     """Input cost of ``bodies`` sent in order to one OpenAI-style prefix cache, and their prompt tokens."""
     cache, cost, tokens = PrefixCache(), 0.0, 0
@@ -305,6 +315,7 @@ def _score(histories: list[Any], answers: list[Any], chats: list[dict[str, Any]]
         stable = _without_gateway_tail(previous) if previous is not None else None
         if stable is not None and sent[: len(stable)] != stable:
             s.rewrites += 1
+            s.recall_drops += _recall_dropped(stable, sent)
         previous = sent
     growth = COUNTER.messages(histories[-1]) - COUNTER.messages(histories[0])
     s.rewrite_bound += max(0.0, growth / ((THRESHOLD - TARGET) * window))
@@ -326,10 +337,19 @@ FIT_HEADER = (
 )
 
 
+def _rewrites(s: FileStats) -> str:
+    """Rewrites against the bound, the compactions apart from the recalled blocks left out."""
+    if not s.recall_drops:
+        return f"{s.rewrites} (bound {s.rewrite_bound:.1f})"
+    compactions = s.rewrites - s.recall_drops
+    dropped = f"{s.recall_drops} recalled blocks left out"
+    return f"{s.rewrites}: {compactions} compactions (bound {s.rewrite_bound:.1f}) + {dropped}"
+
+
 def fit_row(name: str, window: int, mode: str, s: FileStats) -> str:
     return (
         f"| `{name}` | {window} | {mode} | {s.requests} | {s.refused} | {s.over_window} | {s.unpaired} | "
-        f"{s.newest_small_verbatim}/{s.newest_small} | {s.rewrites} (bound {s.rewrite_bound:.1f}) | "
+        f"{s.newest_small_verbatim}/{s.newest_small} | {_rewrites(s)} | "
         f"{s.summarizer_calls} | {s.summarizer_input / max(1, s.loop_input):.3f} | "
         f"{s.cost_ventana / max(1e-12, s.cost_direct):.3f} (${s.cost_ventana:.4f} / ${s.cost_direct:.4f}) |"
     )
@@ -341,8 +361,8 @@ def row(name: str, mode: str, runs: int, s: FileStats) -> str:
     facts = f"{s.facts_kept}/{s.facts} ({s.facts_kept / max(1, s.facts):.0%})"
     return (
         f"| `{name}` | {mode} | {runs} | {WINDOWS[name] // 1000}K | {s.requests} | {s.refused} | {s.over_window} | "
-        f"{s.unpaired} | {s.newest_verbatim}/{s.requests} | {hit:.2f} | {median:.2f} | {s.rewrites} "
-        f"(bound {s.rewrite_bound:.1f}) | {s.summarizer_calls} | {facts} |"
+        f"{s.unpaired} | {s.newest_verbatim}/{s.requests} | {hit:.2f} | {median:.2f} | {_rewrites(s)} "
+        f"| {s.summarizer_calls} | {facts} |"
     )
 
 
