@@ -130,9 +130,10 @@ def test_the_final_request_after_the_gateways_compactions_carries_more_answers_t
     """Issue 40, session 38: the summary that reaches the final request (refolded at every compaction)
     carried 53 answers against truncation's 34 (+0.13, main before this session); a fact the kept rounds
     still say leaves the summary's room to others, the names line gets a share of the room that the
-    sentences take back when the names need less, and asides in parentheses are dropped: 64 (+0.21)."""
+    sentences take back when the names need less, and asides in parentheses are dropped: 64 (+0.21). Session
+    40: a refolded names line alternates the earlier names with the span's new ones: 66 (+0.23)."""
     kept, cut, questions = _replayed_over_truncation()
-    assert (kept - cut) / questions >= 0.19, (kept, cut, questions)
+    assert (kept - cut) / questions >= 0.22, (kept, cut, questions)
 
 
 def test_a_refolded_names_line_gives_the_new_spans_names_every_other_place() -> None:
