@@ -326,20 +326,21 @@ def with_also(summary: str, items: Sequence[str]) -> str:
 
 def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[str]:
     """The names the user or a tool stated (a firm, a product, a place, a person), heaviest speaker first,
-    then first said first; a previous summary's "also mentioned" names come before the new ones. An
-    assistant's are left out: in rhelm's chats they were its headings and filled the line (session 38).
+    then first said first, taking turns with a previous summary's "also mentioned" names (``_alternate``).
+    An assistant's are left out: in rhelm's chats they were its headings and filled the line (session 38).
 
     Names are what a later question most often asks back ("the firm I manage", "the platform we
     built") and what a sentence budget drops first: a long sentence carries one or two, a name
     costs two or three tokens (benchmarks/RESULTS.md, session 35)."""
+    earlier: list[str] = []
     found: dict[str, int] = {}
     said = [(speaker, text) for speaker, text in transcript_lines(messages) if speaker_kind(speaker) != "called"]
     heads = template_heads(said)  # "Simulated answer 3fa2 to: Long day": a template's words name nobody
     lines = [(speaker, text) for speaker, text in said if not is_template(speaker, text, heads)]
     common = {w.lower() for _, text in said for w in _LOWER_WORD.findall(text)}
     for text, _, body, _, _ in _previous_lines(previous):
-        if text.startswith(ALSO_MENTIONED) and _BARE_NAME.match(body):
-            found.setdefault(body, 4)
+        if text.startswith(ALSO_MENTIONED) and _BARE_NAME.match(body) and body not in earlier:
+            earlier.append(body)
     for speaker, text in lines:
         if speaker_kind(speaker) == "assistant" or is_small_talk(text, speaker):
             continue  # an assistant's capitalised words are mostly its headings ("Quick Mapping", "Next Steps")
@@ -347,9 +348,24 @@ def _names(messages: Sequence[Mapping[str, Any]], previous: str | None) -> list[
             name = _NAME_TAIL.sub("", raw)
             if not name or _DIGIT.search(name) or (" " not in name and name.lower() in common):
                 continue  # an id is a fact already; "Submit", "Team" are words written lowercase elsewhere
-            found[name] = max(found.get(name, 0), weight(speaker))
+            if name not in earlier:
+                found[name] = max(found.get(name, 0), weight(speaker))
     order = {name: i for i, name in enumerate(found)}
-    return sorted(found, key=lambda n: (-found[n], order[n]))
+    return _alternate(earlier, sorted(found, key=lambda n: (-found[n], order[n])))
+
+
+def _alternate(earlier: Sequence[str], new: Sequence[str]) -> list[str]:
+    """The previous line's names and the span's new ones, taking turns (each in its own order).
+
+    A summary is refolded at every compaction and chunk, so when the earlier names came first the line
+    filled with the conversation's first names and a later one never got in (bfcl_memory student:
+    "Archie", "Carla", "Saturday", from its second half, asked back and left out). Taking turns, each
+    fold's new names get every other place and the earlier ones keep the rest in their order
+    (RESULTS, session 40, issue 40)."""
+    out: list[str] = []
+    for i in range(max(len(earlier), len(new))):
+        out += [*earlier[i : i + 1], *new[i : i + 1]]
+    return out
 
 
 def _with_names(summary: str, names: Sequence[str], budget: int, counter: TokenCounter) -> str:
