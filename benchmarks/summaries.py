@@ -36,6 +36,7 @@ import re
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,13 +50,18 @@ from benchmarks.locker_session import FINAL_QUESTION, SYSTEM, codes_present, loc
 from benchmarks.memory_recall import COMPACTION as BFCL_COMPACTION
 from benchmarks.memory_recall import REPLY, _window
 from benchmarks.rhelm_split import Half, in_half
+from gateway import local_model
 from gateway.providersim.completion import is_summary_request
 from gateway.tokens import counter_for
-from tests.procs import SimHandle, run_gateway, run_simulator
+from tests.procs import SimHandle, free_port, run_gateway, run_simulator
 from tests.shared_data import data_path, need
 
 COUNTER = counter_for("o200k_base")
 WINDOW = 16_000
+#: ``--summarizer local``: the real model's window (a 4,000-token span, the prompt, the previous summary
+#: and 200 tokens out fit) and how long a summary may take on two CPU cores before the extractive one stands in.
+LOCAL_CTX = 8_192
+LOCAL_TIMEOUT_S = 240.0
 SKIPPED_TYPES = ("hallucination", "misleading")  # long answers that correct a premise: no literal check
 
 
@@ -284,25 +290,39 @@ def bfcl(
     only: Sequence[str] = (),
     misses: bool = False,
 ) -> Tally:
-    """``summarizer``: ``extractive`` (no key), or ``llm``: the simulator's model summarises (it answers
-    a ``<transcript>`` request by keeping the clauses with facts; it does not read the prompt's rules)."""
+    """``summarizer``: ``extractive`` (no key); ``llm``: the simulator's model summarises (it answers
+    a ``<transcript>`` request by keeping the clauses with facts; it does not read the prompt's rules);
+    ``local``: a real model reads the prompt and writes the summary (Qwen2.5-Coder-0.5B on llama.cpp,
+    ``gateway/local_model.py``; a call it does not answer in time falls back to the extractive summary,
+    and the final request's ``by=`` says which wrote each)."""
     cases = [orjson.loads(line) for line in need(data_path("bfcl_memory.jsonl")).read_text().splitlines() if line]
     cases = [c for c in cases if not only or c["id"].rsplit("/", 1)[-1] in only]
     tally = Tally()
-    with run_simulator(_dir(tmp / f"sim-bfcl-{summarizer}")) as sim:
+    with ExitStack() as stack:
+        sim = stack.enter_context(run_simulator(_dir(tmp / f"sim-bfcl-{summarizer}")))
         models = [_model("mem-" + c["id"].rsplit("/", 1)[-1], sim.base_url, _window(c)) for c in cases]
         compaction: dict[str, Any] = dict(BFCL_COMPACTION)
         if summarizer == "llm":
             models.append(_model("summariser", sim.base_url, 128_000))
             compaction["summarizer_model"] = "summariser"
+        elif summarizer == "local":
+            server = local_model.start_server(local_model.fetch_model(), port=free_port(), n_ctx=LOCAL_CTX)
+            stack.callback(server.stop)
+            local = {**_model("summariser", server.base_url, LOCAL_CTX), "engine": "llama.cpp"}
+            models.append({**local, "litellm_model": "openai/qwen2.5-coder-0.5b-instruct"})
+            compaction |= {"summarizer_model": "summariser", "summarizer_timeout_s": LOCAL_TIMEOUT_S}
         config = {"models": models, "policy": {"compaction": compaction, "memory": {"mode": memory_mode}}}
         with run_gateway(_dir(tmp / f"gw-bfcl-{summarizer}"), config) as gw:
-            client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=120)
+            wait = LOCAL_TIMEOUT_S * 4 if summarizer == "local" else 120
+            client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=wait)
             for case in tqdm(cases, desc="bfcl_memory"):
                 name = case["id"].rsplit("/", 1)[-1]
                 history, last = replay(client, sim, "mem-" + name, f"bfcl-{name}", case["messages"], REPLY)
                 full = _norm(_content(case["messages"]))
                 final, final_cut = final_kept(history, last)
+                if summarizer != "extractive":  # a model's call that failed or timed out left the extractive one
+                    authors = re.findall(r'<summary of="[^"]*" by="([^"]+)"', _content(last))
+                    print(f"{name}: the final request's summary written by {authors or 'none'}", flush=True)
                 for q in case["questions"][:questions]:
                     if not any(_contains(a, full) for a in q["answers"]):
                         continue
@@ -426,7 +446,10 @@ def main() -> None:
     )
     parser.add_argument("--rhelm-windows", default=str(WINDOW), help="rhelm: comma-separated context windows")
     parser.add_argument(
-        "--summarizer", choices=["extractive", "llm"], default="extractive", help="bfcl: who writes the summaries"
+        "--summarizer",
+        choices=["extractive", "llm", "local"],
+        default="extractive",
+        help="bfcl: who writes the summaries (local: a real 0.5B model on llama.cpp)",
     )
     parser.add_argument("--bfcl-cases", default="", help="bfcl: comma-separated conversations (all)")
     parser.add_argument("--misses", action="store_true", help="bfcl, rhelm: say why each answer was missed")
