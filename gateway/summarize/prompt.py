@@ -35,6 +35,15 @@ Spend every line on facts, never on how the conversation opened.
 and figure."""
 LIMIT_RULE = "- Stay under {max_tokens} tokens. Output only the summary lines, no preamble."
 
+#: The ask again after the transcript, where a small model reads last: with the ask only above a long
+#: transcript, Qwen2.5-0.5B on llama.cpp wrote prose ("summary so far: Michael is 35 ...", no ids kept) or a
+#: few tokens, and 12 of 13 bfcl compactions fell back to the extractive summary; asked again here it writes
+#: the "- " lines the rules ask for (session 40, RESULTS).
+CLOSING = (
+    'Now write the summary of the transcript above: one fact per line, each starting with "- ", '
+    "the summary so far folded in, under {max_tokens} tokens, nothing else."
+)
+
 SYSTEM_PROMPT = f"""{INTRO}
 
 Rules:
@@ -54,7 +63,7 @@ def build_summary_messages(
     transcript = "\n".join(f"{speaker}: {text}" for speaker, text in lines if not is_template(speaker, text, heads))
     user = (
         "Summarise the conversation excerpt in the transcript block below, following the rules.\n"
-        f'<transcript kind="data">\n{so_far}{transcript}\n</transcript>'
+        f'<transcript kind="data">\n{so_far}{transcript}\n</transcript>\n' + CLOSING.format(max_tokens=max_tokens)
     )
     return [
         {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=max_tokens)},

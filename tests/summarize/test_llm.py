@@ -27,7 +27,10 @@ def test_prompt_fences_the_transcript_as_data_and_folds_the_previous_summary() -
     assert "<transcript" not in system["content"]
     body = user["content"].split('<transcript kind="data">', 1)[1]
     assert body.startswith("\nsummary so far: - venue: Palacio Foz\n")
-    assert body.rstrip().endswith("</transcript>")
+    data, _, after = body.partition("</transcript>")
+    assert "Palacio Foz" in data
+    # the ask again after the data, where a small model reads last (session 40: without it, prose or no lines)
+    assert after.strip().startswith("Now write the summary") and '"- "' in after and "300 tokens" in after
 
 
 def test_summarises_through_the_simulator(sim: SimHandle) -> None:
