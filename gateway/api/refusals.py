@@ -16,6 +16,7 @@ from starlette.requests import Request
 from gateway.api.admission import ANONYMOUS, admit
 from gateway.api.deps import Gateway
 from gateway.errors import UpstreamError, VentanaError
+from gateway.sessions.identify import client_session
 from gateway.store.record import refusal_record
 
 log = logging.getLogger("ventana")
@@ -53,7 +54,7 @@ def record_refusal(gw: Gateway, request: Request, exc: VentanaError, request_id:
             status=exc.status_code,
             reason=f"{exc.code or exc.error_type}: {exc.message}",
             created_at=time.time(),
-            session_id=request.headers.get("x-session-id") or "",
+            session_id=client_session(request.headers) or "",  # named as the door names it
         )
         gw.recorder.journal(record)  # the refusal is the answer, sent once this returns (store/journal.py)
         gw.recorder.record(record)

@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY
 from gateway.api.app import create_app
 from gateway.api.auth import hash_key
 from gateway.config import parse_settings
+from gateway.sessions.identify import MAX_SESSION_ID_LENGTH, bounded_name
 from gateway.store.engine import make_engine
 from gateway.store.jsonl_recorder import JsonlRecorder, read_records, record_to_dict
 from gateway.store.migrate import upgrade
@@ -267,6 +268,24 @@ def test_requests_refused_before_forwarding_are_counted_and_recorded_without_a_b
             assert record.caller == ("anonymous" if status == 401 else record.caller)
     assert by_id[ids[429]].caller == by_id[ids[200]].caller, "the caller is the one the rate limit named"
     assert _rejected_total() - before == 5, "each refusal is counted in ventana_rejected_requests_total"
+
+
+def test_a_refusal_is_recorded_under_the_session_the_door_would_name(cut_sim: SimHandle) -> None:
+    """A refused request names its session as an answered one does (every session header a door reads,
+    a long name bounded to the store's column), not by ``x-session-id`` alone and uncut."""
+    recorder = MemoryRecorder()
+    body = {"model": "no-such-model", "messages": [{"role": "user", "content": "hello"}]}
+    long_name = "run-" + "x" * 200
+    sent = [{"x-session-id": long_name}, {"x-claude-code-session-id": "cc-7"}]
+    app = create_app(parse_settings({"models": sim_models(cut_sim.base_url)}), recorder=recorder)
+    with serve_in_thread(app) as url:
+        for headers in sent:
+            assert httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30).status_code == 404
+        deadline = time.monotonic() + 5
+        while len(recorder.records) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert [r.session_id for r in recorder.records] == [bounded_name(long_name), "cc-7"]
+    assert len(recorder.records[0].session_id) <= MAX_SESSION_ID_LENGTH
 
 
 def test_a_record_still_being_written_is_left_for_the_next_read(tmp_path: Path) -> None:
