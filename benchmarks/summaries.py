@@ -308,8 +308,8 @@ def bfcl(
         elif summarizer == "local":
             server = local_model.start_server(local_model.fetch_model(), port=free_port(), n_ctx=LOCAL_CTX)
             stack.callback(server.stop)
-            local = {**_model("summariser", server.base_url, LOCAL_CTX), "engine": "llama.cpp"}
-            models.append({**local, "litellm_model": "openai/qwen2.5-coder-0.5b-instruct"})
+            local = {"litellm_model": "openai/qwen2.5-coder-0.5b-instruct", "engine": "llama.cpp"}
+            models.append({**_model("summariser", server.base_url, LOCAL_CTX), **local})
             compaction |= {"summarizer_model": "summariser", "summarizer_timeout_s": LOCAL_TIMEOUT_S}
         config = {"models": models, "policy": {"compaction": compaction, "memory": {"mode": memory_mode}}}
         with run_gateway(_dir(tmp / f"gw-bfcl-{summarizer}"), config) as gw:
