@@ -114,3 +114,28 @@ def test_a_resent_history_is_looked_at_per_chunk_not_per_message() -> None:
     masked = redactor.record(make_record(turn))
     assert SECRETS[2] not in orjson.dumps(masked.original).decode()
     assert counting.lookups <= 7  # the last chunk's messages (64..70), not all 71
+
+
+@pytest.mark.parametrize("escaped", [False, True], ids=["plain", "escaped"])
+@pytest.mark.parametrize("secret", SECRETS, ids=lambda s: s[:8])
+def test_a_secret_in_a_short_body_is_found_in_its_json_bytes_even_spelled_in_escapes(
+    secret: str, escaped: bool
+) -> None:
+    """A short body is searched in the bytes the client sent; an escaped letter (``\\u0073`` for ``s``)
+    hides a literal from that search, so such bytes are searched as decoded values."""
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"key {secret} ok"}]}
+    raw = orjson.dumps(body)
+    if escaped:
+        first = secret[0]
+        raw = raw.replace(secret.encode(), f"\\u{ord(first):04x}".encode() + secret[1:].encode().replace(b"\n", b"\\n"))
+    assert orjson.loads(raw) == body
+    record = make_record(body["messages"], original=body, assembled=body, original_json=raw, assembled_json=raw)
+    masked = _recorder().redactor.record(record)
+    assert masked is not record and secret not in orjson.dumps(masked.original).decode()
+
+
+def test_a_short_body_without_secrets_is_passed_on_its_json_bytes() -> None:
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "ask the desk-clerk"}]}
+    raw = orjson.dumps(body)
+    record = make_record(body["messages"], original=body, assembled=body, original_json=raw, assembled_json=raw)
+    assert _recorder().redactor.record(record) is record
