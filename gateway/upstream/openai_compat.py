@@ -1,11 +1,11 @@
 """Forward a body to an upstream that already speaks the OpenAI API, over one pooled client.
 
 litellm's ``acompletion`` costs milliseconds per call and a client per request costs
-far more; an OpenAI-compatible provider gets the assembled body as JSON over a single
-``aiohttp.ClientSession`` shared by every request. aiohttp rather than httpx because it
-is the hot path: on this 2-core machine a pooled httpx client sustains ~550 requests/s
-at one client and ~200 at 32 concurrent ones against a no-latency upstream, aiohttp
-~1,900 and ~1,450 (``benchmarks/RESULTS.md``, "Performance").
+far more; an OpenAI-compatible provider gets the assembled body as JSON over one pool of
+keep-alive connections shared by every request (``http1.Pool``). It is the hot path: on this
+2-core machine a pooled httpx client sustained ~550 requests/s at one client against a
+no-latency upstream, aiohttp ~1,900, and aiohttp still cost ~125 us of CPU a request where
+the pool costs ~35 (``benchmarks/RESULTS.md``, "Performance").
 
 Retries happen only where they are safe: before any byte of the answer was read, on
 connection failures and on the statuses in ``RETRY_STATUSES``.
@@ -17,7 +17,6 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 
 from gateway.config import ModelConfig, UpstreamConfig
@@ -29,6 +28,7 @@ from gateway.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from gateway.upstream.http1 import ConnectTimeout, Pool, Response
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 2.0
@@ -63,7 +63,7 @@ def error_for_status(status: int, headers: Mapping[str, str], content: bytes, re
 
 
 def error_for_exception(exc: BaseException) -> UpstreamError:
-    """Map an aiohttp failure (or a timeout) to the gateway's upstream errors."""
+    """Map a connection failure (or a timeout) to the gateway's upstream errors."""
     if isinstance(exc, TimeoutError):
         return UpstreamTimeout(f"upstream timed out: {type(exc).__name__}")
     return UpstreamUnavailable(f"upstream connection failed: {type(exc).__name__}: {exc}")
@@ -71,7 +71,7 @@ def error_for_exception(exc: BaseException) -> UpstreamError:
 
 def _retryable_exception(exc: BaseException) -> bool:
     """Connection failures are retried; a read timeout is not (the provider may still be working)."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+    if isinstance(exc, ConnectTimeout):
         return True
     return not isinstance(exc, TimeoutError)
 
@@ -93,27 +93,18 @@ def _split_events(buffer: bytes) -> tuple[list[bytes], bytes, bool]:
     return payloads, rest, False
 
 
-def _buffered(content: aiohttp.StreamReader) -> bytes:
-    """What aiohttp received before the connection failed: its readers raise the failure
-    first and would drop these bytes, which are events the client should still get."""
-    try:
-        return content._read_nowait(-1)
-    except (TimeoutError, aiohttp.ClientError, RuntimeError):
-        return b""
-
-
-async def _read(response: aiohttp.ClientResponse) -> bytes:
+async def _read(response: Response) -> bytes:
     """The whole body, then the connection back to the pool; a failure mid-read is an upstream error."""
     try:
         return await response.read()
-    except (TimeoutError, aiohttp.ClientError) as exc:
+    except (TimeoutError, OSError) as exc:
         raise error_for_exception(exc) from exc
     finally:
         response.release()
 
 
 class _SSEStream:
-    def __init__(self, response: aiohttp.ClientResponse, release: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, response: Response, release: Callable[[], None] = lambda: None) -> None:
         self._response = response
         self._release = release  # the pool slot: given back once, however the stream ends
 
@@ -129,19 +120,20 @@ class _SSEStream:
         return self._reads()
 
     async def _reads(self) -> AsyncIterator[list[bytes]]:
-        # Lines are split here, not by aiohttp: its line reader refuses lines over 64 KiB,
-        # and one SSE event (a large tool call) can be longer than that.
+        # Lines are split here, by bytes: one SSE event (a large tool call) can be longer than any
+        # line reader's limit (aiohttp's was 64 KiB).
         pending, failure = b"", None
         try:
-            async for data in self._response.content.iter_any():
+            async for data in self._response.iter_any():
                 payloads, pending, done = _split_events(pending + data)
                 if payloads:
                     yield payloads
                 if done:
                     return
-        except (TimeoutError, aiohttp.ClientError) as exc:
+        except (TimeoutError, OSError) as exc:
             failure = exc
-        payloads, _, done = _split_events(pending + _buffered(self._response.content))
+        # what arrived before the failure still holds events the client should get
+        payloads, _, done = _split_events(pending + self._response.buffered())
         if payloads:
             yield payloads
         if done:
@@ -210,7 +202,7 @@ _NOTHING: Callable[[], None] = _nothing
 class OpenAICompatUpstream:
     def __init__(self, config: UpstreamConfig) -> None:
         self._config = config
-        self._session: aiohttp.ClientSession | None = None
+        self._pool = Pool(connect_timeout=config.connect_timeout_s, read_timeout=config.timeout_s)
         # Each upstream's pool slots, counted here so that waiting for one has a limit and a clear
         # error: aiohttp's own pool wait has none (200 slow streams made an unrelated request wait
         # 9 s). One count per upstream (its api_base): a provider whose streams are slow fills its
@@ -237,20 +229,6 @@ class OpenAICompatUpstream:
             ) from None
         return slots.release
 
-    def _client(self) -> aiohttp.ClientSession:
-        """The shared session, created on first use inside the server's event loop."""
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                # no total limit: each upstream is bounded by its own slots (``_slot``), so one cannot
-                # take the connections another needs
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                timeout=aiohttp.ClientTimeout(
-                    total=None, sock_connect=self._config.connect_timeout_s, sock_read=self._config.timeout_s
-                ),
-                skip_auto_headers=("User-Agent",),
-            )
-        return self._session
-
     def _prepare(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None, path: str
     ) -> tuple[str, bytes, dict[str, str]]:
@@ -268,14 +246,14 @@ class OpenAICompatUpstream:
         api_key: str | None,
         raw: bytes | None,
         path: str = "/chat/completions",
-    ) -> aiohttp.ClientResponse:
+    ) -> Response:
         url, payload, headers = self._prepare(model, body, api_key, raw, path)
         attempt = 0
         tried: list[str] = []  # what each failed attempt got, for the request's record
         while True:
             try:
-                response = await self._client().post(url, data=payload, headers=headers)
-            except (TimeoutError, aiohttp.ClientError) as exc:
+                response = await self._pool.post(url, payload, headers)
+            except (TimeoutError, OSError) as exc:
                 tried.append(f"{type(exc).__name__}: {exc}"[:ATTEMPT_CHARS])
                 if attempt < self._config.max_retries and _retryable_exception(exc):
                     attempt += 1
@@ -292,11 +270,11 @@ class OpenAICompatUpstream:
                 attempt += 1
                 await asyncio.sleep(self._delay(response, attempt))
                 continue
-            error = error_for_status(response.status, response.headers, content, response.reason or "")
+            error = error_for_status(response.status, response.headers, content, response.reason)
             error.attempts = tuple(tried)
             raise error
 
-    def _retryable(self, response: aiohttp.ClientResponse) -> bool:
+    def _retryable(self, response: Response) -> bool:
         if response.status in RETRY_STATUSES:
             return True
         if response.status == 429:
@@ -304,7 +282,7 @@ class OpenAICompatUpstream:
             return retry_after is not None and retry_after <= MAX_RETRY_AFTER_S
         return False
 
-    def _delay(self, response: aiohttp.ClientResponse, attempt: int) -> float:
+    def _delay(self, response: Response, attempt: int) -> float:
         retry_after = _seconds(response.headers.get("retry-after"))
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER_S)
@@ -360,8 +338,8 @@ class OpenAICompatUpstream:
             raise
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        self._pool.close()
+        await asyncio.sleep(0)  # a closed transport tells its protocol on the next loop turn
 
 
 def _base(model: ModelConfig) -> str:

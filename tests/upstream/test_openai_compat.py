@@ -21,7 +21,7 @@ def test_unicode_line_separators_survive_the_stream(passthrough_gateway: Gateway
     assert streamed == plain
 
 
-class _FakeContent:
+class _FakeResponse:
     def __init__(self, reads: list[bytes]) -> None:
         self._reads = reads
 
@@ -29,13 +29,8 @@ class _FakeContent:
         for data in self._reads:
             yield data
 
-    def _read_nowait(self, n: int) -> bytes:
+    def buffered(self) -> bytes:
         return b""
-
-
-class _FakeResponse:
-    def __init__(self, reads: list[bytes]) -> None:
-        self.content = _FakeContent(reads)
 
     def release(self) -> None:
         pass
