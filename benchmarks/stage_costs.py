@@ -6,8 +6,8 @@
 Builds the gateway ``ventana serve`` builds (``create_app`` with ``build_dependencies``: a SQLite
 store with its writer thread, in-memory session state, recall on, served tools, the conversation
 index, usage profiles, cache hints; the default policy) in this process, runs its lifespan, and
-sends it requests through its ASGI app: the real routing, admission, ``answer_chat``, the aiohttp
-upstream client against the provider simulator (``--no-cache``, in its own process), the record.
+sends it requests through its ASGI app: the real routing, admission, ``answer_chat``, the HTTP/1.1
+pool against the provider simulator (``--no-cache``, in its own process), the record.
 The seams of the request path are wrapped with a thread-CPU timer (``benchmarks/stage_clock.py``);
 each stage is charged its own CPU, and "http, routing, glue" is what no stage claimed (Starlette,
 middleware, admission, ``answer_chat``'s own lines, the response). "other threads" is the process
@@ -105,7 +105,7 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "forward body": (5, 5, 5, 5, 5, 5),
     "served tools": (10, 10, 15, 15, 15, 15),
     "encode for provider": (15, 15, 30, 120, 120, 120),
-    "upstream client (aiohttp)": (250, 300, 300, 450, 450, 450),
+    "upstream client (http1 pool)": (250, 300, 300, 450, 450, 450),
     "answer (usage, response)": (40, 40, 40, 40, 40, 40),
     "after: counts": (10, 10, 15, 30, 30, 30),
     "after: budget report": (30, 30, 40, 80, 80, 80),
@@ -164,7 +164,7 @@ def instrument(gw: Any, clock: StageClock) -> None:
     gw.conversations = Timed(gw.conversations, clock, {"name": "conversation index"})
     gw.resent = Timed(gw.resent, clock, {"adopt": "resent history"})
     gw.upstream = Timed(
-        gw.upstream, clock, {"complete": "upstream client (aiohttp)", "open_stream": "upstream client (aiohttp)"}
+        gw.upstream, clock, {"complete": "upstream client (http1 pool)", "open_stream": "upstream client (http1 pool)"}
     )
     gw.recorder = Timed(gw.recorder, clock, {"record": "after: record queued", "journal": "answer: journal"})
     gw.calibration = Timed(gw.calibration, clock, {"observe": "after: calibration"})

@@ -52,7 +52,7 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
         "pass clear_tool_results",
         "track prefix",
         "served tools",
-        "upstream client (aiohttp)",
+        "upstream client (http1 pool)",
         "after: lint",
         "after: metrics",
         "after: record queued",
