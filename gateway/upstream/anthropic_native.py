@@ -3,8 +3,10 @@
 Toward ``anthropic/`` models the gateway sends the client's own Messages body (with the passes'
 edits applied in that format, ``formats.messages_apply``), not a chat body through litellm: every
 field the gateway does not edit reaches Anthropic as the client sent it, and the client's
-``anthropic-version`` and ``anthropic-beta`` headers with it. One ``httpx.AsyncClient``, built at
-start-up and closed in the lifespan, carries every such request (litellm is never imported).
+``anthropic-version`` and ``anthropic-beta`` headers with it. One pool of keep-alive connections
+(``http1.Pool``, as for OpenAI-compatible upstreams; httpx cost several times its CPU a request),
+closed in the lifespan, carries every such request (litellm is never imported); ``upstream.max_connections``
+bounds each upstream's connections, ``upstream.pool_timeout_s`` the wait for one (``slots.Slots``).
 
 The answer comes back as Anthropic wrote it: the JSON bytes, or the SSE byte stream unparsed.
 Retries happen only before any byte of the answer was read, on connection failures and the
@@ -14,13 +16,13 @@ statuses ``openai_compat.RETRY_STATUSES`` names (plus Anthropic's 529 "overloade
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
-
-import httpx
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from gateway.config import ModelConfig, UpstreamConfig
-from gateway.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from gateway.upstream.openai_compat import RETRY_STATUSES, error_for_status
+from gateway.errors import UpstreamError
+from gateway.upstream.http1 import Pool, Response
+from gateway.upstream.openai_compat import RETRY_STATUSES, error_for_exception, error_for_status, retryable_exception
+from gateway.upstream.slots import Slots
 from gateway.upstream.types import PASSED_HEADERS
 
 DEFAULT_API_BASE = "https://api.anthropic.com"
@@ -44,79 +46,92 @@ def upstream_headers(api_key: str | None, client: Mapping[str, str]) -> dict[str
     return headers
 
 
-def _failure(exc: httpx.HTTPError) -> UpstreamError:
-    if isinstance(exc, httpx.TimeoutException):
-        return UpstreamTimeout(f"upstream timed out: {type(exc).__name__}")
-    return UpstreamUnavailable(f"upstream connection failed: {type(exc).__name__}: {exc}")
-
-
 class MessagesStream:
     """The upstream's SSE bytes as they arrive; ``aclose`` gives the connection back."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: Response, release: Callable[[], None]) -> None:
         self._response = response
+        self._release: Callable[[], None] | None = release
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
-            async for data in self._response.aiter_raw():
+            async for data in self._response.iter_any():
                 yield data
-        except httpx.HTTPError as exc:
+        except (TimeoutError, OSError) as exc:
             raise _failure(exc) from exc
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        self._response.release()
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __del__(self) -> None:  # a stream nobody read (the client left first) still frees its slot
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+def _failure(exc: BaseException) -> UpstreamError:
+    return error_for_exception(exc)
 
 
 class AnthropicNativeUpstream:
     def __init__(self, config: UpstreamConfig) -> None:
         self._config = config
-        self._client: httpx.AsyncClient | None = None
+        self._pool = Pool(connect_timeout=config.connect_timeout_s, read_timeout=config.timeout_s)
+        self._slots = Slots(config.max_connections, config.pool_timeout_s)
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:  # built on first use: a gateway with no anthropic/ model never opens one
-            timeout = httpx.Timeout(self._config.timeout_s, connect=self._config.connect_timeout_s)
-            limits = httpx.Limits(max_connections=self._config.max_connections)
-            self._client = httpx.AsyncClient(timeout=timeout, limits=limits)
-        return self._client
-
-    async def _send(self, model: ModelConfig, raw: bytes, headers: dict[str, str], stream: bool) -> httpx.Response:
-        request = self._http().build_request("POST", messages_url(model), content=raw, headers=headers)
+    async def _send(self, model: ModelConfig, raw: bytes, headers: dict[str, str]) -> Response:
+        url = messages_url(model)
         attempt = 0
         while True:
             try:
-                response = await self._http().send(request, stream=True)
-            except httpx.HTTPError as exc:
-                if attempt < self._config.max_retries and not isinstance(exc, httpx.ReadTimeout):
+                response = await self._pool.post(url, raw, headers)
+            except (TimeoutError, OSError) as exc:
+                if attempt < self._config.max_retries and retryable_exception(exc):
                     attempt += 1
                     await asyncio.sleep(self._config.retry_backoff_s * attempt)
                     continue
                 raise _failure(exc) from exc
-            if response.status_code < 400:
-                if not stream:
-                    try:
-                        await response.aread()
-                    except httpx.HTTPError as exc:
-                        raise _failure(exc) from exc
+            if response.status < 400:
                 return response
-            content = await response.aread()
-            await response.aclose()
-            if response.status_code in _RETRY and attempt < self._config.max_retries:
+            try:
+                content = await response.read()
+            except (TimeoutError, OSError) as exc:
+                raise _failure(exc) from exc
+            finally:
+                response.release()
+            if response.status in _RETRY and attempt < self._config.max_retries:
                 attempt += 1
                 await asyncio.sleep(self._config.retry_backoff_s * attempt)
                 continue
-            raise error_for_status(response.status_code, response.headers, content, response.reason_phrase)
+            raise error_for_status(response.status, response.headers, content, response.reason)
 
     async def complete(self, model: ModelConfig, raw: bytes, api_key: str | None, client: Mapping[str, str]) -> bytes:
         """The upstream's Messages JSON for ``raw`` (the body to send, already encoded)."""
-        response = await self._send(model, raw, upstream_headers(api_key, client), stream=False)
-        return response.content
+        release = await self._slots.take(messages_url(model))
+        try:
+            response = await self._send(model, raw, upstream_headers(api_key, client))
+            try:
+                return await response.read()
+            except (TimeoutError, OSError) as exc:
+                raise _failure(exc) from exc
+            finally:
+                response.release()
+        finally:
+            release()
 
     async def open_stream(
         self, model: ModelConfig, raw: bytes, api_key: str | None, client: Mapping[str, str]
     ) -> MessagesStream:
-        return MessagesStream(await self._send(model, raw, upstream_headers(api_key, client), stream=True))
+        release = await self._slots.take(messages_url(model))
+        try:
+            return MessagesStream(await self._send(model, raw, upstream_headers(api_key, client)), release)
+        except BaseException:
+            release()
+            raise
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        self._pool.close()
+        await asyncio.sleep(0)  # a closed transport tells its protocol on the next loop turn

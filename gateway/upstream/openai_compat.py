@@ -21,7 +21,6 @@ import orjson
 
 from gateway.config import ModelConfig, UpstreamConfig
 from gateway.errors import (
-    GatewayBusy,
     UpstreamError,
     UpstreamRateLimited,
     UpstreamRejected,
@@ -29,6 +28,7 @@ from gateway.errors import (
     UpstreamUnavailable,
 )
 from gateway.upstream.http1 import ConnectTimeout, Pool, Response
+from gateway.upstream.slots import Slots
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 2.0
@@ -69,7 +69,7 @@ def error_for_exception(exc: BaseException) -> UpstreamError:
     return UpstreamUnavailable(f"upstream connection failed: {type(exc).__name__}: {exc}")
 
 
-def _retryable_exception(exc: BaseException) -> bool:
+def retryable_exception(exc: BaseException) -> bool:
     """Connection failures are retried; a read timeout is not (the provider may still be working)."""
     if isinstance(exc, ConnectTimeout):
         return True
@@ -203,31 +203,11 @@ class OpenAICompatUpstream:
     def __init__(self, config: UpstreamConfig) -> None:
         self._config = config
         self._pool = Pool(connect_timeout=config.connect_timeout_s, read_timeout=config.timeout_s)
-        # Each upstream's pool slots, counted here so that waiting for one has a limit and a clear
-        # error: aiohttp's own pool wait has none (200 slow streams made an unrelated request wait
-        # 9 s). One count per upstream (its api_base): a provider whose streams are slow fills its
-        # own slots, never another's (one shared count made a request to another provider wait
-        # 4.1 s behind 200 slow streams, issue 35).
-        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._slots = Slots(config.max_connections, config.pool_timeout_s)
 
     async def _slot(self, model: ModelConfig) -> Callable[[], None]:
         """Wait up to ``upstream.pool_timeout_s`` for a connection to ``model``'s upstream; return its release."""
-        base = _base(model)
-        slots = self._slots.get(base)
-        if slots is None:
-            slots = self._slots[base] = asyncio.Semaphore(self._config.max_connections)
-        if not slots.locked():  # a free slot: taken now, without wait_for's task and timer (two loop turns)
-            await slots.acquire()
-            return slots.release
-        try:
-            await asyncio.wait_for(slots.acquire(), self._config.pool_timeout_s)
-        except TimeoutError:
-            raise GatewayBusy(
-                f"all {self._config.max_connections} connections to this upstream stayed busy for "
-                f"{self._config.pool_timeout_s:g} s (upstream.max_connections, upstream.pool_timeout_s)",
-                headers={"retry-after": "1"},
-            ) from None
-        return slots.release
+        return await self._slots.take(_base(model))
 
     def _prepare(
         self, model: ModelConfig, body: dict[str, Any], api_key: str | None, raw: bytes | None, path: str
@@ -255,7 +235,7 @@ class OpenAICompatUpstream:
                 response = await self._pool.post(url, payload, headers)
             except (TimeoutError, OSError) as exc:
                 tried.append(f"{type(exc).__name__}: {exc}"[:ATTEMPT_CHARS])
-                if attempt < self._config.max_retries and _retryable_exception(exc):
+                if attempt < self._config.max_retries and retryable_exception(exc):
                     attempt += 1
                     await asyncio.sleep(self._config.retry_backoff_s * attempt)
                     continue

@@ -19,5 +19,5 @@ class UpstreamStream(Protocol):
 
 
 #: Client headers that travel to an Anthropic-format upstream as they came (the key is the gateway's to set).
-#: Here, not in ``anthropic_native``, so naming them does not import httpx at start-up.
+#: Here, not in ``anthropic_native``, so naming them does not import that upstream at start-up.
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
