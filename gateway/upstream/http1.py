@@ -99,6 +99,7 @@ class _Connection(asyncio.Protocol):
         self._buffered = 0
         self._paused = False
         self._sized = True  # content-length or chunked; else the body ends with the connection
+        self._interim = False  # between a 1xx head and its end
         self._decoder: zlib._Decompress | None = None
         self.idle_since = None
 
@@ -142,7 +143,12 @@ class _Connection(asyncio.Protocol):
         self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
 
     def on_headers_complete(self) -> None:
-        self.status = self._parser.get_status_code()
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # an interim answer (103 Early Hints from a CDN, say): the real one follows
+            self._interim = True
+            self.headers = {}
+            return
+        self.status = status
         self.head_done = True
         headers = self.headers
         self._sized = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
@@ -161,6 +167,9 @@ class _Connection(asyncio.Protocol):
                 self._paused = True
 
     def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False
+            return
         if self._decoder is not None:
             tail = self._decoder.flush()
             if tail:

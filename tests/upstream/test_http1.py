@@ -146,6 +146,18 @@ async def test_an_upstream_that_goes_quiet_is_a_read_timeout_and_its_connection_
         p.close()
 
 
+async def test_an_interim_answer_is_passed_over_for_the_one_that_follows() -> None:
+    hints = b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n"
+    async with serve(lambda n: hints + sized(b'{"final":1}')) as (_, url):
+        p = pool()
+        response = await p.post(url, b"{}", {})
+        assert (response.status, "link" in response.headers) == (200, False)
+        assert await response.read() == b'{"final":1}'
+        response.release()
+        assert await post(p, url) == (200, b'{"final":1}')
+        p.close()
+
+
 async def test_a_malformed_answer_is_a_protocol_error() -> None:
     async with serve(lambda n: b"SMTP ready\r\n\r\n") as (_, url):
         with pytest.raises(http1.ProtocolError):
