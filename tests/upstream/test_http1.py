@@ -45,9 +45,10 @@ class Server:
                 if answer is None:  # silent until the client hangs up
                     await reader.read()
                     return
-                writer.write(answer)
+                close = answer.endswith(b"<close>")  # close after it, without saying so
+                writer.write(answer.removesuffix(b"<close>"))
                 await writer.drain()
-                if b"connection: close" in answer.lower() or answer.endswith(b"<close>"):
+                if close or b"connection: close" in answer.lower():
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -133,6 +134,29 @@ async def test_a_stream_arrives_in_pieces_and_a_close_mid_body_is_an_error_after
                 got += data
         response.release()
         assert got.startswith(b"data: 1\n\n")
+        p.close()
+
+
+async def test_a_compressed_stream_is_read_decoded_piece_by_piece() -> None:
+    events = b"".join(b"data: %d\n\n" % i for i in range(200))
+    packed = gzip.compress(events)
+    answer = chunked(packed[:40], packed[40:]).replace(b"200 OK\r\n", b"200 OK\r\ncontent-encoding: gzip\r\n", 1)
+    async with serve(lambda n: answer) as (_, url):
+        p = pool()
+        response = await p.post(url, b"{}", {})
+        got = b"".join([data async for data in response.iter_any()])
+        response.release()
+        assert got == events
+        p.close()
+
+
+async def test_a_connection_the_upstream_closed_after_answering_is_not_reused() -> None:
+    async with serve(lambda n: sized(b"{}") + b"<close>") as (server, url):
+        p = pool()
+        assert await post(p, url) == (200, b"{}")
+        await asyncio.sleep(0.05)  # the close reaches the client
+        assert await post(p, url) == (200, b"{}")
+        assert server.connections == 2
         p.close()
 
 
