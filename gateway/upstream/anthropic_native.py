@@ -19,9 +19,14 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 
 from gateway.config import ModelConfig, UpstreamConfig
-from gateway.errors import UpstreamError
 from gateway.upstream.http1 import Pool, Response
-from gateway.upstream.openai_compat import RETRY_STATUSES, error_for_exception, error_for_status, retryable_exception
+from gateway.upstream.openai_compat import (
+    RETRY_STATUSES,
+    error_for_exception,
+    error_for_status,
+    read_all,
+    retryable_exception,
+)
 from gateway.upstream.slots import Slots
 from gateway.upstream.types import PASSED_HEADERS
 
@@ -58,7 +63,7 @@ class MessagesStream:
             async for data in self._response.iter_any():
                 yield data
         except (TimeoutError, OSError) as exc:
-            raise _failure(exc) from exc
+            raise error_for_exception(exc) from exc
 
     async def aclose(self) -> None:
         self._response.release()
@@ -70,10 +75,6 @@ class MessagesStream:
         release, self._release = self._release, None
         if release is not None:
             release()
-
-
-def _failure(exc: BaseException) -> UpstreamError:
-    return error_for_exception(exc)
 
 
 class AnthropicNativeUpstream:
@@ -93,15 +94,10 @@ class AnthropicNativeUpstream:
                     attempt += 1
                     await asyncio.sleep(self._config.retry_backoff_s * attempt)
                     continue
-                raise _failure(exc) from exc
+                raise error_for_exception(exc) from exc
             if response.status < 400:
                 return response
-            try:
-                content = await response.read()
-            except (TimeoutError, OSError) as exc:
-                raise _failure(exc) from exc
-            finally:
-                response.release()
+            content = await read_all(response)
             if response.status in _RETRY and attempt < self._config.max_retries:
                 attempt += 1
                 await asyncio.sleep(self._config.retry_backoff_s * attempt)
@@ -112,13 +108,7 @@ class AnthropicNativeUpstream:
         """The upstream's Messages JSON for ``raw`` (the body to send, already encoded)."""
         release = await self._slots.take(messages_url(model))
         try:
-            response = await self._send(model, raw, upstream_headers(api_key, client))
-            try:
-                return await response.read()
-            except (TimeoutError, OSError) as exc:
-                raise _failure(exc) from exc
-            finally:
-                response.release()
+            return await read_all(await self._send(model, raw, upstream_headers(api_key, client)))
         finally:
             release()
 

@@ -93,7 +93,7 @@ def _split_events(buffer: bytes) -> tuple[list[bytes], bytes, bool]:
     return payloads, rest, False
 
 
-async def _read(response: Response) -> bytes:
+async def read_all(response: Response) -> bytes:
     """The whole body, then the connection back to the pool; a failure mid-read is an upstream error."""
     try:
         return await response.read()
@@ -244,7 +244,7 @@ class OpenAICompatUpstream:
                 raise error from exc
             if response.status < 400:
                 return response
-            content = await _read(response)
+            content = await read_all(response)
             tried.append(f"{response.status}: {content[:ATTEMPT_CHARS].decode('utf-8', 'replace')}")
             if attempt < self._config.max_retries and self._retryable(response):
                 attempt += 1
@@ -282,7 +282,7 @@ class OpenAICompatUpstream:
         """One non-streamed call: the answer's JSON, its connection slot given back."""
         release = await self._slot(model)
         try:
-            content = await _read(await self._send(model, body, api_key, raw, path))
+            content = await read_all(await self._send(model, body, api_key, raw, path))
         finally:
             release()
         try:
