@@ -1,7 +1,7 @@
 """The gateway's own chat calls to a provider (a summary, a fact list), apart from clients' requests.
 
 They are few, blocking and run in worker threads, so a small synchronous httpx client serves them
-rather than the aiohttp pool of the request path. Errors map to the same ``UpstreamError`` tree
+rather than the asynchronous pool of the request path (``http1.py``). Errors map to the same ``UpstreamError`` tree
 as forwarded requests; the caller scrubs the key from any message it keeps.
 """
 
