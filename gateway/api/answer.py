@@ -68,6 +68,7 @@ async def complete(flight: InFlight, outgoing: dict[str, Any], api_key: str | No
     """Forward a non-streamed request and answer with the provider's JSON (usage normalised)."""
     gw, model = flight.gw, flight.model
     overhead_ms = flight.elapsed_ms()
+    _look_ahead(flight)
     if flight.served is None:
         call = gw.upstream.complete(model, outgoing, api_key, raw=raw_out)
     else:  # the model's calls to the gateway's own tools are answered here, never returned
@@ -96,6 +97,7 @@ async def stream(
     upstream_body = {**outgoing, "stream_options": {**(outgoing.get("stream_options") or {}), "include_usage": True}}
     upstream_raw = with_usage_requested(raw_out, outgoing) if raw_out is not None else None
     overhead_ms = flight.elapsed_ms()
+    _look_ahead(flight)
     if flight.served is None:
         opening = gw.upstream.open_stream(model, upstream_body, api_key, raw=upstream_raw)
     else:  # held back until it shows whether it calls one of the gateway's own tools
@@ -145,6 +147,14 @@ async def stream(
     return EventStreamResponse(
         OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers, last=DONE
     )
+
+
+def _look_ahead(flight: InFlight) -> None:
+    """Let the recorder do what the journal will need on the next loop turn: after this request's task
+    has sent it and is waiting for the provider, so that work is off the client's time."""
+    look_ahead = getattr(flight.gw.recorder, "look_ahead", None)
+    if look_ahead is not None:
+        asyncio.get_running_loop().call_soon(look_ahead, flight.sent)
 
 
 def _fed(relay: StreamRelay, payloads: list[bytes]) -> tuple[list[bytes], Exception | None]:

@@ -19,7 +19,7 @@ import orjson
 
 from gateway.history_fold import CHUNK, Chunk, HistoryFold
 from gateway.object_memo import ObjectMemo
-from gateway.store.record import RequestRecord
+from gateway.store.record import Forwarded, RequestRecord
 
 MASK = "[REDACTED]"
 #: Record fields that hold text a client or a provider wrote.
@@ -107,7 +107,16 @@ class Redactor:
                 return True
         return False
 
-    def _bodies_may_hold_secret(self, record: RequestRecord, bodies: list[Any]) -> bool:
+    def look_ahead(self, sent: Forwarded) -> None:
+        """Decide now whether a forwarded request's bodies may hold a secret. Called while the provider
+        works on the request, so the journal written before the client has its answer finds the
+        verdict made (a 14K-token agent body's tool list and new messages: ~0.05 ms off the answer)."""
+        if self.patterns or not self.secrets:
+            return
+        bodies = [b for b in (sent.original, sent.assembled) if b is not None]
+        self._sent.get_or(sent, lambda _: self._bodies_may_hold_secret(sent, bodies))
+
+    def _bodies_may_hold_secret(self, record: RequestRecord | Forwarded, bodies: list[Any]) -> bool:
         """``_may_hold_secret`` of the request's bodies; short ones are searched in the JSON bytes the
         record carries (one regex pass over a tiny request's 100 bytes, where encoding its dicts again,
         part by part, cost ~20 us a request). Bytes holding a ``\\u`` escape could spell a secret's

@@ -38,7 +38,7 @@ from gateway import metrics
 from gateway.config import Settings
 from gateway.store.engine import make_engine, normalise_url, safe_url, sqlite_path
 from gateway.store.journal import Journal, orphans
-from gateway.store.record import RequestRecord
+from gateway.store.record import Forwarded, RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
 from gateway.store.spool import Spool, record_parts
@@ -168,6 +168,14 @@ class SqlRecorder:
         else:
             self._queue.put(record)
         metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
+
+    def look_ahead(self, sent: Forwarded) -> None:
+        """Work the record of ``sent`` will need, done while the provider answers (``Redactor.look_ahead``).
+        Never raises: what fails here is done again, or fails again, when the record is written."""
+        try:
+            self.redactor.look_ahead(sent)
+        except Exception:
+            log.exception("store: looking ahead at request %s failed", sent.request_id)
 
     def journal(self, record: RequestRecord) -> None:
         """Append ``record`` (redacted) to this process's journal; called before the client has the end

@@ -11,7 +11,7 @@ import openai
 
 from gateway.api.app import create_app
 from gateway.config import parse_settings
-from gateway.store.record import MemoryRecorder
+from gateway.store.record import MemoryRecorder, RequestRecord
 from tests.procs import SimHandle, sim_models
 
 
@@ -32,3 +32,35 @@ async def test_every_record_carries_the_budget_and_the_calibration_learns(sim: S
     assert budget["prompt_tokens"] == recorder.records[-1].tokens_assembled == recorder.records[-1].usage.prompt_tokens
     assert budget["calibration"]["samples"] == 2  # the third request's own answer is observed after its budget
     assert budget["calibration"]["ratio"] == 1.0
+
+
+class _Watching(MemoryRecorder):
+    """A recorder that notes when it is asked to look ahead, and when it journals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, object]] = []
+
+    def look_ahead(self, sent: object) -> None:
+        self.calls.append(("look_ahead", sent))
+
+    def journal(self, record: RequestRecord) -> None:
+        self.calls.append(("journal", record.sent))
+        super().journal(record)
+
+
+async def test_the_recorder_looks_ahead_at_a_request_while_the_provider_answers_it(sim: SimHandle) -> None:
+    """Plain and streamed: the look-ahead comes before the journal, for the same forwarded request."""
+    recorder = _Watching()
+    app = create_app(parse_settings({"models": sim_models(sim.base_url)}), recorder=recorder)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        client = openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="sk-x", http_client=http)
+        messages = [{"role": "user", "content": "hi"}]
+        await client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        async for _ in await client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True):
+            pass
+    await app.state.gateway.upstream.close()
+    kinds = [kind for kind, _ in recorder.calls]
+    assert kinds == ["look_ahead", "journal", "look_ahead", "journal"]
+    assert recorder.calls[0][1] is recorder.calls[1][1] and recorder.calls[2][1] is recorder.calls[3][1]

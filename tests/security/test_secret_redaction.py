@@ -139,3 +139,21 @@ def test_a_short_body_without_secrets_is_passed_on_its_json_bytes() -> None:
     raw = orjson.dumps(body)
     record = make_record(body["messages"], original=body, assembled=body, original_json=raw, assembled_json=raw)
     assert _recorder().redactor.record(record) is record
+
+
+def test_the_bodies_looked_at_ahead_are_not_looked_at_again_and_a_secret_found_ahead_is_masked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``look_ahead`` runs while the provider answers; the journal after the answer uses its verdict."""
+    redactor = _recorder().redactor
+    looks: list[object] = []
+    decide = redactor._bodies_may_hold_secret
+    monkeypatch.setattr(redactor, "_bodies_may_hold_secret", lambda r, b: looks.append(r) or decide(r, b))
+    clean = make_record([{"role": "user", "content": "list the files"}])
+    redactor.look_ahead(clean.sent)
+    assert redactor.record(clean) is clean and redactor.record(clean) is clean
+    secret = make_record([{"role": "user", "content": f"my key {SECRETS[0]} ok"}])
+    redactor.look_ahead(secret.sent)
+    masked = orjson.dumps(redactor.record(secret).original).decode()
+    assert SECRETS[0] not in masked and MASK in masked
+    assert looks == [clean.sent, secret.sent]
