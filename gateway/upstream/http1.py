@@ -18,6 +18,7 @@ errors) or ``TimeoutError``s, ``ConnectTimeout`` when no connection was made.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 import zlib
@@ -260,6 +261,11 @@ class Response:
     def buffered(self) -> bytes:
         """Body bytes that arrived and were not read yet, without waiting."""
         return self._conn.take()
+
+    def __del__(self) -> None:  # an answer dropped unreleased (its reader failed) still frees its socket
+        if not self._released:
+            with contextlib.suppress(Exception):  # a loop already closed at interpreter exit
+                self._conn.close()
 
     def release(self) -> None:
         """Give the connection back for the next request when its answer was read to the end; else close it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 import gzip
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -179,6 +180,19 @@ async def test_an_interim_answer_is_passed_over_for_the_one_that_follows() -> No
         assert await response.read() == b'{"final":1}'
         response.release()
         assert await post(p, url) == (200, b'{"final":1}')
+        p.close()
+
+
+async def test_an_answer_dropped_without_release_closes_its_connection() -> None:
+    async with serve(lambda n: chunked(b"data: 1\n\n", b"data: 2\n\n")) as (server, url):
+        p = pool()
+        response = await p.post(url, b"{}", {})
+        conn = response._conn
+        del response
+        gc.collect()
+        assert conn.closed
+        assert await post(p, url) == (200, b"data: 1\n\ndata: 2\n\n")
+        assert server.connections == 2
         p.close()
 
 
