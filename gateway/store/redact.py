@@ -111,22 +111,25 @@ class Redactor:
         """Decide now whether a forwarded request's bodies may hold a secret. Called while the provider
         works on the request, so the journal written before the client has its answer finds the
         verdict made (a 14K-token agent body's tool list and new messages: ~0.05 ms off the answer)."""
-        if self.patterns or not self.secrets:
-            return
-        bodies = [b for b in (sent.original, sent.assembled) if b is not None]
-        self._sent.get_or(sent, lambda _: self._bodies_may_hold_secret(sent, bodies))
+        if not self.patterns and self.secrets:
+            self._sent_may_hold_secret(sent)
 
-    def _bodies_may_hold_secret(self, record: RequestRecord | Forwarded, bodies: list[Any]) -> bool:
+    def _sent_may_hold_secret(self, sent: Forwarded) -> bool:
+        """``_bodies_may_hold_secret``, decided once per request: its record is redacted twice (journaled
+        before the answer, written after it), and the verdict may have been made ahead (``look_ahead``)."""
+        return self._sent.get_or(sent, self._bodies_may_hold_secret)
+
+    def _bodies_may_hold_secret(self, sent: Forwarded) -> bool:
         """``_may_hold_secret`` of the request's bodies; short ones are searched in the JSON bytes the
-        record carries (one regex pass over a tiny request's 100 bytes, where encoding its dicts again,
+        request carries (one regex pass over a tiny request's 100 bytes, where encoding its dicts again,
         part by part, cost ~20 us a request). Bytes holding a ``\\u`` escape could spell a secret's
         literal in escapes, so they are looked at as decoded values."""
-        original, assembled = record.original_json, record.assembled_json
-        if original is not None and assembled is not None and self._any_marker is not None:
+        original, assembled = sent.original_json, sent.assembled_json
+        if original is not None and assembled is not None:
             blobs = (original,) if assembled is original or assembled == original else (original, assembled)
             if all(len(b) <= _ONE_PASS_BYTES and b"\\u" not in b for b in blobs):
-                return any(self._any_marker.search(b) is not None for b in blobs)
-        return self._may_hold_secret(bodies)
+                return any(self._has_marker(b) for b in blobs)
+        return self._may_hold_secret([b for b in (sent.original, sent.assembled) if b is not None])
 
     def _scan_items(self, value: Any) -> bool:
         """``_scan`` of a list item by item, each verdict kept by identity: a tool list the passes
@@ -150,6 +153,10 @@ class Redactor:
             blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:  # an integer past 64 bits, say: let the walk decide
             return True
+        return self._has_marker(blob)
+
+    def _has_marker(self, blob: bytes) -> bool:
+        """Whether any secret's literal occurs in encoded JSON ``blob``."""
         if len(blob) <= _ONE_PASS_BYTES and self._any_marker is not None:
             return self._any_marker.search(blob) is not None
         return any(m in blob for m in self._markers)
@@ -176,11 +183,12 @@ class Redactor:
         current = {name: getattr(record, name) for name in _TEXT_FIELDS}
         present = {name: v for name, v in current.items() if v is not None}
         # the small fields together: one encoding and one look for the literals, not one per field
-        if not self.patterns and not self._scan([v for k, v in present.items() if k not in _BODIES]):
-            sent = record.sent
-            bodies = [v for k, v in present.items() if k in _BODIES]
-            if not self._sent.get_or(sent, lambda _: self._bodies_may_hold_secret(record, bodies)):
-                return record
+        if (
+            not self.patterns
+            and not self._scan([v for k, v in present.items() if k not in _BODIES])
+            and not self._sent_may_hold_secret(record.sent)
+        ):
+            return record
         masked = {name: self.value(v) for name, v in present.items()}
         changes = {name: v for name, v in masked.items() if v is not present[name]}
         if not changes:

@@ -148,7 +148,7 @@ def test_the_bodies_looked_at_ahead_are_not_looked_at_again_and_a_secret_found_a
     redactor = _recorder().redactor
     looks: list[object] = []
     decide = redactor._bodies_may_hold_secret
-    monkeypatch.setattr(redactor, "_bodies_may_hold_secret", lambda r, b: looks.append(r) or decide(r, b))
+    monkeypatch.setattr(redactor, "_bodies_may_hold_secret", lambda sent: looks.append(sent) or decide(sent))
     clean = make_record([{"role": "user", "content": "list the files"}])
     redactor.look_ahead(clean.sent)
     assert redactor.record(clean) is clean and redactor.record(clean) is clean
