@@ -152,9 +152,7 @@ async def stream(
 def _look_ahead(flight: InFlight) -> None:
     """Let the recorder do what the journal will need on the next loop turn: after this request's task
     has sent it and is waiting for the provider, so that work is off the client's time."""
-    look_ahead = getattr(flight.gw.recorder, "look_ahead", None)
-    if look_ahead is not None:
-        asyncio.get_running_loop().call_soon(look_ahead, flight.sent)
+    asyncio.get_running_loop().call_soon(flight.gw.recorder.look_ahead, flight.sent)
 
 
 def _fed(relay: StreamRelay, payloads: list[bytes]) -> tuple[list[bytes], Exception | None]:

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import orjson
 
-from gateway.store.record import RequestRecord, record_dict
+from gateway.store.record import Forwarded, RequestRecord, record_dict
 
 
 def record_to_dict(record: RequestRecord) -> dict[str, Any]:
@@ -39,6 +39,9 @@ class JsonlRecorder:
         self._fh.write(orjson.dumps(record_to_dict(record)) + b"\n")
         self._fh.flush()
         self.written += 1
+
+    def look_ahead(self, sent: Forwarded) -> None:
+        return None  # nothing is journaled
 
     def journal(self, record: RequestRecord) -> None:
         return None  # ``record`` writes the line before the next request is read

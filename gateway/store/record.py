@@ -365,6 +365,11 @@ class Recorder(Protocol):
 
     def record(self, record: RequestRecord) -> None: ...
 
+    def look_ahead(self, sent: Forwarded) -> None:
+        """Do now what ``sent``'s record will need, while the provider works on it (the loop turn after it
+        was sent): whatever the journal before the answer would otherwise do on the client's time."""
+        ...
+
     def journal(self, record: RequestRecord) -> None:
         """Make ``record`` survive a kill of this process now, before the client has the end of its
         answer; ``record`` follows later with the request's full record (see store/journal.py)."""
@@ -405,6 +410,9 @@ class MemoryRecorder:
 
     def record(self, record: RequestRecord) -> None:
         self.records.append(record)
+
+    def look_ahead(self, sent: Forwarded) -> None:
+        return None  # nothing is journaled
 
     def journal(self, record: RequestRecord) -> None:
         return None  # memory dies with the process anyway

@@ -11,7 +11,7 @@ import openai
 
 from gateway.api.app import create_app
 from gateway.config import parse_settings
-from gateway.store.record import MemoryRecorder, RequestRecord
+from gateway.store.record import Forwarded, MemoryRecorder, RequestRecord
 from tests.procs import SimHandle, sim_models
 
 
@@ -41,7 +41,7 @@ class _Watching(MemoryRecorder):
         super().__init__()
         self.calls: list[tuple[str, object]] = []
 
-    def look_ahead(self, sent: object) -> None:
+    def look_ahead(self, sent: Forwarded) -> None:
         self.calls.append(("look_ahead", sent))
 
     def journal(self, record: RequestRecord) -> None:
