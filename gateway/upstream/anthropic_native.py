@@ -16,12 +16,13 @@ statuses ``openai_compat.RETRY_STATUSES`` names (plus Anthropic's 529 "overloade
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 
 from gateway.config import ModelConfig, UpstreamConfig
 from gateway.upstream.http1 import Pool, Response
 from gateway.upstream.openai_compat import (
     RETRY_STATUSES,
+    HeldStream,
     error_for_exception,
     error_for_status,
     read_all,
@@ -51,12 +52,8 @@ def upstream_headers(api_key: str | None, client: Mapping[str, str]) -> dict[str
     return headers
 
 
-class MessagesStream:
+class MessagesStream(HeldStream):
     """The upstream's SSE bytes as they arrive; ``aclose`` gives the connection back."""
-
-    def __init__(self, response: Response, release: Callable[[], None]) -> None:
-        self._response = response
-        self._release: Callable[[], None] | None = release
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
@@ -64,17 +61,6 @@ class MessagesStream:
                 yield data
         except (TimeoutError, OSError) as exc:
             raise error_for_exception(exc) from exc
-
-    async def aclose(self) -> None:
-        self._response.release()
-        release, self._release = self._release, None
-        if release is not None:
-            release()
-
-    def __del__(self) -> None:  # a stream nobody read (the client left first) still frees its slot
-        release, self._release = self._release, None
-        if release is not None:
-            release()
 
 
 class AnthropicNativeUpstream:
@@ -123,5 +109,4 @@ class AnthropicNativeUpstream:
             raise
 
     async def close(self) -> None:
-        self._pool.close()
-        await asyncio.sleep(0)  # a closed transport tells its protocol on the next loop turn
+        await self._pool.close()

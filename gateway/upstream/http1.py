@@ -94,7 +94,7 @@ class _Connection(asyncio.Protocol):
         self.status = 0
         self.reason = ""
         self.headers: dict[str, str] = {}
-        self.head_done = self.complete = self.keep_alive = self.received = False
+        self.head_done = self.complete = self.keep_alive = False
         self.error: BaseException | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
@@ -113,7 +113,6 @@ class _Connection(asyncio.Protocol):
         if self.idle_since is not None:  # nothing is asked on an idle connection (a 408 before closing, say)
             self.close()
             return
-        self.received = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -351,11 +350,14 @@ class Pool:
         conn.idle_since = time.monotonic()
         self._idle.setdefault(origin, []).append(conn)
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Close the idle connections; they are closed when this returns (a transport tells its protocol on
+        the next loop turn)."""
         for idle in self._idle.values():
             for conn in idle:
                 conn.close()
         self._idle.clear()
+        await asyncio.sleep(0)
 
 
 def _head(target: str, origin: Origin, headers: Mapping[str, str], length: int) -> bytes:

@@ -103,11 +103,34 @@ async def read_all(response: Response) -> bytes:
         response.release()
 
 
-class _SSEStream:
-    def __init__(self, response: Response, release: Callable[[], None] = lambda: None) -> None:
-        self._response = response
-        self._release = release  # the pool slot: given back once, however the stream ends
+def _nothing() -> None:
+    return None
 
+
+_NOTHING: Callable[[], None] = _nothing
+
+
+class HeldStream:
+    """An upstream's streamed answer and the connection slot it holds (``slots.Slots``), given back once,
+    however the stream ends: closed, or dropped unread (the client left first)."""
+
+    def __init__(self, response: Response, release: Callable[[], None] = _NOTHING) -> None:
+        self._response = response
+        self._release = release
+
+    async def aclose(self) -> None:
+        self._response.release()
+        self._give_back()
+
+    def _give_back(self) -> None:
+        release, self._release = self._release, _NOTHING
+        release()
+
+    def __del__(self) -> None:
+        self._give_back()
+
+
+class _SSEStream(HeldStream):
     async def chunks(self) -> AsyncIterator[bytes]:
         async for batch in self._reads():
             for payload in batch:
@@ -146,17 +169,6 @@ class _SSEStream:
             ) from failure
         raise UpstreamUnavailable("upstream closed the stream before [DONE]")
 
-    async def aclose(self) -> None:
-        self._response.release()
-        self._give_back()
-
-    def _give_back(self) -> None:
-        release, self._release = self._release, _NOTHING
-        release()
-
-    def __del__(self) -> None:  # a stream nobody read (the client left first) still frees its slot
-        self._give_back()
-
 
 #: The events that end a Responses stream (it has no ``[DONE]``).
 RESPONSE_END_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
@@ -190,13 +202,6 @@ class _ResponseEventStream(_SSEStream):
         """One event a batch: this stream ends at an event, which ``chunks`` finds."""
         async for payload in self.chunks():
             yield [payload]
-
-
-def _nothing() -> None:
-    return None
-
-
-_NOTHING: Callable[[], None] = _nothing
 
 
 class OpenAICompatUpstream:
@@ -318,8 +323,7 @@ class OpenAICompatUpstream:
             raise
 
     async def close(self) -> None:
-        self._pool.close()
-        await asyncio.sleep(0)  # a closed transport tells its protocol on the next loop turn
+        await self._pool.close()
 
 
 def _base(model: ModelConfig) -> str:

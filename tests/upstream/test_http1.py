@@ -104,7 +104,7 @@ async def test_a_sized_answer_is_read_and_its_connection_carries_the_next_reques
         assert first.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
         assert f"host: 127.0.0.1:{url.split(':')[2].split('/')[0]}".encode() in first
         assert b"authorization: Bearer sk-x\r\n" in first and first.endswith(b'\r\n\r\n{"q":1}')
-        p.close()
+        await p.close()
 
 
 async def test_chunked_gzip_and_read_to_the_close_bodies_come_whole() -> None:
@@ -121,7 +121,7 @@ async def test_chunked_gzip_and_read_to_the_close_bodies_come_whole() -> None:
         assert await post(p, url) == (200, b'{"until":"close"}')
         assert await post(p, url) == (200, b'{"a":1}')  # after a close: a new connection
         assert server.connections == 2
-        p.close()
+        await p.close()
 
 
 async def test_a_stream_arrives_in_pieces_and_a_close_mid_body_is_an_error_after_them() -> None:
@@ -135,7 +135,7 @@ async def test_a_stream_arrives_in_pieces_and_a_close_mid_body_is_an_error_after
                 got += data
         response.release()
         assert got.startswith(b"data: 1\n\n")
-        p.close()
+        await p.close()
 
 
 async def test_a_compressed_stream_is_read_decoded_piece_by_piece() -> None:
@@ -148,7 +148,7 @@ async def test_a_compressed_stream_is_read_decoded_piece_by_piece() -> None:
         got = b"".join([data async for data in response.iter_any()])
         response.release()
         assert got == events
-        p.close()
+        await p.close()
 
 
 async def test_a_connection_the_upstream_closed_after_answering_is_not_reused() -> None:
@@ -158,7 +158,7 @@ async def test_a_connection_the_upstream_closed_after_answering_is_not_reused() 
         await asyncio.sleep(0.05)  # the close reaches the client
         assert await post(p, url) == (200, b"{}")
         assert server.connections == 2
-        p.close()
+        await p.close()
 
 
 async def test_an_upstream_that_goes_quiet_is_a_read_timeout_and_its_connection_is_not_reused() -> None:
@@ -168,7 +168,7 @@ async def test_an_upstream_that_goes_quiet_is_a_read_timeout_and_its_connection_
             await post(p, url)
         assert await post(p, url) == (200, b"{}")
         assert server.connections == 2
-        p.close()
+        await p.close()
 
 
 async def test_an_interim_answer_is_passed_over_for_the_one_that_follows() -> None:
@@ -180,7 +180,7 @@ async def test_an_interim_answer_is_passed_over_for_the_one_that_follows() -> No
         assert await response.read() == b'{"final":1}'
         response.release()
         assert await post(p, url) == (200, b'{"final":1}')
-        p.close()
+        await p.close()
 
 
 async def test_an_answer_dropped_without_release_closes_its_connection() -> None:
@@ -193,7 +193,7 @@ async def test_an_answer_dropped_without_release_closes_its_connection() -> None
         assert conn.closed
         assert await post(p, url) == (200, b"data: 1\n\ndata: 2\n\n")
         assert server.connections == 2
-        p.close()
+        await p.close()
 
 
 async def test_a_malformed_answer_is_a_protocol_error() -> None:
@@ -210,7 +210,7 @@ async def test_an_error_status_is_an_answer_with_its_headers() -> None:
         assert (response.status, response.reason, response.headers["retry-after"]) == (429, "Too Many Requests", "1")
         assert await response.read() == b"{}"
         response.release()
-        p.close()
+        await p.close()
 
 
 async def test_an_idle_connection_past_its_age_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,7 +220,7 @@ async def test_an_idle_connection_past_its_age_is_not_reused(monkeypatch: pytest
         monkeypatch.setattr(http1, "IDLE_S", 0.0)
         await post(p, url)
         assert server.connections == 2
-        p.close()
+        await p.close()
 
 
 async def test_a_connection_refused_is_a_connection_error() -> None:
@@ -252,7 +252,7 @@ async def test_https_upstreams_are_verified_against_the_trust_store(
         p = pool()
         assert await post(p, url) == (200, b'{"tls":1}')
         assert await post(p, url) == (200, b'{"tls":1}')
-        p.close()
+        await p.close()
 
 
 def _self_signed(tmp: Path) -> tuple[Path, Path]:
