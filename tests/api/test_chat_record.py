@@ -6,6 +6,9 @@ simulator is a real process over real HTTP, and the client is the official SDK.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import httpx
 import openai
 
@@ -15,16 +18,22 @@ from gateway.store.record import Forwarded, MemoryRecorder, RequestRecord
 from tests.procs import SimHandle, sim_models
 
 
+@asynccontextmanager
+async def _served(sim: SimHandle, recorder: MemoryRecorder) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The SDK against the gateway app in this process, recording to ``recorder``; the upstream closed after
+    (which lets the last request's bookkeeping, a loop turn after its answer, run)."""
+    app = create_app(parse_settings({"models": sim_models(sim.base_url)}), recorder=recorder)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as http:
+        yield openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="sk-x", http_client=http)
+    await app.state.gateway.upstream.close()
+
+
 async def test_every_record_carries_the_budget_and_the_calibration_learns(sim: SimHandle) -> None:
     recorder = MemoryRecorder()
-    app = create_app(parse_settings({"models": sim_models(sim.base_url)}), recorder=recorder)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
-        client = openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="sk-x", http_client=http)
+    async with _served(sim, recorder) as client:
         for day in ("2026-11-29", "2026-11-30", "2026-12-01"):  # a date that changes moves to the reminder
             messages = [{"role": "system", "content": f"Today is {day}.\nBe brief."}, {"role": "user", "content": "hi"}]
             await client.chat.completions.create(model="gpt-4o-mini", messages=messages, max_tokens=256)
-    await app.state.gateway.upstream.close()
     budget = recorder.records[-1].budget
     assert budget is not None
     assert budget["reserve"] == 256
@@ -52,15 +61,11 @@ class _Watching(MemoryRecorder):
 async def test_the_recorder_looks_ahead_at_a_request_while_the_provider_answers_it(sim: SimHandle) -> None:
     """Plain and streamed: the look-ahead comes before the journal, for the same forwarded request."""
     recorder = _Watching()
-    app = create_app(parse_settings({"models": sim_models(sim.base_url)}), recorder=recorder)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
-        client = openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="sk-x", http_client=http)
+    async with _served(sim, recorder) as client:
         messages = [{"role": "user", "content": "hi"}]
         await client.chat.completions.create(model="gpt-4o-mini", messages=messages)
         async for _ in await client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True):
             pass
-    await app.state.gateway.upstream.close()
     kinds = [kind for kind, _ in recorder.calls]
     assert kinds == ["look_ahead", "journal", "look_ahead", "journal"]
     assert recorder.calls[0][1] is recorder.calls[1][1] and recorder.calls[2][1] is recorder.calls[3][1]
