@@ -232,16 +232,7 @@ class Response:
 
     async def read(self) -> bytes:
         """The whole body."""
-        conn, parts = self._conn, []
-        while True:
-            data = conn.take()
-            if data:
-                parts.append(data)
-            if conn.complete:
-                return parts[0] if len(parts) == 1 else b"".join(parts)
-            if conn.error is not None:
-                raise conn.error
-            await conn.wait(self._pool.read_timeout)
+        return b"".join([data async for data in self.iter_any()])
 
     async def iter_any(self) -> AsyncIterator[bytes]:
         """The body in the pieces it arrives in (what arrived together comes as one)."""
