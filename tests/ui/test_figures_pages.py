@@ -202,6 +202,8 @@ def test_two_callers_sharing_a_session_id_are_two_sessions(store: dict[str, Any]
     callers = {rows.nth(i).locator("td.caller").inner_text() for i in range(2)}
     assert len(callers) == 2
     rows.first.locator("a").first.click()
+    page.wait_for_url("**/ui/sessions/**")  # a click does not wait for the page it opens
+    page.wait_for_load_state("load")
     assert page.locator("tr.turn-row").count() == 1, "the session page shows one caller's turns"
 
 
@@ -212,6 +214,8 @@ def test_refusals_are_found_by_request_id_in_the_ui_and_the_cli(store: dict[str,
         hit = page.locator("#request-hits li", has_text=request_id)
         assert hit.count() == 1 and str(status) in hit.inner_text()
         hit.locator("a").click()
+        page.wait_for_url(f"**/ui/requests/{request_id}")  # before: checked while the search page was still shown
+        page.wait_for_load_state("load")
         assert page.locator("#refused-banner").is_visible()
         assert page.locator("#route").inner_text() == "chat"
         shown = _cli_logs(store, "--request", request_id)
