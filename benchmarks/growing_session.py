@@ -1,7 +1,7 @@
 """What the gateway adds to an agent session that grows, against a fixed prefix of the same length.
 
     python -m benchmarks.growing_session [--requests 300] [--start-tokens 13000] [--end-tokens 210000]
-                                         [--fixed-every 30] [--checkout PATH] [--runs 1]
+                                         [--fixed-every 10] [--checkout PATH] [--runs 1]
 
 Real agents resend their whole history every turn, one round longer each time: the gateway sees
 each request's history for the first time only in its newest round. The fixed profiles of
@@ -12,7 +12,11 @@ remembered. This benchmark drives one client whose session grows from ``--start-
 simulator directly and through the gateway (interleaved, in an order shuffled every request, so
 drift and slot hit all alike). Every ``--fixed-every`` requests it also sends that request's
 body 5 more times (the fixed shape at that length). The result is the added median time by
-history length for both shapes.
+history length for both shapes, and the paired gap: at each fixed point, the growing requests
+within ``PAIR_SPAN`` of it against its own repeats (same length, same minute of the run), the
+median of those gaps per bucket. A machine whose speed swings by the minute moves both sides of
+a pair alike; the bucket medians alone compared a handful of fixed samples (5 at 100-125K with
+the old default of one point every 30 requests) with ~40 growing ones from other minutes.
 
 The model is ``gpt-4.1-mini`` (a 1M-token window) so no compaction interferes with the growth:
 what is measured is the per-request cost of a longer history, not of a summary. ``--checkout``
@@ -48,6 +52,8 @@ MODEL = "gpt-4.1-mini"
 LOOPS = data_path("agent_loops", "mini_swe_agent_deepseek.jsonl")
 BUCKET_TOKENS = 25_000
 FIXED_REPEATS = 5
+#: Growing requests on each side of a fixed point that are paired with it.
+PAIR_SPAN = 5
 
 
 def growing_bodies(requests: int, start_tokens: int, end_tokens: int) -> Iterator[tuple[int, bytes]]:
@@ -113,6 +119,7 @@ def summarise(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, An
         cell = table.setdefault(key, {n: [] for n in names})
         for n in names:
             cell[n].append(row[n] - row["direct"])
+    gaps = paired_gaps(rows, names)
     out = []
     for (bucket, shape), cell in sorted(table.items()):
         entry: dict[str, Any] = {
@@ -121,7 +128,37 @@ def summarise(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, An
             "n": len(cell[names[0]]),
         }
         entry.update({f"{n} added p50 ms": round(statistics.median(v), 2) for n, v in cell.items()})
+        if shape == "growing":
+            for n in names:
+                pairs = gaps.get((bucket, n), [])
+                if pairs:
+                    entry[f"{n} growing - fixed, paired p50 ms"] = round(statistics.median(pairs), 2)
+                    entry["pairs"] = len(pairs)
         out.append(entry)
+    return out
+
+
+def paired_gaps(rows: list[dict[str, Any]], names: list[str]) -> dict[tuple[int, str], list[float]]:
+    """Per (bucket, gateway): at each fixed point of each run, the median added ms of the growing
+    requests within ``PAIR_SPAN`` of it minus the median added ms of its fixed repeats."""
+    points: dict[tuple[Any, int], list[dict[str, Any]]] = {}
+    growing: dict[tuple[Any, int], dict[str, Any]] = {}
+    for row in rows:
+        key = (row.get("run", 0), row["i"])
+        if row["shape"] == "fixed":
+            points.setdefault(key, []).append(row)
+        else:
+            growing[key] = row
+    out: dict[tuple[int, str], list[float]] = {}
+    for (run, i), repeats in points.items():
+        near = [growing[(run, j)] for j in range(i - PAIR_SPAN, i + PAIR_SPAN + 1) if (run, j) in growing]
+        if not near:
+            continue
+        bucket = repeats[0]["tokens"] // BUCKET_TOKENS
+        for n in names:
+            grown = statistics.median(r[n] - r["direct"] for r in near)
+            fixed = statistics.median(r[n] - r["direct"] for r in repeats)
+            out.setdefault((bucket, n), []).append(grown - fixed)
     return out
 
 
@@ -152,7 +189,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--start-tokens", type=int, default=13_000)
     parser.add_argument("--end-tokens", type=int, default=210_000)
-    parser.add_argument("--fixed-every", type=int, default=30)
+    parser.add_argument("--fixed-every", type=int, default=10, help="a fixed point every N requests (default 10)")
     parser.add_argument("--checkout", default="", help="another checkout's gateway in the same run")
     parser.add_argument("--variant", default="", help="also a gateway with these config changes, e.g. a.b=false")
     parser.add_argument(

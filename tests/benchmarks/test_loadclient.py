@@ -51,3 +51,21 @@ def test_store_writer_benchmark_times_every_request_in_a_fresh_process() -> None
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "K |" in line]
     assert rows and sum(int(row.split(" | ")[-1].rstrip(" |")) for row in rows) == 12
     assert all(float(row.split(" | ")[1]) > 0 for row in rows)
+
+
+def test_growing_session_pairs_each_fixed_point_with_the_growing_requests_around_it() -> None:
+    """The paired gap compares a fixed point's repeats with its neighbours, not with other minutes."""
+    from benchmarks.growing_session import BUCKET_TOKENS, PAIR_SPAN, summarise
+
+    rows: list[dict[str, object]] = []
+    for run, drift in ((0, 0.0), (1, 10.0)):  # the second run on a machine 10 ms slower everywhere
+        for i in range(30):
+            tokens = BUCKET_TOKENS * 4 + i
+            row = {"run": run, "i": i, "tokens": tokens, "direct": 1.0}
+            rows.append({**row, "shape": "growing", "gw": 4.0 + drift})
+            if i % 10 == 0:
+                rows += [{**row, "shape": "fixed", "gw": 3.5 + drift}] * 5
+    [fixed, growing] = summarise(rows, ["gw"])
+    assert growing["gw growing - fixed, paired p50 ms"] == 0.5
+    assert growing["pairs"] == 6 and PAIR_SPAN < 10
+    assert fixed["shape"] == "fixed" and "pairs" not in fixed
