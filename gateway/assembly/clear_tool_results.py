@@ -39,6 +39,7 @@ from gateway.assembly.compaction_layout import (
     compaction_memory,
     for_head,
     layout,
+    nothing_to_compact,
     original_messages,
     request_tokens,
     watermarks,
@@ -318,7 +319,7 @@ def _decision(ctx: Context, i: int, stubs: _Stubs, reason: str, threshold: float
 def clear_tool_results(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Replace old tool results by stubs while the request is over the threshold; keep every pair."""
     state = ctx.session
-    if "clear_tool_results" not in policy.strategies:
+    if "clear_tool_results" not in policy.strategies or nothing_to_compact(ctx, policy, policy.threshold):
         return ctx, []
     lay = layout(ctx.messages, policy, ctx.env.counter)
     if lay is None:
@@ -442,7 +443,7 @@ def condense_tail(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list
     ``NEWEST_ROUND_SHARE`` of the window and the request is still over the target with the rest condensed.
     What was condensed stays so (sticky), so the prefix stays stable.
     """
-    if "clear_tool_results" not in policy.strategies:
+    if "clear_tool_results" not in policy.strategies or nothing_to_compact(ctx, policy, policy.target):
         return ctx, []
     lay = layout(ctx.messages, policy, ctx.env.counter)
     if lay is None:

@@ -35,6 +35,7 @@ from gateway.assembly.compaction_layout import (
     for_head,
     head_end,
     layout,
+    nothing_to_compact,
     original_messages,
     request_tokens,
     summary_message,
@@ -200,7 +201,7 @@ def _compacted(
 
 def compact_history(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[Decision]]:
     """Replace older rounds by one summary once the request passes the threshold, down to the target."""
-    if "summarize" not in policy.strategies:
+    if "summarize" not in policy.strategies or nothing_to_compact(ctx, policy, policy.threshold):
         return ctx, []
     originals = original_messages(ctx)
     lay = layout(originals, policy, ctx.env.counter)
