@@ -23,6 +23,30 @@ def test_does_nothing_under_the_threshold() -> None:
     assert out is ctx and decisions == []
 
 
+def test_compaction_passes_step_aside_without_walking_a_history_under_the_threshold(monkeypatch) -> None:
+    """Under the policy's threshold with nothing carried over, no pass locates head and tail (``layout``
+    walks the whole history: three passes did on every turn of a long session far below its window)."""
+    from gateway.assembly import clear_tool_results as ctr
+    from gateway.assembly import compact_history as ch
+    from gateway.assembly.compaction_layout import STATE_KEY, nothing_to_compact
+    from gateway.assembly.context import SessionState
+
+    def walked(*args: object) -> None:
+        raise AssertionError("layout walked a request with nothing to compact")
+
+    monkeypatch.setattr(ctr, "layout", walked)
+    monkeypatch.setattr(ch, "layout", walked)
+    ctx = make_ctx(conversation(5))
+    compaction = policy(**BOTH).compaction
+    for step in (ctr.clear_tool_results, ctr.condense_tail, ch.compact_history):
+        out, decisions = step(ctx, compaction)
+        assert out is ctx and decisions == []
+    carried = SessionState(session_id="s-test", extra={STATE_KEY: {"cleared": ["call_0"]}})
+    assert nothing_to_compact(ctx, compaction, compaction.threshold)
+    assert not nothing_to_compact(make_ctx(conversation(5), state=carried), compaction, compaction.threshold)
+    assert not nothing_to_compact(make_ctx(conversation(28)), compaction, compaction.threshold)
+
+
 def test_clears_oldest_results_to_stubs_and_keeps_the_pairs() -> None:
     messages = conversation(28)
     ctx = make_ctx(messages)
