@@ -3,16 +3,21 @@
 The SQL recorder's queue lives in memory: a gateway killed (``kill -9``, the OOM killer) after
 answering loses the records its writer had not committed yet (19, 3 and 6 of a burst of 40 in
 ``benchmarks.kill9_loss``, issue 35). So each answered request's record is appended here first,
-as one line in the spool's format (``spool.record_parts``), by one ``os.writev`` on an ``O_APPEND``
-descriptor: the page cache is the kernel's, so the line outlives the process. Without
+as one line in the spool's format (``spool.record_parts``, tagged with the file's epoch), by one
+``os.pwritev``: the page cache is the kernel's, so the line outlives the process. Without
 ``fsync`` (``store.journal_fsync``, off by default) it does not outlive a power loss.
 
 Each gateway process has a file of its own (``<spool>.journal-<pid>-<random>``), locked
 (``flock``) while the process lives. Once the writer has committed (or spooled) a request's
-record, its entry is settled; a file whose entries are all settled is emptied (or, when it has
-been rotated out for growing past ``ROTATE_BYTES``, deleted), so it stays small. At start-up a
-gateway replays the files no living process holds (``orphans``): the writer is idempotent by
-request id, so a record committed before the kill is not stored twice.
+record, its entry is settled. A file whose entries are all settled is not emptied but reused:
+its epoch goes up (a header line at its start says which), and new entries overwrite the old
+ones from the start. Emptying and refilling it (``ftruncate``, then appends) gave its pages back
+and took fresh ones for every entry: a 105K-token body is ~430 KB of new page cache a request,
+and at 32 clients (files rotated past ``ROTATE_BYTES`` and deleted) the write took ~1.3 ms a
+request (``benchmarks.profile_gateway``, RESULTS, session 42). A rotated file, once settled, is
+kept for the next rotation (``SPARE_FILES`` at most). At start-up a gateway replays the files no living process holds (``orphans``): the lines
+of each file's current epoch; the writer is idempotent by request id, so a record committed
+before the kill is not stored twice.
 """
 
 from __future__ import annotations
@@ -29,12 +34,16 @@ import orjson
 
 from gateway.store.engine import create_private
 from gateway.store.record import RequestRecord
-from gateway.store.spool import record_from_json
+from gateway.store.spool import record_from_data
 
 #: A file past this size is closed for new entries and a new one opened; the old one is deleted
 #: once its last entry is settled (under steady traffic some entry is always open, so a file
 #: emptied only when everything is settled could grow without end).
 ROTATE_BYTES = 16 * 1024 * 1024
+#: Settled rotated files kept for reuse (their pages stay in the page cache); more are deleted.
+SPARE_FILES = 2
+#: The member each journal line starts with, and the header line's only one.
+EPOCH_KEY = "journal_epoch"
 
 
 def journal_glob(spool_path: str | os.PathLike[str]) -> tuple[Path, str]:
@@ -44,15 +53,27 @@ def journal_glob(spool_path: str | os.PathLike[str]) -> tuple[Path, str]:
 
 
 class _File:
-    """One journal file, open for appending and locked by this process."""
+    """One journal file, open for writing and locked by this process; written from ``size`` on."""
 
     def __init__(self, path: Path) -> None:
         create_private(path)  # it holds prompts and answers, like the database
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
         fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and uniquely named: never held by another
-        self.size = 0
+        self.epoch = 0
+        self.size = 0  # where the next entry goes: what lies past it is an earlier epoch's
         self.open = 0  # entries not settled yet
+        self.restart()
+
+    def restart(self) -> None:
+        """A new epoch: its header at the start, the next entry after it (earlier lines no longer count)."""
+        self.epoch += 1
+        header = b'{"' + EPOCH_KEY.encode() + b'":%d}\n' % self.epoch
+        self.size = _write_all(self.fd, [header], 0)
+
+    def tag(self) -> bytes:
+        """What a line's ``{`` becomes: the object's first member names this file's epoch."""
+        return b'{"' + EPOCH_KEY.encode() + b'":%d,' % self.epoch
 
     def close(self, *, delete: bool) -> None:
         if delete:
@@ -71,6 +92,7 @@ class Journal:
         self._lock = threading.Lock()
         self._current: _File | None = None
         self._rotated: list[_File] = []
+        self._spare: list[_File] = []  # rotated files all settled, for the next rotation
         self._where: dict[str, _File] = {}  # request id -> the file holding its open entry
 
     def open(self) -> None:
@@ -86,14 +108,15 @@ class Journal:
         return None if self._current is None else self._current.path
 
     def append(self, request_id: str, line: bytes | Sequence[bytes]) -> None:
-        """Write one serialised record (ending in a newline), whole or in the pieces of
-        ``spool.record_parts``, with one ``os.writev``; called before the answer ends."""
+        """Write one serialised record (a JSON object ending in a newline), whole or in the pieces of
+        ``spool.record_parts``, with one ``os.pwritev``; called before the answer ends."""
         parts = [line] if isinstance(line, bytes) else line
         with self._lock:
             file = self._current
             if file is None:
                 return
-            written = _write_all(file.fd, parts)
+            tagged: list[bytes | memoryview] = [file.tag(), memoryview(parts[0])[1:], *parts[1:]]  # "{" -> the tag
+            written = _write_all(file.fd, tagged, file.size)
             if self.fsync:
                 os.fsync(file.fd)
             file.size += written
@@ -111,19 +134,19 @@ class Journal:
             current = self._current
             if current is not None and current.size >= ROTATE_BYTES and current.open:
                 self._rotated.append(current)
-                self._current = self._new_file()
+                self._current = self._spare.pop() if self._spare else self._new_file()
 
     def _settle(self, request_id: str, file: _File) -> None:
         file.open -= 1
         if file.open:
             return
-        if file is self._current:
-            if file.size:
-                os.ftruncate(file.fd, 0)  # appends go on at the new end (O_APPEND)
-                file.size = 0
-        else:
+        if file is not self._current:
             self._rotated.remove(file)
-            file.close(delete=True)
+            if len(self._spare) >= SPARE_FILES:
+                file.close(delete=True)
+                return
+            self._spare.append(file)
+        file.restart()  # its pages are kept: the next entries overwrite the settled ones
 
     def pending(self) -> int:
         """Entries not settled yet."""
@@ -132,18 +155,18 @@ class Journal:
     def close(self) -> None:
         """Stop journaling; the files are deleted only if every entry was settled (else the next start replays them)."""
         with self._lock:
-            for file in (*self._rotated, *([self._current] if self._current else [])):
+            for file in (*self._rotated, *self._spare, *([self._current] if self._current else [])):
                 file.close(delete=not file.open)
-            self._rotated, self._current = [], None
+            self._rotated, self._spare, self._current = [], [], None
 
 
-def _write_all(fd: int, parts: Sequence[bytes]) -> int:
-    """Write ``parts`` in order, as one ``writev`` (a regular file takes it whole; a signal could cut
-    a very long one short, and the rest follows); the bytes written."""
+def _write_all(fd: int, parts: Sequence[bytes | memoryview], offset: int) -> int:
+    """Write ``parts`` in order at ``offset``, as one ``pwritev`` (a regular file takes it whole; a signal
+    could cut a very long one short, and the rest follows); the bytes written."""
     views = [memoryview(p) for p in parts if p]
     total = 0
     while views:
-        done = os.writev(fd, views)
+        done = os.pwritev(fd, views, offset + total)
         total += done
         while views and done >= len(views[0]):
             done -= len(views[0])
@@ -151,6 +174,31 @@ def _write_all(fd: int, parts: Sequence[bytes]) -> int:
         if done:
             views[0] = views[0][done:]
     return total
+
+
+def _current_records(data: bytes) -> Iterator[RequestRecord]:
+    """The records of a journal file's current epoch (its header's). Lines of earlier epochs, and the
+    torn remains of one a newer line overwrote, are passed over; so is a line that cannot be parsed
+    (torn by the kill). A file without a readable header (an older gateway's) has every line read."""
+    lines = data.splitlines()
+    epoch = None
+    if lines:
+        with suppress(orjson.JSONDecodeError):
+            header = orjson.loads(lines[0])
+            if isinstance(header, dict) and list(header) == [EPOCH_KEY]:
+                epoch = header[EPOCH_KEY]
+                lines = lines[1:]
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            values = orjson.loads(line)
+            if not isinstance(values, dict) or (epoch is not None and values.get(EPOCH_KEY) != epoch):
+                continue
+            record = record_from_data(values)
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            continue
+        yield record
 
 
 @contextmanager
@@ -181,13 +229,8 @@ def orphans(spool_path: str | os.PathLike[str]) -> Iterator[list[RequestRecord]]
                 continue  # another process replayed it between our look and our lock
             with os.fdopen(os.dup(fd), "rb") as f:
                 data = f.read()
-            for line in data.splitlines():
-                if line.strip():
-                    try:
-                        record = record_from_json(line)
-                    except (orjson.JSONDecodeError, TypeError, ValueError):
-                        continue
-                    records[record.request_id] = record
+            for record in _current_records(data):
+                records[record.request_id] = record
         yield list(records.values())
         for path, _ in held:
             with suppress(FileNotFoundError):

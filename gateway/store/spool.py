@@ -103,7 +103,11 @@ def record_to_json(record: RequestRecord) -> bytes:
 
 
 def record_from_json(line: bytes) -> RequestRecord:
-    data: dict[str, Any] = orjson.loads(line)
+    return record_from_data(orjson.loads(line))
+
+
+def record_from_data(data: dict[str, Any]) -> RequestRecord:
+    """A record from its line, parsed (members it does not know, the journal's epoch, are ignored)."""
     values = {k: v for k, v in data.items() if k in _FIELDS}
     if data.get(SAME_BODIES):
         values["assembled"] = values.get("original")

@@ -101,7 +101,12 @@ async def test_records_journaled_before_a_kill_are_stored_exactly_once_at_the_ne
     assert _files(spool) == [], "the replayed journal and the closed recorder's own are gone"
 
 
-async def test_the_journal_is_emptied_once_its_records_are_committed(db_url: str, tmp_path: Path) -> None:
+def _replayed(path: Path) -> list[str]:
+    """The request ids a next start would replay from the journal file at ``path``."""
+    return [r.request_id for r in journal_module._current_records(path.read_bytes())]
+
+
+async def test_the_journal_is_settled_once_its_records_are_committed(db_url: str, tmp_path: Path) -> None:
     spool = tmp_path / "spool.jsonl"
     recorder = SqlRecorder(database_url=db_url, spool_path=str(spool))
     await recorder.start()
@@ -109,12 +114,12 @@ async def test_the_journal_is_emptied_once_its_records_are_committed(db_url: str
     records = [make_record([{"role": "user", "content": f"hello {i}"}]) for i in range(4)]
     for record in records:
         recorder.journal(record)
-    assert own.stat().st_size > 0 and recorder.status()["journal_pending"] == 4
+    assert _replayed(own) == [r.request_id for r in records] and recorder.status()["journal_pending"] == 4
     for record in records:
         recorder.record(record)
     while recorder.written < 4:
         await asyncio.sleep(0.01)
-    assert own.stat().st_size == 0, "committed: the entries were dropped"
+    assert _replayed(own) == [], "committed: the entries no longer count"
     assert recorder.status()["journal_pending"] == 0
     await recorder.close()
     assert not own.exists()
@@ -155,15 +160,40 @@ def test_rotated_files_are_deleted_once_their_entries_are_settled(
     for record in records[:3]:
         journal.append(record.request_id, record_line(record))
     journal.settled([])  # the file is past its size with entries open: a new one takes the next entries
-    assert len(_files(spool)) == 2
+    first, second = _files(spool)
     journal.append(records[3].request_id, record_line(records[3]))
     journal.settled(r.request_id for r in records[:3])
-    assert len(_files(spool)) == 1, "the rotated file, all settled, is deleted"
-    journal.settled([records[3].request_id])
-    (current,) = _files(spool)
-    assert current.stat().st_size == 0, "the current file, all settled, is emptied"
+    assert _files(spool) == [first, second], "the rotated file, all settled, is kept for the next rotation"
+    assert [_replayed(f) for f in (first, second)] in ([[], [records[3].request_id]], [[records[3].request_id], []])
+    for record in records[:3]:  # the current file past its size again: the spare takes the next entries
+        journal.append(record.request_id, record_line(record))
+    journal.settled([])
+    assert _files(spool) == [first, second], "no third file: the spare was reused"
+    journal.settled(r.request_id for r in records)
+    assert [_replayed(f) for f in (first, second)] == [[], []], "all settled: nothing would be replayed"
     journal.close()
     assert _files(spool) == []
+
+
+def test_a_reused_file_replays_only_its_current_entries(tmp_path: Path) -> None:
+    """Settled entries are overwritten in place (the file keeps its pages); a shorter new entry leaves the
+    torn remains of a longer old one behind it, and neither they nor older whole lines are replayed."""
+    spool = tmp_path / "spool.jsonl"
+    journal = Journal(spool)
+    journal.open()
+    long = [make_record([{"role": "user", "content": f"long turn {i} " * 200}]) for i in range(3)]
+    for record in long:
+        journal.append(record.request_id, record_line(record))
+    assert journal.path is not None
+    size = journal.path.stat().st_size
+    journal.settled(r.request_id for r in long)
+    short = make_record([{"role": "user", "content": "short"}])
+    journal.append(short.request_id, record_line(short))
+    assert journal.path.stat().st_size == size, "written over the settled entries, not appended"
+    assert _replayed(journal.path) == [short.request_id]
+    journal.close()  # an entry open at close: the file stays, as after a kill, and the next start takes it
+    with orphans(spool) as found:
+        assert [r.request_id for r in found] == [short.request_id]
 
 
 async def test_secrets_never_reach_the_journal(db_url: str, tmp_path: Path) -> None:
@@ -183,7 +213,7 @@ async def test_secrets_never_reach_the_journal(db_url: str, tmp_path: Path) -> N
 def test_a_record_in_pieces_is_one_line_even_when_the_kernel_takes_part_of_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The journal writes ``record_parts`` with ``os.writev``, never joined first; a write that takes only
+    """The journal writes ``record_parts`` with ``os.pwritev``, never joined first; a write that takes only
     part of them (a signal mid-write) goes on from the byte it stopped at, so the file holds the line whole."""
     body = {"model": "m", "messages": [{"role": "user", "content": "read the file " * 200}]}
     assembled = {**body, "messages": [{"role": "user", "content": "read the file"}]}
@@ -192,14 +222,17 @@ def test_a_record_in_pieces_is_one_line_even_when_the_kernel_takes_part_of_it(
     )
     parts = record_parts(record)
     assert len(parts) > 1, "the bodies travel as their own pieces"
-    writev = journal_module.os.writev
-    monkeypatch.setattr(journal_module.os, "writev", lambda fd, views: writev(fd, [bytes(views[0])[:7]]))
+    pwritev = journal_module.os.pwritev
+    monkeypatch.setattr(
+        journal_module.os, "pwritev", lambda fd, views, offset: pwritev(fd, [bytes(views[0])[:7]], offset)
+    )
     journal = Journal(tmp_path / "spool.jsonl")
     journal.open()
     journal.append(record.request_id, parts)
     assert journal.path is not None
-    written = journal.path.read_bytes()
-    assert written == record_line(record) == b"".join(parts)
+    header, written = journal.path.read_bytes().split(b"\n", 1)
+    assert orjson.loads(header) == {"journal_epoch": 1}
+    assert written == b'{"journal_epoch":1,' + record_line(record)[1:] and record_line(record) == b"".join(parts)
     back = record_from_json(written)
     assert (back.original, back.assembled) == (body, assembled)
     journal.close()
