@@ -18,7 +18,7 @@ from gateway.upstream.usage import Usage
 ROUTES = ("chat", "responses", "messages")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # weak: the redactor's verdict must not keep it alive
 class Forwarded:
     """What is known once the request is forwarded: who sent what, what the provider was sent, and why.
 
