@@ -15,9 +15,9 @@ ones from the start. Emptying and refilling it (``ftruncate``, then appends) gav
 and took fresh ones for every entry: a 105K-token body is ~430 KB of new page cache a request,
 and at 32 clients (files rotated past ``ROTATE_BYTES`` and deleted) the write took ~1.3 ms a
 request (``benchmarks.profile_gateway``, RESULTS, session 42). A rotated file, once settled, is
-kept for the next rotation (``SPARE_FILES`` at most). At start-up a gateway replays the files no living process holds (``orphans``): the lines
-of each file's current epoch; the writer is idempotent by request id, so a record committed
-before the kill is not stored twice.
+kept for the next rotation (``SPARE_FILES`` at most). At start-up a gateway replays the files
+no living process holds (``orphans``): the lines of each file's current epoch; the writer is
+idempotent by request id, so a record committed before the kill is not stored twice.
 """
 
 from __future__ import annotations
