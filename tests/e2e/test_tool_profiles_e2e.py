@@ -102,8 +102,8 @@ def test_a_restarted_gateway_scores_with_what_the_previous_one_learnt(
     with run_gateway(tmp_path, config(sim, db)) as gw:
         for case in (taught, cases[1], cases[2]):  # rewordings of the same request, all calling `tool`
             ask(gw.base_url, case, force=tool)
-    # a clean shutdown merges what was not synced yet
-    assert profiles(db) == {tool: 3}
+    # a clean shutdown merges what was not synced yet (once, in a loaded CI run, nothing was: the log says why)
+    assert profiles(db) == {tool: 3}, gw.log()[-4000:]
     with run_gateway(tmp_path, config(sim, db)) as gw:
         ask(gw.base_url, probe)
     assert profiled(db)[-1] == 1  # the new process loaded the profile and scored `tool` with it
