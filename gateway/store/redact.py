@@ -121,11 +121,13 @@ class Redactor:
     def _sent_may_hold_secret(self, sent: Forwarded) -> bool:
         """``_bodies_may_hold_secret``, decided once per request: its record is redacted twice (journaled
         before the answer, written after it), and the verdict may have been made ahead (``look_ahead``)."""
-        key = id(sent)
-        found = self._sent.get(key)
-        if found is not None and found[0]() is sent:
-            return found[1]
-        return self._remember(sent, self._bodies_may_hold_secret(sent))
+        known = self._known(sent)
+        return known if known is not None else self._remember(sent, self._bodies_may_hold_secret(sent))
+
+    def _known(self, sent: Forwarded) -> bool | None:
+        """The verdict already made on ``sent``, if one was (an entry of a dead request with its id is not)."""
+        found = self._sent.get(id(sent))
+        return found[1] if found is not None and found[0]() is sent else None
 
     def _remember(self, sent: Forwarded, verdict: bool) -> bool:
         key, entries = id(sent), self._sent
@@ -134,9 +136,9 @@ class Redactor:
 
     def same_bodies(self, sent: Forwarded, copy: Forwarded) -> None:
         """``copy`` is ``sent`` without its bodies' bytes: it has the verdict already made, if one was."""
-        found = self._sent.get(id(sent))
-        if found is not None and found[0]() is sent:
-            self._remember(copy, found[1])
+        known = self._known(sent)
+        if known is not None:
+            self._remember(copy, known)
 
     def _bodies_may_hold_secret(self, sent: Forwarded) -> bool:
         """``_may_hold_secret`` of the request's bodies; short ones are searched in the JSON bytes the
