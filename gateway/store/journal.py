@@ -44,6 +44,8 @@ ROTATE_BYTES = 16 * 1024 * 1024
 SPARE_FILES = 2
 #: The member each journal line starts with, and the header line's only one.
 EPOCH_KEY = "journal_epoch"
+#: A line's first bytes up to its epoch's number: the header's and every entry's.
+_EPOCH_PREFIX = b'{"' + EPOCH_KEY.encode() + b'":'
 
 
 def journal_glob(spool_path: str | os.PathLike[str]) -> tuple[Path, str]:
@@ -68,12 +70,12 @@ class _File:
     def restart(self) -> None:
         """A new epoch: its header at the start, the next entry after it (earlier lines no longer count)."""
         self.epoch += 1
-        header = b'{"' + EPOCH_KEY.encode() + b'":%d}\n' % self.epoch
+        header = _EPOCH_PREFIX + b"%d}\n" % self.epoch
         self.size = _write_all(self.fd, [header], 0)
 
     def tag(self) -> bytes:
         """What a line's ``{`` becomes: the object's first member names this file's epoch."""
-        return b'{"' + EPOCH_KEY.encode() + b'":%d,' % self.epoch
+        return _EPOCH_PREFIX + b"%d," % self.epoch
 
     def close(self, *, delete: bool) -> None:
         if delete:
