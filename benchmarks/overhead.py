@@ -17,6 +17,10 @@ slower than another slot on this machine):
   targets in a shuffled order per round;
   throughput and the Ventana/LiteLLM ratio are medians over rounds.
 
+``--floor`` adds ``benchmarks/floor_proxy.py`` to the same rounds: a bare proxy on the gateway's own
+stack (uvicorn, uvloop, httptools, the gateway's upstream client), so the report can say how much of
+Ventana's added time is the hop any Python proxy here pays, and how much is the gateway's own work.
+
 Absolute numbers are this machine's; the ratios are the result. JSON goes to
 ``benchmarks/out/overhead-<time>.json``.
 """
@@ -38,6 +42,7 @@ import yaml
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
+from benchmarks.floor_proxy import run_floor
 from benchmarks.litellm_proxy import MASTER_KEY, run_litellm
 from benchmarks.loadclient import Target, Timing, interleaved, saturate, sequential, shuffled
 from benchmarks.profiles import MODEL, Profile, build_profiles
@@ -71,9 +76,16 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def servers(
-    tmp: Path, *, litellm: bool, variant: str = "", checkout: str = "", checkout_variant: str = ""
+    tmp: Path,
+    *,
+    litellm: bool,
+    variant: str = "",
+    checkout: str = "",
+    checkout_variant: str = "",
+    floor: bool = False,
 ) -> Iterator[dict[str, Target]]:
-    """Start the simulator, the gateway, a variant gateway and one from another checkout (optional), LiteLLM."""
+    """Start the simulator, the gateway, a variant gateway and one from another checkout (optional), the
+    floor proxy (optional), LiteLLM."""
     with ExitStack() as stack:
         sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
         models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
@@ -89,6 +101,8 @@ def servers(
             )
             other = stack.enter_context(run_gateway(tmp, config, env={"PYTHONPATH": str(Path(checkout).resolve())}))
             targets[f"ventana[{Path(checkout).name}]"] = Target("checkout", other.base_url)
+        if floor:
+            targets["floor"] = Target("floor", stack.enter_context(run_floor(tmp, sim.url)))
         if litellm:
             url, startup = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
             print(f"LiteLLM proxy answered after {startup:.1f} s")
@@ -171,10 +185,12 @@ async def measure(targets: dict[str, Target], profiles: list[Profile], args: arg
 
 def report(results: dict[str, Any], profiles: list[Profile]) -> str:
     """A markdown table of the run, with each target checked."""
+    floor = any("floor.end.added_p50" in results[p.name] for p in profiles)
     lines = [
         "| profile | msgs | tokens | Ventana added p50 (p99) ms | LiteLLM added p50 (p99) ms "
-        "| c=32 req/s direct / Ventana / LiteLLM | Ventana/LiteLLM | target met |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        + ("| floor added p50 ms (Ventana's own) " if floor else "")
+        + "| c=32 req/s direct / Ventana / LiteLLM | Ventana/LiteLLM | target met |",
+        "| --- | --- | --- | --- | --- |" + (" --- |" if floor else "") + " --- | --- | --- |",
     ]
     for p in profiles:
         r = results[p.name]
@@ -194,9 +210,17 @@ def report(results: dict[str, Any], profiles: list[Profile]) -> str:
         met_p50 = all(r[f"ventana.{a}.added_p50"] <= p50_max for a in attrs)
         met_ratio = ratio is None or ratio >= ratio_min
         rps = " / ".join(f"{r[k]:.0f}" for k in ("direct.rps", "ventana.rps", "litellm.rps") if k in r)
+        hop = ""
+        if floor:  # the floor's added time, and Ventana's less the floor's: the gateway's own work
+            hop = " / ".join(
+                f"{r[f'floor.{a}.added_p50']:+.2f} ({r[f'ventana.{a}.added_p50'] - r[f'floor.{a}.added_p50']:+.2f})"
+                for a in attrs
+            )
+            hop = f" {hop} |"
+        name = f"{p.name}{' (first / end)' if p.stream else ''}"
         lines.append(
-            f"| {p.name}{' (first / end)' if p.stream else ''} | {p.messages} | {p.tokens} | {vent} | {lite or '-'} "
-            f"| {rps} | {f'{ratio:.1f}x' if ratio else '-'} | "
+            f"| {name} | {p.messages} | {p.tokens} | {vent} | {lite or '-'} |{hop} {rps} "
+            f"| {f'{ratio:.1f}x' if ratio else '-'} | "
             f"{'yes' if met_p50 and met_ratio else 'NO'} (<= {p50_max} ms, >= {ratio_min}x) |"
         )
     return "\n".join(lines)
@@ -209,6 +233,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.5, help="seconds per c=32 cell (default 1.5)")
     parser.add_argument("--profiles", default="tiny,agent14k,agent105k,stream")
     parser.add_argument("--no-litellm", action="store_true", help="skip LiteLLM (no throughput ratios)")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure the floor proxy (benchmarks/floor_proxy.py: the hop alone on the same stack), "
+        "and report Ventana's added time less the floor's",
+    )
     parser.add_argument(
         "--variant",
         default="",
@@ -244,6 +274,7 @@ def main() -> None:
             variant=args.variant,
             checkout=args.checkout,
             checkout_variant=args.checkout_variant,
+            floor=args.floor,
         ) as t,
     ):
         results = asyncio.run(measure(t, profiles, args))

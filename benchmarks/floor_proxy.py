@@ -1,0 +1,108 @@
+"""The least a Python proxy on Ventana's stack adds to a request: the floor under ``benchmarks.overhead``.
+
+    python -m benchmarks.floor_proxy --port 8001 --upstream http://127.0.0.1:8000
+
+A bare ASGI app served as ``ventana serve`` serves the gateway (uvicorn, its ``auto`` loop and HTTP
+parser: uvloop and httptools), forwarding each ``POST .../chat/completions`` body as it came through
+the gateway's own upstream client (``gateway.upstream.http1.Pool``) and relaying the provider's bytes
+as they arrive (a stream's events too). No parsing, no assembly, no record, no middleware: what is
+left is the hop itself (two more sockets, two more HTTP parses, one more process woken). ``benchmarks.overhead --floor``
+measures it in the same interleaved rounds as Ventana and LiteLLM, so Ventana's figure can be read as
+that hop plus the gateway's own work, on the same machine in the same minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from gateway.upstream.http1 import Pool
+from tests.procs import _env, free_port, stop, wait_http
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_JSON = [(b"content-type", b"application/json")]
+
+
+class FloorProxy:
+    """Forward every POST's body to ``upstream`` + its path after ``/v1``; answer anything else 200 (health)."""
+
+    def __init__(self, upstream: str) -> None:
+        self._upstream = upstream.rstrip("/")
+        self._pool: Pool | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["method"] != "POST":
+            await _answer(send, 200, b"{}")
+            return
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if self._pool is None:  # made on the server's loop
+            self._pool = Pool(connect_timeout=10.0, read_timeout=60.0)
+        headers = {"content-type": "application/json", "authorization": "Bearer sk-floor"}
+        response = await self._pool.post(self._upstream + scope["path"], body, headers)
+        kind = response.headers.get("content-type", "application/json").encode()
+        await send({"type": "http.response.start", "status": response.status, "headers": [(b"content-type", kind)]})
+        async for data in response.iter_any():  # a stream's events relayed as they arrive
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        response.release()
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._pool is not None:
+                    await self._pool.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+async def _answer(send: Send, status: int, content: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": _JSON})
+    await send({"type": "http.response.body", "body": content})
+
+
+@contextmanager
+def run_floor(tmp: Path, upstream: str) -> Iterator[str]:
+    """Start the floor proxy in front of ``upstream`` (the provider's URL without ``/v1``); yield its base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "benchmarks.floor_proxy", "--port", str(port), "--upstream", upstream]
+    with (tmp / f"floor-{port}.log").open("wb") as log:
+        proc = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        stop(proc)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--upstream", required=True, help="the provider's base URL, without /v1")
+    args = parser.parse_args()
+    uvicorn.run(FloorProxy(args.upstream), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The floor proxy of ``benchmarks.overhead --floor`` forwards what it gets and relays what comes back, over
+real HTTP; the report reads Ventana's own time as its added time less the floor's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from benchmarks.floor_proxy import run_floor
+from benchmarks.overhead import report
+from benchmarks.profiles import Profile
+from tests.procs import run_simulator
+
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "say something"}], "max_tokens": 8}
+
+
+def test_the_floor_proxy_forwards_a_completion_and_relays_a_stream_as_the_provider_sent_them(tmp_path: Path) -> None:
+    with run_simulator(tmp_path, record=False, cache=False) as sim, run_floor(tmp_path, sim.url) as floor:
+        stats_url = sim.url + "/sim/stats"
+        before = httpx.get(stats_url).json()["requests"]
+        direct = httpx.post(sim.base_url + "/chat/completions", json=CHAT).json()
+        via = httpx.post(floor + "/chat/completions", json=CHAT)
+        with httpx.stream("POST", floor + "/chat/completions", json={**CHAT, "stream": True}) as streamed:
+            kind = streamed.headers["content-type"]
+            events = [line for line in streamed.iter_lines() if line.startswith("data: ")]
+        after = httpx.get(stats_url).json()["requests"]
+    assert via.status_code == 200
+    assert via.json()["choices"][0]["message"] == direct["choices"][0]["message"]
+    assert kind.startswith("text/event-stream")
+    assert len(events) > 2 and events[-1] == "data: [DONE]"
+    assert after - before == 3, "each request reached the provider once"
+
+
+def test_the_report_gives_the_floor_and_ventanas_own_time_beside_it() -> None:
+    profiles = [Profile("tiny", b"{}", stream=False, messages=1, tokens=13)]
+    results = {
+        "tiny": {
+            "ventana.end.added_p50": 1.25,
+            "ventana.end.added_p99": 2.0,
+            "floor.end.added_p50": 0.25,
+            "litellm.end.added_p50": 13.0,
+            "litellm.end.added_p99": 20.0,
+            "direct.rps": 9000.0,
+            "ventana.rps": 1500.0,
+            "litellm.rps": 90.0,
+            "ventana_over_litellm": 16.7,
+        }
+    }
+    table = report(results, profiles)
+    header, _, row = table.splitlines()
+    assert "floor added p50 ms (Ventana's own)" in header
+    assert "| +0.25 (+1.00) |" in row
+    assert header.count("|") == row.count("|")
+    del results["tiny"]["floor.end.added_p50"]
+    assert "floor" not in report(results, profiles)
