@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import os
 import statistics
@@ -258,11 +259,32 @@ def shapes(names: list[str], requests: int) -> list[Shape]:
     return sorted(out, key=lambda s: order[s.name])
 
 
-async def run_shape(app: Any, clock: StageClock, shape: Shape) -> tuple[dict[str, list[float]], int]:
+class ColdCaches:
+    """Overwrites ``megabytes`` of memory before each request, so it starts with caches holding other data.
+
+    A request measured back to back runs with the gateway's code and data in the CPU caches; next to
+    another busy process (LiteLLM's proxy in ``benchmarks.overhead`` spends 10-20 ms of CPU a request)
+    it does not, and a stage that touches much memory pays for every line it brings back.
+    """
+
+    def __init__(self, megabytes: int) -> None:
+        self.buffer = (ctypes.c_char * (megabytes << 20))()
+        self._fill = 0
+
+    def __call__(self) -> None:
+        self._fill = self._fill % 255 + 1  # a new byte each time: every line is written, none left as it was
+        ctypes.memset(self.buffer, self._fill, len(self.buffer))
+
+
+async def run_shape(
+    app: Any, clock: StageClock, shape: Shape, cold: ColdCaches | None = None
+) -> tuple[dict[str, list[float]], int]:
     """Per stage, the us of each measured request; and the spans a request makes."""
     samples: dict[str, list[float]] = {}
     spans = []
     for i, raw in enumerate(shape.bodies):
+        if cold is not None:
+            cold()
         reference = reference_ns()
         clock.take()
         thread0, process0 = time.thread_time_ns(), time.process_time_ns()
@@ -332,12 +354,14 @@ def write_docs(lines: list[str]) -> None:
     DOCS.write_text(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
 
 
-async def measure(app: Any, clock: StageClock, todo: list[Shape]) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+async def measure(
+    app: Any, clock: StageClock, todo: list[Shape], cold: ColdCaches | None = None
+) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
     results: dict[str, dict[str, float]] = {}
     spans: dict[str, int] = {}
     async with app.router.lifespan_context(app):
         for shape in todo:
-            samples, spans[shape.name] = await run_shape(app, clock, shape)
+            samples, spans[shape.name] = await run_shape(app, clock, shape, cold)
             results[shape.name] = {k: statistics.median(v) for k, v in samples.items()}
             print(f"{shape.name}: {len(samples[TOTAL])} requests measured", file=sys.stderr)
     return results, spans
@@ -350,6 +374,14 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true", help="rewrite the stage table in docs/performance.md")
     parser.add_argument("--no-journal", action="store_true", help="store.journal off (the path before session 36)")
     parser.add_argument("--json", default="", help="also write the medians here")
+    parser.add_argument(
+        "--cold",
+        type=int,
+        default=0,
+        metavar="MB",
+        help="overwrite this many MB before each request (64 evicts this machine's caches): what each stage "
+        "costs when another process ran in between, as in a run beside LiteLLM's proxy",
+    )
     args = parser.parse_args()
     names = [n for n in args.shapes.split(",") if n]
     unknown = set(names) - set(SHAPES)
@@ -376,7 +408,7 @@ def main() -> None:
         import uvloop  # as `ventana serve` runs
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-        results, spans = asyncio.run(measure(app, clock, todo))
+        results, spans = asyncio.run(measure(app, clock, todo, ColdCaches(args.cold) if args.cold else None))
     details = {s.name: s.detail for s in todo}
     lines = table(results, details)
     lines.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,15 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
     assert sum(stages) == pytest.approx(medians[stage_costs.TOTAL], rel=0.5)  # medians of parts, roughly the whole
     lines = stage_costs.table(results, {"agent14k": "detail"})
     assert any(line.startswith("| pass clear_tool_results |") for line in lines)
+
+
+def test_cold_caches_write_over_every_byte_of_their_buffer_each_time() -> None:
+    """``--cold``: each request starts after its whole buffer was written again, with a byte it did not hold."""
+    cold = stage_costs.ColdCaches(1)
+    seen = []
+    for _ in range(300):
+        cold()
+        raw = bytes(cold.buffer)
+        assert raw == raw[:1] * len(raw)
+        seen.append(raw[0])
+    assert all(a != b for a, b in itertools.pairwise(seen)) and 0 not in seen
