@@ -82,3 +82,21 @@ def test_cold_caches_write_over_every_byte_of_their_buffer_each_time() -> None:
         assert raw == raw[:1] * len(raw)
         seen.append(raw[0])
     assert all(a != b for a, b in itertools.pairwise(seen)) and 0 not in seen
+
+
+def test_the_steps_between_requests_run_in_order_before_each_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--cold`` and ``--idle``: both run, in that order, once before each request and outside its timing."""
+    monkeypatch.chdir(tmp_path)  # the gateway's key file
+    ran: list[str] = []
+    before = stage_costs.between(lambda: ran.append("cold"), None, lambda: ran.append("idle"))
+    assert stage_costs.between(None, None) is None
+    with run_simulator(tmp_path, record=False, cache=False) as sim:
+        models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
+        settings = parse_settings({"models": models, "database_url": f"sqlite:///{tmp_path}/t.db"})
+        app = create_app(settings, **build_dependencies(settings))
+        body = build_profiles(("tiny",))[0].body
+        shape = stage_costs.Shape("tiny", [body] * 3, 1, "")
+        asyncio.run(stage_costs.measure(app, StageClock(), [shape], before))
+    assert ran == ["cold", "idle"] * 3
