@@ -9,13 +9,20 @@ as they arrive (a stream's events too). No parsing, no assembly, no record, no m
 left is the hop itself (two more sockets, two more HTTP parses, one more process woken). ``benchmarks.overhead --floor``
 measures it in the same interleaved rounds as Ventana and LiteLLM, so Ventana's figure can be read as
 that hop plus the gateway's own work, on the same machine in the same minute.
+
+With ``--sleep-ms`` or ``--burn-ms`` it is a slow neighbour instead (``benchmarks.overhead --neighbour``):
+a proxy that waits, or computes in plain Python, before forwarding, as LiteLLM's proxy takes 10-29 ms a
+request. In a run with it, what LiteLLM's presence does to the other targets can be told apart from
+what LiteLLM itself does.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,9 +44,11 @@ _JSON = [(b"content-type", b"application/json")]
 class FloorProxy:
     """Forward every POST's body to ``upstream`` + its path after ``/v1``; answer anything else 200 (health)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, sleep_ms: float = 0.0, burn_ms: float = 0.0) -> None:
         self._upstream = upstream.rstrip("/")
         self._pool: Pool | None = None
+        self._sleep_s = sleep_ms / 1000
+        self._burn_s = burn_ms / 1000
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -55,6 +64,10 @@ class FloorProxy:
             pieces.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(pieces)
+        if self._sleep_s:  # a slow neighbour that waits (as on its own provider)
+            await asyncio.sleep(self._sleep_s)
+        if self._burn_s:  # one that computes, in plain Python, as LiteLLM's proxy does for 10-20 ms
+            _burn(self._burn_s)
         if self._pool is None:  # made on the server's loop
             self._pool = Pool(connect_timeout=10.0, read_timeout=60.0)
         headers = {"content-type": "application/json", "authorization": "Bearer sk-floor"}
@@ -78,16 +91,25 @@ class FloorProxy:
                 return
 
 
+def _burn(seconds: float) -> None:
+    ends = time.thread_time() + seconds
+    total = 0
+    while time.thread_time() < ends:
+        total += sum(range(100))
+
+
 async def _answer(send: Send, status: int, content: bytes) -> None:
     await send({"type": "http.response.start", "status": status, "headers": _JSON})
     await send({"type": "http.response.body", "body": content})
 
 
 @contextmanager
-def run_floor(tmp: Path, upstream: str) -> Iterator[str]:
-    """Start the floor proxy in front of ``upstream`` (the provider's URL without ``/v1``); yield its base URL."""
+def run_floor(tmp: Path, upstream: str, *, sleep_ms: float = 0.0, burn_ms: float = 0.0) -> Iterator[str]:
+    """Start the floor proxy in front of ``upstream`` (the provider's URL without ``/v1``); yield its base URL.
+    ``sleep_ms`` or ``burn_ms``: a slow neighbour instead (``benchmarks.overhead --neighbour``)."""
     port = free_port()
     cmd = [sys.executable, "-m", "benchmarks.floor_proxy", "--port", str(port), "--upstream", upstream]
+    cmd += ["--sleep-ms", str(sleep_ms), "--burn-ms", str(burn_ms)]
     with (tmp / f"floor-{port}.log").open("wb") as log:
         proc = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -101,8 +123,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="the provider's base URL, without /v1")
+    parser.add_argument("--sleep-ms", type=float, default=0.0, help="wait this long before forwarding")
+    parser.add_argument("--burn-ms", type=float, default=0.0, help="spend this much CPU in Python before forwarding")
     args = parser.parse_args()
-    uvicorn.run(FloorProxy(args.upstream), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    app = FloorProxy(args.upstream, sleep_ms=args.sleep_ms, burn_ms=args.burn_ms)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

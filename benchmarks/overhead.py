@@ -83,6 +83,7 @@ def servers(
     checkout: str = "",
     checkout_variant: str = "",
     floor: bool = False,
+    neighbour: str = "",
 ) -> Iterator[dict[str, Target]]:
     """Start the simulator, the gateway, a variant gateway and one from another checkout (optional), the
     floor proxy (optional), LiteLLM."""
@@ -103,6 +104,12 @@ def servers(
             targets[f"ventana[{Path(checkout).name}]"] = Target("checkout", other.base_url)
         if floor:
             targets["floor"] = Target("floor", stack.enter_context(run_floor(tmp, sim.url)))
+        if neighbour:
+            kind, _, ms = neighbour.partition("=")
+            if kind not in ("sleep", "burn") or not ms:
+                raise SystemExit(f"--neighbour takes sleep=MS or burn=MS, not {neighbour!r}")
+            slow = run_floor(tmp, sim.url, **{f"{kind}_ms": float(ms)})
+            targets["neighbour"] = Target("neighbour", stack.enter_context(slow))
         if litellm:
             url, startup = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
             print(f"LiteLLM proxy answered after {startup:.1f} s")
@@ -148,9 +155,11 @@ async def throughput(
     targets: dict[str, Target], profile: Profile, rounds: int, seconds: float, bar: tqdm[Any]
 ) -> dict[str, Any]:
     """c=32: requests per second per target, and Ventana/LiteLLM per round."""
-    rates: dict[str, list[float]] = {t: [] for t in targets}
+    # a slow neighbour's rate means nothing (32 clients queue behind its 13 ms a request, past their timeout)
+    measured = {name: target for name, target in targets.items() if name != "neighbour"}
+    rates: dict[str, list[float]] = {t: [] for t in measured}
     for r in range(rounds):
-        for name, target in shuffled(targets, r):
+        for name, target in shuffled(measured, r):
             rate, errors = await saturate(target, profile.body, 32, seconds)
             if errors:
                 raise RuntimeError(f"{name}: {errors} failed requests at c=32 on profile {profile.name}")
@@ -171,7 +180,7 @@ async def warm_up(targets: dict[str, Target], profiles: list[Profile]) -> None:
 
 async def measure(targets: dict[str, Target], profiles: list[Profile], args: argparse.Namespace) -> dict[str, Any]:
     scale = 0.5 if args.quick else 1.0
-    cells = len(profiles) * args.rounds * len(targets) * 2
+    cells = len(profiles) * args.rounds * (2 * len(targets) - ("neighbour" in targets))
     results: dict[str, Any] = {}
     with tqdm(total=cells, desc="overhead", unit="cell") as bar:
         await warm_up(targets, profiles)
@@ -206,6 +215,9 @@ def report(results: dict[str, Any], profiles: list[Profile]) -> str:
             for a in attrs
             if f"litellm.{a}.added_p50" in r
         )
+        if "neighbour.end.added_p50" in r:  # no LiteLLM: the slow neighbour in its place
+            slow = " / ".join(f"{r[f'neighbour.{a}.added_p50']:+.2f}" for a in attrs)
+            lite += f"{'; ' if lite else ''}neighbour {slow}"
         ratio = r.get("ventana_over_litellm")
         met_p50 = all(r[f"ventana.{a}.added_p50"] <= p50_max for a in attrs)
         met_ratio = ratio is None or ratio >= ratio_min
@@ -238,6 +250,13 @@ def main() -> None:
         action="store_true",
         help="also measure the floor proxy (benchmarks/floor_proxy.py: the hop alone on the same stack), "
         "and report Ventana's added time less the floor's",
+    )
+    parser.add_argument(
+        "--neighbour",
+        default="",
+        metavar="sleep=MS|burn=MS",
+        help="also send requests to a slow neighbour, a floor proxy that waits or computes MS ms before "
+        "forwarding: with --no-litellm, what LiteLLM's presence does to the other targets, without LiteLLM",
     )
     parser.add_argument(
         "--variant",
@@ -275,6 +294,7 @@ def main() -> None:
             checkout=args.checkout,
             checkout_variant=args.checkout_variant,
             floor=args.floor,
+            neighbour=args.neighbour,
         ) as t,
     ):
         results = asyncio.run(measure(t, profiles, args))

@@ -54,3 +54,33 @@ def test_the_report_gives_the_floor_and_ventanas_own_time_beside_it() -> None:
     assert header.count("|") == row.count("|")
     del results["tiny"]["floor.end.added_p50"]
     assert "floor" not in report(results, profiles)
+
+
+def test_a_slow_neighbour_waits_or_computes_before_it_forwards(tmp_path: Path) -> None:
+    """``--neighbour sleep=MS`` / ``burn=MS``: the floor proxy takes at least that long, and still answers."""
+    import time
+
+    with run_simulator(tmp_path, record=False, cache=False) as sim:
+        for kind in ("sleep_ms", "burn_ms"):
+            with run_floor(tmp_path, sim.url, **{kind: 60.0}) as slow:
+                httpx.post(slow + "/chat/completions", json=CHAT).raise_for_status()  # the pool's connection made
+                started = time.perf_counter()
+                answer = httpx.post(slow + "/chat/completions", json=CHAT)
+                took = time.perf_counter() - started
+            assert answer.status_code == 200 and answer.json()["choices"], kind
+            assert took >= 0.06, f"{kind}: answered after {took * 1000:.1f} ms"
+
+
+def test_the_report_names_the_neighbour_where_litellm_would_be() -> None:
+    profiles = [Profile("tiny", b"{}", stream=False, messages=1, tokens=13)]
+    results = {
+        "tiny": {
+            "ventana.end.added_p50": 1.1,
+            "ventana.end.added_p99": 1.7,
+            "neighbour.end.added_p50": 13.6,
+            "direct.rps": 9000.0,
+            "ventana.rps": 1500.0,
+        }
+    }
+    row = report(results, profiles).splitlines()[2]
+    assert "| neighbour +13.60 |" in row
