@@ -1,6 +1,6 @@
 """What the gateway adds to a request, measured against direct-to-provider and LiteLLM proxy in one run.
 
-    python -m benchmarks.overhead [--rounds N] [--quick]
+    python -m benchmarks.overhead [--rounds N] [--quick] [--floor] [--neighbour sleep=MS|burn=MS]
 
 Starts the provider simulator with cache accounting off (``--no-cache``: pure overhead), a
 Ventana gateway of this checkout with the default policy (every assembly pass on) and
@@ -20,6 +20,9 @@ slower than another slot on this machine):
 ``--floor`` adds ``benchmarks/floor_proxy.py`` to the same rounds: a bare proxy on the gateway's own
 stack (uvicorn, uvloop, httptools, the gateway's upstream client), so the report can say how much of
 Ventana's added time is the hop any Python proxy here pays, and how much is the gateway's own work.
+``--neighbour sleep=13`` adds the same proxy waiting 13 ms before it forwards: the other targets then
+start each request after a wait, as they do beside LiteLLM's proxy, and on this VM that alone moves
+them as LiteLLM does (RESULTS, session 43), without LiteLLM's run-to-run swing.
 
 Absolute numbers are this machine's; the ratios are the result. JSON goes to
 ``benchmarks/out/overhead-<time>.json``.
