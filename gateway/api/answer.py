@@ -142,7 +142,7 @@ async def stream(
 
     def abandon() -> None:
         """Finish the request as it stands; also reached when the generator never started."""
-        settle(relay.answer(), ending[0], ending[1])
+        settle(relay.answer, ending[0], ending[1])
 
     return EventStreamResponse(
         OwnedStream(events(), abandon=abandon, release=upstream.aclose), headers=flight.headers, last=DONE
@@ -193,15 +193,22 @@ def journal(
     flight.gw.recorder.journal(request_record(flight.sent, Counts(), answer, outcome))
 
 
-def _once(flight: InFlight, overhead_ms: float, ttfb_ms: float) -> Callable[[Answer, int, str | None], None]:
-    """Finish ``flight`` with the first outcome given; later ones are ignored (a request is recorded once)."""
+def _once(
+    flight: InFlight, overhead_ms: float, ttfb_ms: float
+) -> Callable[[Callable[[], Answer], int, str | None], None]:
+    """Finish ``flight`` with the first outcome given; later ones are ignored (a request is recorded once).
+
+    The answer is taken as its maker (``StreamRelay.answer``), called for the first outcome only: a
+    stream's end reaches this three times (its generator's ``finally``, the response's, the stream's
+    owner), and each made the answer again, its text joined from every chunk."""
     done = False
 
-    def settle(answer: Answer, status: int, error: str | None) -> None:
+    def settle(answer_of: Callable[[], Answer], status: int, error: str | None) -> None:
         nonlocal done
         if done:
             return
         done = True
+        answer = answer_of()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a stream finalised by the garbage collector): finish here

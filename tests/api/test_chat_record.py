@@ -11,10 +11,12 @@ from contextlib import asynccontextmanager
 
 import httpx
 import openai
+import pytest
 
 from gateway.api.app import create_app
+from gateway.api.stream_relay import StreamRelay
 from gateway.config import parse_settings
-from gateway.store.record import Forwarded, MemoryRecorder, RequestRecord
+from gateway.store.record import Answer, Forwarded, MemoryRecorder, RequestRecord
 from tests.procs import SimHandle, sim_models
 
 
@@ -69,3 +71,28 @@ async def test_the_recorder_looks_ahead_at_a_request_while_the_provider_answers_
     kinds = [kind for kind, _ in recorder.calls]
     assert kinds == ["look_ahead", "journal", "look_ahead", "journal"]
     assert recorder.calls[0][1] is recorder.calls[1][1] and recorder.calls[2][1] is recorder.calls[3][1]
+
+
+async def test_a_streams_answer_is_made_once_for_the_journal_and_once_for_the_record(
+    sim: SimHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's end reaches its settling three times (the generator's ``finally``, the response's, the owner's):
+    the answer, joined from every chunk, is made for the first only, and the record still carries its text."""
+    made = []
+    answer_of = StreamRelay.answer
+
+    def counted(relay: StreamRelay) -> Answer:
+        made.append(relay)
+        return answer_of(relay)
+
+    monkeypatch.setattr(StreamRelay, "answer", counted)
+    recorder = MemoryRecorder()
+    async with _served(sim, recorder) as client:
+        messages = [{"role": "user", "content": "say something long"}]
+        chunks = [
+            c async for c in await client.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True)
+        ]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert len(made) == 2, "one for the journal before [DONE], one for the record"
+    (record,) = recorder.records
+    assert record.response_text == text and text
