@@ -32,28 +32,26 @@ def test_the_floor_proxy_forwards_a_completion_and_relays_a_stream_as_the_provid
     assert after - before == 3, "each request reached the provider once"
 
 
+TINY = [Profile("tiny", b"{}", stream=False, messages=1, tokens=13)]
+#: The tiny profile's figures as ``benchmarks.overhead`` measures them without LiteLLM or the floor.
+VENTANA_ONLY = {
+    "ventana.end.added_p50": 1.25,
+    "ventana.end.added_p99": 2.0,
+    "direct.rps": 9000.0,
+    "ventana.rps": 1500.0,
+}
+
+
 def test_the_report_gives_the_floor_and_ventanas_own_time_beside_it() -> None:
-    profiles = [Profile("tiny", b"{}", stream=False, messages=1, tokens=13)]
-    results = {
-        "tiny": {
-            "ventana.end.added_p50": 1.25,
-            "ventana.end.added_p99": 2.0,
-            "floor.end.added_p50": 0.25,
-            "litellm.end.added_p50": 13.0,
-            "litellm.end.added_p99": 20.0,
-            "direct.rps": 9000.0,
-            "ventana.rps": 1500.0,
-            "litellm.rps": 90.0,
-            "ventana_over_litellm": 16.7,
-        }
-    }
-    table = report(results, profiles)
+    litellm = {"litellm.end.added_p50": 13.0, "litellm.end.added_p99": 20.0, "litellm.rps": 90.0}
+    results = {"tiny": {**VENTANA_ONLY, **litellm, "ventana_over_litellm": 16.7, "floor.end.added_p50": 0.25}}
+    table = report(results, TINY)
     header, _, row = table.splitlines()
     assert "floor added p50 ms (Ventana's own)" in header
     assert "| +0.25 (+1.00) |" in row
     assert header.count("|") == row.count("|")
     del results["tiny"]["floor.end.added_p50"]
-    assert "floor" not in report(results, profiles)
+    assert "floor" not in report(results, TINY)
 
 
 def test_a_slow_neighbour_waits_or_computes_before_it_forwards(tmp_path: Path) -> None:
@@ -72,15 +70,5 @@ def test_a_slow_neighbour_waits_or_computes_before_it_forwards(tmp_path: Path) -
 
 
 def test_the_report_names_the_neighbour_where_litellm_would_be() -> None:
-    profiles = [Profile("tiny", b"{}", stream=False, messages=1, tokens=13)]
-    results = {
-        "tiny": {
-            "ventana.end.added_p50": 1.1,
-            "ventana.end.added_p99": 1.7,
-            "neighbour.end.added_p50": 13.6,
-            "direct.rps": 9000.0,
-            "ventana.rps": 1500.0,
-        }
-    }
-    row = report(results, profiles).splitlines()[2]
+    row = report({"tiny": {**VENTANA_ONLY, "neighbour.end.added_p50": 13.6}}, TINY).splitlines()[2]
     assert "| neighbour +13.60 |" in row
