@@ -6,9 +6,10 @@ A bare ASGI app served as ``ventana serve`` serves the gateway (uvicorn, its ``a
 parser: uvloop and httptools), forwarding each ``POST .../chat/completions`` body as it came through
 the gateway's own upstream client (``gateway.upstream.http1.Pool``) and relaying the provider's bytes
 as they arrive (a stream's events too). No parsing, no assembly, no record, no middleware: what is
-left is the hop itself (two more sockets, two more HTTP parses, one more process woken). ``benchmarks.overhead --floor``
-measures it in the same interleaved rounds as Ventana and LiteLLM, so Ventana's figure can be read as
-that hop plus the gateway's own work, on the same machine in the same minute.
+left is the hop itself (two more sockets, two more HTTP parses, one more process woken).
+``benchmarks.overhead --floor`` measures it in the same interleaved rounds as Ventana and LiteLLM, so
+Ventana's figure can be read as that hop plus the gateway's own work, on the same machine in the same
+minute.
 
 With ``--sleep-ms`` or ``--burn-ms`` it is a slow neighbour instead (``benchmarks.overhead --neighbour``):
 a proxy that waits, or computes in plain Python, before forwarding, as LiteLLM's proxy takes 10-29 ms a

@@ -116,7 +116,7 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "after: calibration": (5, 5, 5, 5, 5, 5),
     "edge tool_usage answered": (10, 10, 10, 10, 10, 10),
     "after: record queued": (10, 10, 10, 10, 10, 10),
-    # while the provider works, off the client's time: the secrets verdict, the journal line up to the answer
+    # while the provider works, off the client's time: the secrets verdict on the request's bodies
     "record: looked ahead": (60, 60, 80, 150, 150, 150),
     # redact (a literal scan of what is new), one line (the bodies' own bytes embedded), one os.write
     "answer: journal": (30, 30, 40, 80, 80, 80),
@@ -268,9 +268,9 @@ def shapes(names: list[str], requests: int) -> list[Shape]:
 class ColdCaches:
     """Overwrites ``megabytes`` of memory before each request, so it starts with caches holding other data.
 
-    A request measured back to back runs with the gateway's code and data in the CPU caches; next to
-    another busy process (LiteLLM's proxy in ``benchmarks.overhead`` spends 10-20 ms of CPU a request)
-    it does not, and a stage that touches much memory pays for every line it brings back.
+    The test of one reading of what a run beside LiteLLM's proxy does (its 10-20 ms of CPU a request
+    pushing the gateway's code and data out of the caches): with 64 MB no stage grew here, where a
+    wait (``idle``) makes every stage 1.5-2.3x (RESULTS, session 43). Kept as that contrast.
     """
 
     def __init__(self, megabytes: int) -> None:
