@@ -285,7 +285,7 @@ class ColdCaches:
 def idle(milliseconds: float) -> Callable[[], None]:
     """Sleep before each request: what a request costs after the process waited, as a gateway does between
     a provider's answers, or beside a slow neighbour (LiteLLM's proxy: 13-29 ms a request). On this VM every
-    stage then costs 2-3x its back-to-back figure (RESULTS, session 43), where overwritten caches
+    stage then costs 1.5-2.3x its back-to-back figure (RESULTS, session 43), where overwritten caches
     (``ColdCaches``) cost nothing measurable: the machine, not the data, is cold."""
     return lambda: time.sleep(milliseconds / 1000)
 
