@@ -175,6 +175,9 @@ class DiagnosticsConfig(_Strict):
     loop_lag_probe_ms: float | None = Field(default=None, gt=0)  # probe interval; None = off
     # Time every event-loop callback (api.loop_lag.CallbackTimer); serves on asyncio's own loop.
     time_callbacks: bool = False
+    # FastAPI's native OpenTelemetry (a span and metrics for every request) for a process that configures an
+    # OpenTelemetry SDK; off, FastAPI no longer checks on every request whether one is configured.
+    opentelemetry: bool = False
 
 
 class Settings(_Strict):
