@@ -28,10 +28,14 @@ from gateway.errors import PermissionDenied, UnsupportedMediaType, VentanaError
 #: Routes whose POST body is a browser form, not JSON (the origin check still applies).
 FORM_ROUTES = frozenset({"/login", "/logout"})
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: The headers ``refusal`` reads: only these are decoded (an SDK sends a dozen more on every request).
+_READ = frozenset({b"origin", b"host", b"sec-fetch-site", b"content-type"})
 
 
 def is_json(content_type: str) -> bool:
     """``application/json`` or any ``+json`` type, parameters (charset) ignored."""
+    if content_type == "application/json":  # what every SDK sends
+        return True
     kind = content_type.split(";", 1)[0].strip().lower()
     return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
@@ -67,7 +71,7 @@ class BrowserGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _READ}
         refused = refusal(scope["method"], scope["path"], headers, self.allowed_origins)
         if refused is None:
             await self.app(scope, receive, send)
