@@ -168,16 +168,19 @@ def _fed(relay: StreamRelay, payloads: list[bytes]) -> tuple[list[bytes], Except
     return outs, None
 
 
-async def _batches(upstream: Any) -> AsyncIterator[list[bytes]]:
-    """The upstream stream's payloads in the batches they arrived in, when it tells them (``_SSEStream``);
-    one by one otherwise (a pass-through key's scrubbing wrapper, litellm, the served-tools loop)."""
+def _batches(upstream: Any) -> AsyncIterator[list[bytes]]:
+    """The upstream stream's payloads in the batches they arrived in, when it tells them (``_SSEStream``:
+    its own iterator, no generator between); one by one otherwise (a pass-through key's scrubbing wrapper,
+    litellm, the served-tools loop)."""
     batches = getattr(upstream, "batches", None)
     if batches is not None:
-        async for batch in batches():
-            yield batch
-    else:
-        async for payload in upstream.chunks():
-            yield [payload]
+        return batches()  # type: ignore[no-any-return]
+    return _one_by_one(upstream.chunks())
+
+
+async def _one_by_one(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
+    async for payload in chunks:
+        yield [payload]
 
 
 def journal(

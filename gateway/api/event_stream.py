@@ -51,7 +51,7 @@ class EventStreamResponse(Response):
         listener = asyncio.get_running_loop().create_task(listen())
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-            events = self.events
+            events = aiter(self.events)  # an ``OwnedStream`` gives its generator: no layer between
             async for chunk in events:
                 if chunk == self.last:
                     try:

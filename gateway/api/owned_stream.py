@@ -48,8 +48,10 @@ class OwnedStream:
         aclose = getattr(inner, "aclose", None)
         return cls(events, abandon=abandon if callable(abandon) else _no_abandon, release=aclose or _nothing)
 
-    def __aiter__(self) -> OwnedStream:
-        return self
+    def __aiter__(self) -> AsyncGenerator[bytes, None]:
+        """The generator itself: iterating goes straight to it, with no method of this class between (each
+        layer was a coroutine on every step of a stream); ``abandon`` and ``aclose`` stay on this object."""
+        return self._events
 
     async def __anext__(self) -> bytes:
         return await self._events.__anext__()
