@@ -23,7 +23,7 @@ import ssl
 import time
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -234,7 +234,7 @@ class Response:
         """The whole body."""
         return b"".join([data async for data in self.iter_any()])
 
-    async def iter_any(self) -> AsyncIterator[bytes]:
+    async def iter_any(self) -> AsyncGenerator[bytes, None]:
         """The body in the pieces it arrives in (what arrived together comes as one)."""
         conn = self._conn
         while True:

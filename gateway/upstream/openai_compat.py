@@ -14,7 +14,8 @@ connection failures and on the statuses in ``RETRY_STATUSES``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import aclosing
 from typing import Any
 
 import orjson
@@ -131,10 +132,11 @@ class HeldStream:
 
 
 class _SSEStream(HeldStream):
-    async def chunks(self) -> AsyncIterator[bytes]:
-        async for batch in self._reads():
-            for payload in batch:
-                yield payload
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        async with aclosing(self._reads()) as batches:  # closed with this one, when a reader stops early
+            async for batch in batches:
+                for payload in batch:
+                    yield payload
 
     def batches(self) -> AsyncIterator[list[bytes]]:
         """The stream's ``data:`` payloads, those that arrived in one read together: a relay writes them to
@@ -142,17 +144,21 @@ class _SSEStream(HeldStream):
         two reads)."""
         return self._reads()
 
-    async def _reads(self) -> AsyncIterator[list[bytes]]:
+    async def _reads(self) -> AsyncGenerator[list[bytes], None]:
         # Lines are split here, by bytes: one SSE event (a large tool call) can be longer than any
         # line reader's limit (aiohttp's was 64 KiB).
+        # The body's reader is closed here when [DONE] ends the loop before it ended: dropped unfinished,
+        # its finaliser had the loop close it in a task of its own, woken from outside (one more task,
+        # loop turn and eventfd write on every stream).
         pending, failure = b"", None
         try:
-            async for data in self._response.iter_any():
-                payloads, pending, done = _split_events(pending + data)
-                if payloads:
-                    yield payloads
-                if done:
-                    return
+            async with aclosing(self._response.iter_any()) as pieces:
+                async for data in pieces:
+                    payloads, pending, done = _split_events(pending + data)
+                    if payloads:
+                        yield payloads
+                    if done:
+                        return
         except (TimeoutError, OSError) as exc:
             failure = exc
         # what arrived before the failure still holds events the client should get
@@ -186,14 +192,15 @@ def event_type(payload: bytes) -> str:
 class _ResponseEventStream(_SSEStream):
     """A Responses event stream: it ends with its last event (``response.completed``, ...), not ``[DONE]``."""
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         ended = False
         try:
-            async for payload in super().chunks():
-                yield payload
-                if event_type(payload) in RESPONSE_END_EVENTS:
-                    ended = True
-                    return
+            async with aclosing(super().chunks()) as payloads:  # closed when its last event ends it early
+                async for payload in payloads:
+                    yield payload
+                    if event_type(payload) in RESPONSE_END_EVENTS:
+                        ended = True
+                        return
         except UpstreamUnavailable:
             if not ended:
                 raise

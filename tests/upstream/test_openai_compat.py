@@ -49,3 +49,33 @@ async def test_streams_tell_their_reads_and_a_responses_stream_still_ends_at_its
     assert [p async for p in responses.chunks()] == events[:2]
     responses = _ResponseEventStream(_FakeResponse([wire]))  # type: ignore[arg-type]
     assert [b async for b in responses.batches()] == [[events[0]], [events[1]]]
+
+
+async def test_a_stream_ended_by_its_last_event_leaves_no_reader_for_the_loop_to_close() -> None:
+    """The body's reader is closed where the stream ends it early ([DONE], a Responses stream's last event):
+    dropped unfinished, the loop's finaliser closed it in a task of its own, woken with an eventfd write."""
+    import gc
+    import sys
+
+    from gateway.upstream.openai_compat import _ResponseEventStream, _SSEStream
+
+    finalised: list[str] = []
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+
+    def noted(agen: Any) -> None:
+        finalised.append(agen.__qualname__)
+        if finalizer is not None:
+            finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=noted)
+    try:
+        chat = _SSEStream(_FakeResponse([b"data: 1\n\ndata: [DONE]\n\n", b"data: never\n\n"]))  # type: ignore[arg-type]
+        assert [batch async for batch in chat.batches()] == [[b"1"]]
+        wire = b'data: {"type":"response.completed"}\n\ndata: {"type":"late"}\n\n'
+        responses = _ResponseEventStream(_FakeResponse([wire, b"data: never\n\n"]))  # type: ignore[arg-type]
+        assert [p async for p in responses.chunks()] == [b'{"type":"response.completed"}']
+        del chat, responses
+        gc.collect()
+    finally:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+    assert finalised == []
