@@ -31,7 +31,9 @@ from typing import Any
 
 import uvicorn
 
-from gateway.upstream.http1 import Pool
+from gateway.config import UpstreamConfig
+from gateway.upstream.http1 import Pool, Response
+from gateway.upstream.openai_compat import retryable_exception
 from tests.procs import _env, free_port, stop, wait_http
 
 Scope = MutableMapping[str, Any]
@@ -40,6 +42,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _JSON = [(b"content-type", b"application/json")]
+#: Attempts after the first when the upstream connection fails (the gateway's ``upstream.max_retries``).
+RETRIES = UpstreamConfig().max_retries
 
 
 class FloorProxy:
@@ -72,13 +76,27 @@ class FloorProxy:
         if self._pool is None:  # made on the server's loop
             self._pool = Pool(connect_timeout=10.0, read_timeout=60.0)
         headers = {"content-type": "application/json", "authorization": "Bearer sk-floor"}
-        response = await self._pool.post(self._upstream + scope["path"], body, headers)
+        response = await self._post(self._upstream + scope["path"], body, headers)
         kind = response.headers.get("content-type", "application/json").encode()
         await send({"type": "http.response.start", "status": response.status, "headers": [(b"content-type", kind)]})
         async for data in response.iter_any():  # a stream's events relayed as they arrive
             await send({"type": "http.response.body", "body": data, "more_body": True})
         response.release()
         await send({"type": "http.response.body", "body": b""})
+
+    async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> Response:
+        """``Pool.post``, tried again (up to ``RETRIES`` times) when the connection fails, as the gateway's own
+        upstream client does: at 32 clients a kept-alive connection the provider closes as it is taken
+        otherwise fails the request (12 of a c=32 stream cell once), and the floor must fail no more than
+        what it stands beside."""
+        assert self._pool is not None
+        for attempt in range(RETRIES + 1):
+            try:
+                return await self._pool.post(url, body, headers)
+            except (TimeoutError, OSError) as exc:
+                if attempt == RETRIES or not retryable_exception(exc):
+                    raise
+        raise AssertionError("unreachable")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from benchmarks.floor_proxy import run_floor
 from benchmarks.overhead import report
@@ -72,3 +73,30 @@ def test_a_slow_neighbour_waits_or_computes_before_it_forwards(tmp_path: Path) -
 def test_the_report_names_the_neighbour_where_litellm_would_be() -> None:
     row = report({"tiny": {**VENTANA_ONLY, "neighbour.end.added_p50": 13.6}}, TINY).splitlines()[2]
     assert "| neighbour +13.60 |" in row
+
+
+async def test_the_floor_tries_a_failed_connection_again_as_the_gateway_does() -> None:
+    """A kept-alive connection the provider closed as it was taken failed a floor request (12 in one c=32
+    stream cell); the gateway's client tries again, so the floor does too, and gives up as it does."""
+    from typing import Any
+
+    from benchmarks.floor_proxy import RETRIES, FloorProxy
+
+    class Flaky:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.calls = 0
+
+        async def post(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise ConnectionResetError("closed as it was taken")
+            return "answer"
+
+    floor = FloorProxy("http://127.0.0.1:9")
+    floor._pool = once = Flaky(1)  # type: ignore[assignment]
+    assert await floor._post("http://x/v1/chat/completions", b"{}", {}) == "answer" and once.calls == 2
+    floor._pool = always = Flaky(RETRIES + 5)  # type: ignore[assignment]
+    with pytest.raises(ConnectionResetError):  # a connection failing every time is not tried for ever
+        await floor._post("http://x/v1/chat/completions", b"{}", {})
+    assert always.calls == RETRIES + 1
