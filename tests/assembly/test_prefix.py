@@ -23,7 +23,7 @@ from gateway.assembly.prefix import (
     track_prefix,
 )
 from gateway.providersim.cache import PrefixCache, prompt_token_ids
-from gateway.tokens import counter_for
+from gateway.tokens import TokenCounter, counter_for
 from tests.shared_data import data_rows
 
 COUNTER = counter_for("o200k_base")
@@ -187,9 +187,11 @@ def test_the_block_memo_keeps_only_what_it_keys_on() -> None:
     import tracemalloc
 
     messages = [{"role": "user", "content": f"message {i} of a new conversation: " + "x" * 1400} for i in range(300)]
-    ctx = _ctx(messages, None)
-    # Only what the gateway's own lines allocated and still hold: the process's total also counts what
-    # another test's leftover thread allocates meanwhile (1.9 MB once in a full CI run).
+    # A counter of its own: the process-wide one holds every earlier test's counts in this worker, and its
+    # cache's table, grown past a size by these 300 messages, was counted as kept (1.9 MB in full CI runs,
+    # 0.6 MB alone). Only the gateway's own lines are counted, not another thread's allocations meanwhile.
+    env = Env(counter=TokenCounter("o200k_base"), context_window=128_000, model="gpt-4o-mini")
+    ctx = Context(messages=tuple(messages), tools=None, params={}, env=env, session=SessionState(session_id="s"))
     mine = [tracemalloc.Filter(True, "*/gateway/*")]
     tracemalloc.start()
     try:
