@@ -108,3 +108,60 @@ def test_the_gateways_lane_holds_its_doors_and_nothing_with_dependencies_or_para
         assert ("POST", path) in lane, path
     assert not any(path.startswith("/v1/models") or "{" in path for _, path in lane)
     assert ("GET", "/v1/chat/completions") not in lane
+
+
+async def test_a_lane_route_is_one_layer_its_response_writing_with_the_servers_own_send() -> None:
+    """Under the router a plain route's response writes through two wrappers of ``send`` (one per handler
+    of exceptions), a coroutine on each write; through the lane it gets the server's ``send`` itself."""
+    app = FastAPI()
+    given: list[Any] = []
+
+    class Spy(Response):
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            given.append(send)
+            await super().__call__(scope, receive, send)
+
+    async def spy(request: Request) -> Response:
+        return Spy(b"ok")
+
+    app.add_route("/v1/spy", spy, methods=["POST"])
+    door = build_lane(app)[("POST", "/v1/spy")]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/spy", "headers": [], "query_string": b"", "root_path": ""}
+    await door(scope, receive, send)
+    assert given == [send]
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"] and sent[0]["status"] == 200
+
+
+async def test_the_lane_answers_with_fastapis_default_and_a_plain_functions_handler_as_the_router_does() -> None:
+    app = FastAPI()
+
+    async def gone(request: Request) -> Response:
+        raise HTTPException(410, "long gone")
+
+    def sync_handler(request: Request, exc: Exception) -> Response:  # a plain function: run in the threadpool
+        return JSONResponse({"error": {"message": str(exc)}}, status_code=422)
+
+    app.add_route("/v1/gone", gone, methods=["POST"])
+    app.add_route("/v1/bad", _raising(ValueError("no such value")), methods=["POST"])
+    app.add_exception_handler(ValueError, sync_handler)
+    app.add_middleware(HotRoutes, owner=app)
+    assert ("POST", "/v1/gone") in build_lane(app)
+    response = await _post(app, "/v1/gone")
+    assert response.status_code == 410 and response.json() == {"detail": "long gone"}  # FastAPI's own handler
+    bad = await _post(app, "/v1/bad")
+    assert bad.status_code == 422 and bad.json() == {"error": {"message": "no such value"}}
+
+
+def _raising(exc: Exception) -> Any:
+    async def run(request: Request) -> Response:
+        raise exc
+
+    return run
