@@ -156,7 +156,10 @@ def _look_ahead(flight: InFlight) -> None:
 
 
 def _fed(relay: StreamRelay, payloads: list[bytes]) -> tuple[list[bytes], Exception | None]:
-    """What the relay makes of ``payloads`` for the client, up to the first that fails, and that failure."""
+    """What the relay makes of ``payloads`` for the client, up to the first that fails, and that failure.
+
+    The batch before was sent when this is called: what the record needs of it is gathered now."""
+    relay.absorb()
     outs: list[bytes] = []
     for payload in payloads:
         try:

@@ -3,6 +3,13 @@
 The gateway always asks the provider for usage (to record cached tokens); the client
 receives the usage chunk only if it asked for it. Chunks are forwarded as received,
 except that usage is normalised (``prompt_tokens_details.cached_tokens``).
+
+What the record needs from the chunks' choices (the text, tool calls, finish reason) is gathered
+after they are relayed, not before: ``feed`` keeps each chunk's choices, and ``absorb`` reads them
+once the batch they came in has been sent (the relay calls it before the next batch) or when the
+answer is asked for. A stream that arrives whole (a fast provider, or a gateway the scheduler held
+while the provider wrote) has its first byte out before any of that work; memory holds at most one
+batch of choices.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ class StreamRelay:
         self.finish_reason: str | None = None
         self.usage = Usage()
         self.chunks = 0
+        self._unread: list[list[Any]] = []  # the choices of chunks relayed and not yet absorbed
 
     def feed(self, payload: bytes) -> bytes | None:
         """Take one SSE data payload; return the bytes to send the client, or None to drop it."""
@@ -39,8 +47,9 @@ class StreamRelay:
             raise UpstreamUnavailable(f"upstream sent a stream chunk that is not JSON: {payload[:80]!r}") from exc
         if not isinstance(chunk, dict):
             return b"data: " + payload + b"\n\n"
-        for choice in chunk.get("choices") or ():
-            self._absorb(choice)
+        choices = chunk.get("choices")
+        if choices and isinstance(choices, list):
+            self._unread.append(choices)
         usage = chunk.get("usage")
         if usage:
             block, self.usage = normalise_usage(usage, chunk.get("timings"))
@@ -57,6 +66,14 @@ class StreamRelay:
             chunk = {k: v for k, v in chunk.items() if k != "usage"}
             return b"data: " + orjson.dumps(chunk) + b"\n\n"
         return b"data: " + payload + b"\n\n"
+
+    def absorb(self) -> None:
+        """Read the choices of the chunks fed so far into the text, tool calls and finish reason."""
+        unread, self._unread = self._unread, []
+        for choices in unread:
+            for choice in choices:
+                if isinstance(choice, dict):
+                    self._absorb(choice)
 
     def _absorb(self, choice: dict[str, Any]) -> None:
         if choice.get("index", 0) != 0:
@@ -78,5 +95,6 @@ class StreamRelay:
 
     def answer(self) -> Answer:
         """What was reassembled so far: text, tool calls, finish reason, usage (no body: it was a stream)."""
+        self.absorb()
         calls = [self.tool_calls[i] for i in sorted(self.tool_calls)] or None
         return Answer(None, "".join(self.text), self.finish_reason, calls, self.usage)

@@ -61,7 +61,7 @@ def test_null_usage_is_cut_from_relayed_chunks_without_changing_them() -> None:
     out = relay.feed(orjson.dumps(chunk))
     assert out is not None and out.startswith(b"data: ") and out.endswith(b"\n\n")
     assert orjson.loads(out[6:-2]) == {k: v for k, v in chunk.items() if k != "usage"}
-    assert relay.text == ["hé"]
+    assert relay.answer().response_text == "hé"
 
 
 def test_added_params_are_appended_to_the_clients_bytes() -> None:
@@ -91,3 +91,29 @@ def test_a_prompt_cache_key_goes_out_with_the_clients_own_message_bytes(
     sent = sim.record_path.read_bytes().rstrip(b"\n")
     assert sent.startswith(raw[:-1]), "the client's bytes, spacing included, then the added key"
     assert orjson.loads(sent)["prompt_cache_key"]
+
+
+def test_a_batch_is_relayed_before_its_choices_are_read_and_read_before_the_next() -> None:
+    """The record's text, tool calls and finish reason come from the chunks after each batch is out: the first
+    byte never waits for them, the answer still has all of them, and one batch of choices is held at most."""
+    from gateway.api.answer import _fed
+    from gateway.api.stream_relay import StreamRelay
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        return orjson.dumps({"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    call = {"index": 0, "id": "call_1", "function": {"name": "ls", "arguments": '{"p":'}}
+    first = [chunk({"role": "assistant", "content": ""}), chunk({"content": "Hello"}), chunk({"content": " there"})]
+    second = [chunk({"tool_calls": [call]}), chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"."}'}}]})]
+    relay = StreamRelay(model_name="m", forward_usage=False)
+    read: list[object] = []
+    absorb = relay._absorb
+    relay._absorb = lambda choice: (read.append(choice), absorb(choice))[1]  # type: ignore[method-assign]
+    outs, failure = _fed(relay, first)
+    assert failure is None and len(outs) == 3 and read == []  # relayed, nothing read yet
+    outs, failure = _fed(relay, [*second, chunk({}, "tool_calls")])
+    assert failure is None and len(outs) == 3 and len(read) == 3  # the first batch, read before the second
+    answer = relay.answer()
+    assert answer.response_text == "Hello there" and answer.finish_reason == "tool_calls"
+    expected = {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": '{"p":"."}'}}
+    assert answer.tool_calls == [expected]
