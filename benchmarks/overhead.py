@@ -24,6 +24,13 @@ Ventana's added time is the hop any Python proxy here pays, and how much is the 
 start each request after a wait, as they do beside LiteLLM's proxy, and on this VM that alone moves
 them as LiteLLM does (RESULTS, session 43), without LiteLLM's run-to-run swing.
 
+``--pin-provider`` is a diagnostic, not the comparison: the simulator runs on the first core and everything
+else (this client, the gateways, LiteLLM, the floor) on the others, as with a provider on another machine.
+On this 2-vCPU VM a proxy's request wakes the simulator on the proxy's own core (the kernel's hint for a
+socket write: the writer is about to sleep), and the simulator then writes its whole stream (~0.4 ms for the
+small stream) before the proxy runs again: every proxy's first byte here, the floor's too, comes after the
+provider's last (RESULTS, session 45). Pinned apart, the stream's first byte measures the relay itself.
+
 Absolute numbers are this machine's; the ratios are the result. JSON goes to
 ``benchmarks/out/overhead-<time>.json``.
 """
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -55,6 +63,24 @@ OUT = Path(__file__).resolve().parent / "out"
 #: (added p50 ms at c=1, minimum throughput ratio vs LiteLLM at c=32), from issue 11.
 TARGETS = {"tiny": (1.0, 8.0), "agent14k": (1.5, 8.0), "agent105k": (4.0, 5.0), "stream": (1.0, 8.0)}
 REQUESTS = {"tiny": 40, "agent14k": 30, "agent105k": 12, "stream": 40}
+
+
+#: ``--pin-provider``: the simulator's core; this process and what it starts after it use the others.
+PROVIDER_CORE = 0
+
+
+def pin_process(pid: int, cores: set[int]) -> None:
+    """Every thread of ``pid`` on ``cores`` (``sched_setaffinity`` of a pid moves one thread only)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cores)
+
+
+def keep_off_provider_core() -> None:
+    """This process, and every process it starts from now on, off the provider's core."""
+    others = os.sched_getaffinity(0) - {PROVIDER_CORE}
+    if not others:
+        raise SystemExit("--pin-provider needs two cores or more")
+    pin_process(os.getpid(), others)
 
 
 def variant_config(spec: str) -> dict[str, Any]:
@@ -87,11 +113,15 @@ def servers(
     checkout_variant: str = "",
     floor: bool = False,
     neighbour: str = "",
+    pin_provider: bool = False,
 ) -> Iterator[dict[str, Target]]:
     """Start the simulator, the gateway, a variant gateway and one from another checkout (optional), the
     floor proxy (optional), LiteLLM."""
     with ExitStack() as stack:
         sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
+        if pin_provider:
+            assert sim.pid is not None
+            pin_process(sim.pid, {PROVIDER_CORE})
         models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
         gw = stack.enter_context(run_gateway(tmp, {"models": models}))
         targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
@@ -278,7 +308,15 @@ def main() -> None:
         default="",
         help="config changes for the --checkout gateway, as --variant (e.g. session_state=database)",
     )
+    parser.add_argument(
+        "--pin-provider",
+        action="store_true",
+        help="diagnostic: the simulator alone on the first core, the rest on the others (as a provider on "
+        "another machine); not the comparison the targets are for",
+    )
     args = parser.parse_args()
+    if args.pin_provider:
+        keep_off_provider_core()
     if args.quick:
         args.rounds = min(args.rounds, 2)
     profiles = build_profiles(tuple(args.profiles.split(",")))
@@ -298,6 +336,7 @@ def main() -> None:
             checkout_variant=args.checkout_variant,
             floor=args.floor,
             neighbour=args.neighbour,
+            pin_provider=args.pin_provider,
         ) as t,
     ):
         results = asyncio.run(measure(t, profiles, args))

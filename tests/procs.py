@@ -96,6 +96,7 @@ def run_simulator(
     try:
         wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc)
         handle = SimHandle(f"http://127.0.0.1:{port}", record_path)
+        handle.pid = proc.pid
         handle.warm_up()
         if cut_port:
             handle.cut_base_url = f"http://127.0.0.1:{cut_port}/v1"
@@ -111,6 +112,7 @@ class SimHandle:
         self.base_url = url + "/v1"
         self.record_path = record_path
         self.cut_base_url: str | None = None  # the cutter front, when started with cut=True
+        self.pid: int | None = None  # the simulator's process (a benchmark may pin it to a core)
 
     def warm_up(self) -> None:
         """Answer one request, then forget it: the first answer loads the tokenizer, which can
