@@ -180,6 +180,12 @@ class DiagnosticsConfig(_Strict):
     opentelemetry: bool = False
 
 
+class SchedulingConfig(_Strict):
+    #: The event loop thread's scheduling slice (Linux 6.12+, gateway/sched_slice.py): short, so the provider's
+    #: bytes wake it ahead of a busy neighbour on its core; None leaves the kernel's default.
+    loop_slice_us: float | None = Field(default=100.0, ge=100.0, le=100_000.0)
+
+
 class Settings(_Strict):
     database_url: str = DEFAULT_DATABASE_URL
     models: tuple[ModelConfig, ...] = ()
@@ -189,6 +195,7 @@ class Settings(_Strict):
     limits: LimitsConfig = LimitsConfig()
     upstream: UpstreamConfig = UpstreamConfig()
     diagnostics: DiagnosticsConfig = DiagnosticsConfig()
+    scheduling: SchedulingConfig = SchedulingConfig()
     session_state: Literal["memory", "database"] = "memory"
     #: Where the key that seals compaction items is kept when VENTANA_SECRET_KEY is unset (gateway/sealing.py).
     secret_key_file: str = "ventana-secret.key"

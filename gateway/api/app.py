@@ -39,6 +39,7 @@ from gateway.api.responses import add_responses_routes
 from gateway.config import Settings
 from gateway.edges.edges import Edges
 from gateway.errors import UpstreamError, VentanaError
+from gateway.sched_slice import request_slice
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore
 from gateway.store.record import MemoryRecorder, Recorder
@@ -113,6 +114,8 @@ def create_app(
             await edge.start()
         freeze_startup_objects()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        if settings.scheduling.loop_slice_us is not None:  # after the writer thread started: it keeps the default
+            request_slice(settings.scheduling.loop_slice_us)
         if probe is not None:
             probe.start()
         if callbacks is not None:
