@@ -1,6 +1,6 @@
 """What the gateway adds to a request, measured against direct-to-provider and LiteLLM proxy in one run.
 
-    python -m benchmarks.overhead [--rounds N] [--quick] [--floor] [--neighbour sleep=MS|burn=MS]
+    python -m benchmarks.overhead [--rounds N] [--quick] [--floor] [--neighbour sleep=MS|burn=MS] [--pin-provider]
 
 Starts the provider simulator with cache accounting off (``--no-cache``: pure overhead), a
 Ventana gateway of this checkout with the default policy (every assembly pass on) and
