@@ -11,9 +11,9 @@ before the gateway read its first event, and every proxy's first byte came after
 ``sched_runtime``, Linux 6.12+, no privilege needed): its deadlines come sooner, so it is run when its
 I/O arrives; its share of the CPU is unchanged. Older kernels take the call and ignore the slice.
 
-Only the thread that calls ``request_slice`` changes (threads it starts afterwards inherit it): the
-app's lifespan calls it on the loop's thread after the store writer started, so the writer keeps the
-default slice.
+Only the thread that calls ``request_slice`` changes (threads and processes it starts afterwards
+inherit it): the app's lifespan calls it on the loop's thread after the store writer started, so the
+writer keeps the default slice, and sets the thread back when the app stops (``restore_slice``).
 """
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ def current_slice_us(tid: int = 0) -> float | None:
     """The slice of thread ``tid`` (0: this one) in us as the kernel reports it; None where it cannot be read."""
     found = _get(tid)
     return None if found is None else found.sched_runtime / 1000
+
+
+def restore_slice(us: float) -> None:
+    """Set this thread's slice back to ``us`` (what ``current_slice_us`` read before ``request_slice``): an app
+    run inside another program (a test, an embedding) leaves that program's thread as it found it."""
+    request_slice(us)
 
 
 def request_slice(us: float) -> bool:
