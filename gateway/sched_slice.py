@@ -13,7 +13,7 @@ I/O arrives; its share of the CPU is unchanged. Older kernels take the call and 
 
 Only the thread that calls ``request_slice`` changes (threads and processes it starts afterwards
 inherit it): the app's lifespan calls it on the loop's thread after the store writer started, so the
-writer keeps the default slice, and sets the thread back when the app stops (``restore_slice``).
+writer keeps the default slice, and asks again for the slice it found when the app stops.
 """
 
 from __future__ import annotations
@@ -51,12 +51,6 @@ def current_slice_us(tid: int = 0) -> float | None:
     """The slice of thread ``tid`` (0: this one) in us as the kernel reports it; None where it cannot be read."""
     found = _get(tid)
     return None if found is None else found.sched_runtime / 1000
-
-
-def restore_slice(us: float) -> None:
-    """Set this thread's slice back to ``us`` (what ``current_slice_us`` read before ``request_slice``): an app
-    run inside another program (a test, an embedding) leaves that program's thread as it found it."""
-    request_slice(us)
 
 
 def request_slice(us: float) -> bool:

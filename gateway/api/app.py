@@ -39,7 +39,7 @@ from gateway.api.responses import add_responses_routes
 from gateway.config import Settings
 from gateway.edges.edges import Edges
 from gateway.errors import UpstreamError, VentanaError
-from gateway.sched_slice import current_slice_us, request_slice, restore_slice
+from gateway.sched_slice import current_slice_us, request_slice
 from gateway.sessions.memory import MemorySessionStore
 from gateway.sessions.protocol import SessionStore
 from gateway.store.record import MemoryRecorder, Recorder
@@ -114,9 +114,10 @@ def create_app(
             await edge.start()
         freeze_startup_objects()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        slice_before = current_slice_us()
-        if settings.scheduling.loop_slice_us is not None:  # after the writer thread started: it keeps the default
-            request_slice(settings.scheduling.loop_slice_us)
+        # After the writer thread started (it keeps its slice); the slice found, to give back when the app stops
+        # (a test or an embedding running the app in its own thread), if the loop's was changed.
+        slice_asked, slice_found = settings.scheduling.loop_slice_us, current_slice_us()
+        give_back = slice_found if slice_asked is not None and request_slice(slice_asked) else None
         if probe is not None:
             probe.start()
         if callbacks is not None:
@@ -124,8 +125,8 @@ def create_app(
         try:
             yield
         finally:
-            if slice_before is not None and settings.scheduling.loop_slice_us is not None:
-                restore_slice(slice_before)
+            if give_back is not None:
+                request_slice(give_back)
             if callbacks is not None:
                 callbacks.uninstall()
             if probe is not None:

@@ -7,9 +7,8 @@ Responses, Messages) are plain Starlette routes with fixed paths and no dependen
 exit stack or the router's matching does is theirs. Profiled on a streamed chat request after a wait
 (``py-spy`` over ``benchmarks.stage_costs --idle 15``) those layers were ~10 % of the request's
 time on the event loop; this middleware, the innermost of the user middleware, sends a request for
-one of those routes to its endpoint with the app's exception handlers in place (its own
-``ExceptionMiddleware``, built from the app's handlers as FastAPI builds its own) and everything
-else on through the app's stack unchanged.
+one of those routes to its endpoint with the app's exception handlers in place (a ``Door``, below) and
+everything else on through the app's stack unchanged.
 
 A lane route is one layer (``Door``), not two: under the router a plain route passes through
 ``ExceptionMiddleware`` and then ``request_response``, each building a ``Request``, each wrapping the
