@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -195,6 +196,17 @@ class Redactor:
             items = [self.value(v) for v in value]
             return value if all(m is v for m, v in zip(items, value, strict=True)) else items
         return value
+
+    def sent(self, sent: Forwarded) -> Forwarded:
+        """``sent`` with its bodies masked, their JSON bytes dropped; ``sent`` itself when nothing in them
+        matched. The journal writes a request's bodies from this while the provider works on it."""
+        if not self or (not self.patterns and not self._sent_may_hold_secret(sent)):
+            return sent
+        masked = {name: self.value(getattr(sent, name)) for name in _BODIES}
+        changes = {name: v for name, v in masked.items() if v is not getattr(sent, name)}
+        if not changes:
+            return sent
+        return replace(sent, **changes, original_json=None, assembled_json=None)
 
     def record(self, record: RequestRecord) -> RequestRecord:
         """A masked copy of ``record``; the record itself is left as it is (the API still uses it)."""

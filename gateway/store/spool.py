@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from gateway.store.engine import create_private
-from gateway.store.record import FLAT_FIELDS, TRANSIENT_FIELDS, RequestRecord
+from gateway.store.record import FLAT_FIELDS, TRANSIENT_FIELDS, Forwarded, RequestRecord
 from gateway.upstream.usage import Usage
 
 _FIELDS = frozenset(FLAT_FIELDS)
@@ -28,6 +29,10 @@ SAME_BODIES = "assembled_is_original"
 #: object, ``assembled`` null. The 14K-token agent body was otherwise written twice, ~56 KB each.
 ADDED_KEYS = "assembled_adds"
 _STORED = tuple(name for name in FLAT_FIELDS if name not in TRANSIENT_FIELDS)
+#: The stored values the forwarded request alone decides (``decisions`` gains the lint findings after the
+#: answer), and the rest: a line is the first (``sent_head``), then the second.
+_SENT = tuple(name for name in _STORED if name in {f.name for f in fields(Forwarded)} and name != "decisions")
+_REST = tuple(name for name in _STORED if name not in _SENT)
 #: Carriage returns and newlines, which valid JSON holds only as whitespace between tokens.
 _LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")
 
@@ -37,10 +42,22 @@ def record_line(record: RequestRecord) -> bytes:
     return b"".join(record_parts(record))
 
 
-def record_parts(record: RequestRecord) -> list[bytes]:
+def record_parts(record: RequestRecord, head: Sequence[bytes] | None = None) -> list[bytes]:
     """``record_line`` in pieces whose concatenation is the line: the journal hands them to one
     ``os.writev``, so a 105K-token body is never copied into a joined line first (a fresh half-megabyte
     buffer each request is page faults as much as copying: ~0.2 ms a record, measured).
+
+    The line is the request's ``sent_head`` (``head``, when it was made ahead: the journal's, while the
+    provider worked) and then the members the answer and the bookkeeping decide.
+    """
+    rest = {name: getattr(record, name) for name in _REST}
+    tail = orjson.dumps(rest, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    # "{" of the tail becomes the comma after the head's last member (the head always has members)
+    return [*(sent_head(record.sent) if head is None else head), b"," + tail[1:]]
+
+
+def sent_head(sent: Forwarded) -> list[bytes]:
+    """The start of a record line, up to its last member the forwarded request decides (no closing brace).
 
     The values are read as they are (no ``asdict`` copy); bodies whose JSON bytes the record
     carries (the client's own, the bytes forwarded) are embedded as those bytes rather than
@@ -49,8 +66,8 @@ def record_parts(record: RequestRecord) -> list[bytes]:
     (``assembled`` the same as ``original``) has its body written once (``SAME_BODIES``), and so has
     one forwarded with parameters appended (``ADDED_KEYS``).
     """
-    data = {name: getattr(record, name) for name in _STORED}
-    original_json, assembled_json = record.original_json, record.assembled_json
+    data = {name: getattr(sent, name) for name in _SENT}
+    original_json, assembled_json = sent.original_json, sent.assembled_json
     bodies: list[bytes] = []
     if original_json is not None and assembled_json is not None:
         del data["original"]
@@ -65,16 +82,15 @@ def record_parts(record: RequestRecord) -> list[bytes]:
             del data["assembled"]
             bodies += [b',"assembled":', _one_line(assembled_json)]
     else:
-        same = record.assembled is record.original
+        same = sent.assembled is sent.original
         if same:
             data["assembled"] = None
     if same:
         data[SAME_BODIES] = True
-    rest = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    members = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)[:-1]  # request_id at least: never "{"
     if not bodies:
-        return [rest]
-    # the other members after the bodies: "{" of ``rest`` becomes the comma between them
-    return [*bodies, b"," + rest[1:] if len(rest) > 3 else b"}\n"]
+        return [members]
+    return [*bodies, b"," + members[1:]]  # "{" becomes the comma after the bodies
 
 
 def appended_keys(original: bytes, assembled: bytes) -> bytes | None:

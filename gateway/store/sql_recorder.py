@@ -28,6 +28,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -41,7 +42,7 @@ from gateway.store.journal import Journal, orphans
 from gateway.store.record import Forwarded, RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
-from gateway.store.spool import Spool, record_parts
+from gateway.store.spool import Spool, record_parts, sent_head
 from gateway.store.writer import KnownContent, write_records
 from gateway.store.writer_process import (
     RECORD_ERRORS,
@@ -110,6 +111,9 @@ class SqlRecorder:
         self._sqlite_file = sqlite_path(url)  # watched: a deleted file would take writes silently
         self.redactor = Redactor(redact, secrets=redact_secrets, nul_free=postgres)
         self._journal = Journal(spool_path, fsync=journal_fsync) if journal else None
+        # a forwarded request -> the start of its journal line, made while the provider works (``look_ahead``);
+        # held weakly, as the redactor's verdicts are: the line holds the request's bodies
+        self._heads: dict[int, tuple[weakref.ref[Forwarded], list[bytes]]] = {}
         self.rejected = Spool(f"{spool_path}.rejected")  # spooled records the database still refused
         self.written = self.spooled = self.dropped = 0
         self.database_up = True
@@ -181,10 +185,16 @@ class SqlRecorder:
         metrics.STORE_QUEUE_DEPTH.set(self._queue.qsize())
 
     def look_ahead(self, sent: Forwarded) -> None:
-        """Work the record of ``sent`` will need, done while the provider answers (``Redactor.look_ahead``).
-        Never raises: what fails here is done again, or fails again, when the record is written."""
+        """Work the record of ``sent`` will need, done while the provider answers: the redactor's verdict on
+        its bodies (``Redactor.look_ahead``) and the start of its journal line (``spool.sent_head``), so
+        the journal before the answer encodes only what the answer decides. Never raises: what fails here
+        is done again, or fails again, when the record is journaled or written."""
         try:
             self.redactor.look_ahead(sent)
+            if self._journal is not None:
+                key, heads = id(sent), self._heads
+                head = sent_head(self.redactor.sent(sent))
+                heads[key] = (weakref.ref(sent, lambda _: heads.pop(key, None)), head)
         except Exception:
             log.exception("store: looking ahead at request %s failed", sent.request_id)
 
@@ -195,7 +205,10 @@ class SqlRecorder:
         if self._journal is None:
             return
         try:
-            self._journal.append(record.request_id, record_parts(self.redactor.record(record)))
+            ahead = self._heads.pop(id(record.sent), None)
+            head = ahead[1] if ahead is not None and ahead[0]() is record.sent else None
+            # ``head`` masked the bodies as ``record`` below masks them: the line is the same either way
+            self._journal.append(record.request_id, record_parts(self.redactor.record(record), head))
         except Exception:
             log.exception("store: request %s could not be journaled", record.request_id)
 

@@ -239,3 +239,46 @@ def test_a_record_in_pieces_is_one_line_even_when_the_kernel_takes_part_of_it(
     back = record_from_json(written)
     assert (back.original, back.assembled) == (body, assembled)
     journal.close()
+
+
+@pytest.mark.parametrize("secret", [None, "sk-proj-" + "A1b2C3d4" * 5])
+async def test_a_line_begun_while_the_provider_works_is_the_line_made_at_the_answer(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: str | None
+) -> None:
+    """``look_ahead`` encodes the request's part of its journal line (its bodies above all: a 105K-token
+    body's scans and copies) while the provider works; the journal before the answer then encodes only
+    what the answer decides, and writes the same line, secrets masked alike."""
+    import gateway.store.sql_recorder as recorder_module
+
+    said = "read the file\n" * 50 + (f"my key is {secret}" if secret else "")
+    body = {"model": "m", "messages": [{"role": "user", "content": said}]}
+    assembled = {**body, "prompt_cache_key": "s-1"}
+    raw, sent_bytes = orjson.dumps(body), orjson.dumps(assembled)
+    record = make_record(body["messages"], response_text="done").changed(
+        original=body, assembled=assembled, original_json=raw, assembled_json=sent_bytes
+    )
+    lines = []
+    for ahead in (False, True):
+        spool = tmp_path / f"ahead-{ahead}" / "spool.jsonl"
+        spool.parent.mkdir()
+        recorder = SqlRecorder(database_url=db_url, spool_path=str(spool), redact_secrets=True)
+        await recorder.start()
+        encoded: list[object] = []
+        if ahead:
+            recorder.look_ahead(record.sent)
+            real = recorder_module.sent_head
+            counted = lambda sent, seen=encoded, f=real: seen.append(sent) or f(sent)  # noqa: E731
+            monkeypatch.setattr(recorder_module, "sent_head", counted)
+        recorder.journal(record)
+        assert encoded == [], "the request's part was encoded ahead, not again at the answer"
+        (own,) = _files(spool)
+        lines.append(own.read_bytes().split(b"\n", 1)[1])
+        recorder.record(record)
+        await recorder.close()
+    assert lines[0] == lines[1]
+    back = record_from_json(lines[1])
+    assert back.response_text == "done" and back.assembled["prompt_cache_key"] == "s-1"
+    if secret:
+        assert secret.encode() not in lines[1] and b"[REDACTED]" in lines[1]
+    else:
+        assert (back.original, back.assembled) == (body, assembled)
