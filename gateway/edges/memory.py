@@ -56,7 +56,6 @@ from gateway.assembly.memory_blocks import (
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
-from gateway.memory import vectors
 from gateway.memory.archive import archive, archived_count, embed, passages_of, search, store_vectors
 from gateway.memory.background_encoder import BackgroundEncoder
 from gateway.memory.extract_facts import extract_facts
@@ -457,7 +456,7 @@ class MemoryRuntime:
             ]
             if self.policy.embeddings and len(rows) <= EMBED_BEFORE_NEXT_TURN:
                 rows = embed(rows)
-            elif self.policy.embeddings and vectors.available():  # no encoder: no child started for nothing
+            elif self.policy.embeddings:
                 later = rows
             archive(self.engine, session_id, owner, rows)
             facts = self.extract(learn) if learn else []
