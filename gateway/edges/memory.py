@@ -57,7 +57,6 @@ from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
 from gateway.memory.archive import archive, archived_count, embed, passages_of, search, store_vectors
-from gateway.memory.background_encoder import BackgroundEncoder
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
@@ -181,7 +180,6 @@ class MemoryRuntime:
         self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
         self._embedding: set[asyncio.Future[None]] = set()  # vectors of large archives, in the background
         self._stopping = threading.Event()  # read by the background embedding, between steps
-        self._encoder = BackgroundEncoder()  # its child process starts with the first large archive
         # session -> end of the furthest range archived (bounded: a forgotten session only re-offers
         # rows the unique key then skips)
         self._archived: OrderedDict[str, int] = OrderedDict()
@@ -419,7 +417,7 @@ class MemoryRuntime:
             if self._stopping.is_set():
                 return
             try:
-                store_vectors(self.engine, session_id, embed(rows[k : k + _EMBED_STEP], self._encoder.encode))
+                store_vectors(self.engine, session_id, embed(rows[k : k + _EMBED_STEP]))
             except SQLAlchemyError:
                 log.exception("memory vectors could not be stored for session %s", session_id)
                 return
@@ -484,7 +482,6 @@ class MemoryRuntime:
             await asyncio.gather(*list(self._pending.values()), *self._embedding, return_exceptions=True)
 
     def close(self) -> None:
-        self._encoder.close()
         if self._engine is not None:
             self._engine.dispose()
         if isinstance(self.extract, LLMFactExtractor):

@@ -94,14 +94,11 @@ def passages_of(
     return rows
 
 
-def embed(
-    rows: Sequence[Mapping[str, Any]], encode: Callable[[Sequence[str]], np.ndarray | None] = vectors.encode
-) -> list[dict[str, Any]]:
+def embed(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` with their MiniLM vectors (``vector`` None when the encoder is not installed).
 
-    CPU-bound (about 0.1 s a passage on one core): call it in the archive task, never on the loop;
-    ``encode``: where the vectors are made (a background process's, ``BackgroundEncoder``)."""
-    found = encode([str(r["text"]) for r in rows]) if rows else None
+    CPU-bound (about 0.1 s a passage on one core): call it in the archive task, never on the loop."""
+    found = vectors.encode([str(r["text"]) for r in rows]) if rows else None
     return [{**r, "vector": vectors.to_bytes(found[k]) if found is not None else None} for k, r in enumerate(rows)]
 
 
