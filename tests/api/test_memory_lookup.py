@@ -6,7 +6,6 @@ edge archives them; every statement the runtime sends is counted at the engine.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -96,46 +95,3 @@ async def test_a_new_checkpoint_ranks_the_same_question_again(runtime: tuple[Mem
     grown = ctx.replace(session=replace(ctx.session, checkpoints=(*ctx.session.checkpoints, later)))
     await memory.annotate(grown, {}, CALLER)
     assert len(sent) == 2, "the session compacted again: its archive may have grown"
-
-
-async def test_a_large_archive_does_not_hold_the_next_turn_for_its_vectors(
-    runtime: tuple[MemoryRuntime, list[str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The first compaction of a long agent session archives hundreds of passages; their MiniLM vectors
-    (~0.1-0.25 s each) kept the session's next turn waiting 35-90 s. Its passages are now stored for their
-    words before the next turn searches, and given their vectors in the background."""
-    import threading
-
-    import gateway.edges.memory as memory_module
-    from gateway.assembly.context import Decision
-    from gateway.memory.archive import archived_count
-
-    memory, _ = runtime
-    released = threading.Event()
-    real_embed = memory_module.embed
-
-    def held(rows: Any) -> Any:  # the encoder, made to wait until the test lets it go
-        released.wait(30)
-        return real_embed(rows)
-
-    monkeypatch.setattr(memory_module, "embed", held)
-    turns = memory_module.EMBED_BEFORE_NEXT_TURN + 8
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You plan trips."}]
-    for k in range(turns):
-        messages += [
-            {"role": "user", "content": f"Day {k}: we visit museum number {k} and eat at place {k}."},
-            {"role": "assistant", "content": f"Noted day {k}."},
-        ]
-    messages.append({"role": "user", "content": "Which museum did we visit on day 3?"})
-    ctx = make_context({"messages": messages})
-    compacted = Decision("compact_history", "compacted", detail={"start": 1, "end": 1 + 2 * turns})
-    memory.learn(ctx, [compacted], {}, CALLER)
-    session_id = ctx.session.session_id
-    await asyncio.wait_for(memory._written(session_id, None), 10)  # what the next turn waits for
-    assert archived_count(memory.engine, session_id=session_id) == turns, "every passage, for its words"
-    assert not released.is_set() and memory._embedding, "the vectors are still being made"
-    released.set()
-    await asyncio.wait_for(memory.drain(), 60)
-    with memory.engine.connect() as conn:
-        missing = conn.exec_driver_sql("SELECT count(*) FROM memory_passages WHERE vector IS NULL").scalar()
-    assert missing == 0, "every passage has its vector once the background is done"
