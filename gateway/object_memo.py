@@ -11,6 +11,7 @@ alive (mostly objects that live requests and the resent-history caches hold anyw
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -55,3 +56,30 @@ class ObjectMemo(Generic[V]):
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+K = TypeVar("K")
+
+
+class WeakMemo(Generic[K, V]):
+    """``id(obj) -> (weak ref, value)``: a fact about an object for as long as it lives, never keeping it
+    alive (a request's ``Forwarded`` carries its bodies: holding it would hold them). An entry leaves with
+    its object, so an id another object takes later finds nothing."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[K], V]] = {}
+
+    def get(self, obj: K) -> V | None:
+        found = self._entries.get(id(obj))
+        return found[1] if found is not None and found[0]() is obj else None
+
+    def put(self, obj: K, value: V) -> V:
+        key, entries = id(obj), self._entries
+        entries[key] = (weakref.ref(obj, lambda _: entries.pop(key, None)), value)
+        return value
+
+    def pop(self, obj: K) -> V | None:
+        found = self._entries.pop(id(obj), None)
+        return found[1] if found is not None and found[0]() is obj else None

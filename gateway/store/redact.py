@@ -12,7 +12,6 @@ secret (nearly all of them) is written as it came, JSON bytes included.
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import orjson
 
 from gateway.history_fold import CHUNK, Chunk, HistoryFold
-from gateway.object_memo import ObjectMemo
+from gateway.object_memo import ObjectMemo, WeakMemo
 from gateway.store.record import Forwarded, RequestRecord
 
 MASK = "[REDACTED]"
@@ -77,7 +76,7 @@ class Redactor:
         # weakly: a ``Forwarded`` carries its bodies' bytes, and an ObjectMemo of 1,000 of them kept
         # up to 1,000 requests' bodies alive (~0.9 MB each at 105K tokens), so every request's buffers
         # came from fresh pages (~220 page faults a request at 105K; RESULTS, session 42).
-        self._sent: dict[int, tuple[weakref.ref[Forwarded], bool]] = {}
+        self._sent: WeakMemo[Forwarded, bool] = WeakMemo()
 
     def __bool__(self) -> bool:
         return bool(self.patterns or self.secrets)
@@ -127,13 +126,10 @@ class Redactor:
 
     def _known(self, sent: Forwarded) -> bool | None:
         """The verdict already made on ``sent``, if one was (an entry of a dead request with its id is not)."""
-        found = self._sent.get(id(sent))
-        return found[1] if found is not None and found[0]() is sent else None
+        return self._sent.get(sent)
 
     def _remember(self, sent: Forwarded, verdict: bool) -> bool:
-        key, entries = id(sent), self._sent
-        entries[key] = (weakref.ref(sent, lambda _: entries.pop(key, None)), verdict)
-        return verdict
+        return self._sent.put(sent, verdict)
 
     def same_bodies(self, sent: Forwarded, copy: Forwarded) -> None:
         """``copy`` is ``sent`` without its bodies' bytes: it has the verdict already made, if one was."""

@@ -28,7 +28,6 @@ import logging
 import queue
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -37,6 +36,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from gateway import metrics
 from gateway.config import Settings
+from gateway.object_memo import WeakMemo
 from gateway.store.engine import make_engine, normalise_url, safe_url, sqlite_path
 from gateway.store.journal import Journal, orphans
 from gateway.store.record import Forwarded, RequestRecord
@@ -113,7 +113,7 @@ class SqlRecorder:
         self._journal = Journal(spool_path, fsync=journal_fsync) if journal else None
         # a forwarded request -> the start of its journal line, made while the provider works (``look_ahead``);
         # held weakly, as the redactor's verdicts are: the line holds the request's bodies
-        self._heads: dict[int, tuple[weakref.ref[Forwarded], list[bytes]]] = {}
+        self._heads: WeakMemo[Forwarded, list[bytes]] = WeakMemo()
         self.rejected = Spool(f"{spool_path}.rejected")  # spooled records the database still refused
         self.written = self.spooled = self.dropped = 0
         self.database_up = True
@@ -192,9 +192,7 @@ class SqlRecorder:
         try:
             self.redactor.look_ahead(sent)
             if self._journal is not None:
-                key, heads = id(sent), self._heads
-                head = sent_head(self.redactor.sent(sent))
-                heads[key] = (weakref.ref(sent, lambda _: heads.pop(key, None)), head)
+                self._heads.put(sent, sent_head(self.redactor.sent(sent)))
         except Exception:
             log.exception("store: looking ahead at request %s failed", sent.request_id)
 
@@ -205,8 +203,7 @@ class SqlRecorder:
         if self._journal is None:
             return
         try:
-            ahead = self._heads.pop(id(record.sent), None)
-            head = ahead[1] if ahead is not None and ahead[0]() is record.sent else None
+            head = self._heads.pop(record.sent)
             # ``head`` masked the bodies as ``record`` below masks them: the line is the same either way
             self._journal.append(record.request_id, record_parts(self.redactor.record(record), head))
         except Exception:

@@ -278,7 +278,7 @@ async def test_a_queued_record_does_not_keep_its_bodies_bytes(db_url: str, tmp_p
     recorder.record(record)
     queued = recorder._queue.get_nowait()
     assert queued.original_json is None and queued.assembled_json is None and queued.original == body
-    assert recorder.redactor._sent[id(queued.sent)][1] is False, "the verdict made ahead goes with the copy"
+    assert recorder.redactor._known(queued.sent) is False, "the verdict made ahead goes with the copy"
     del record, raw
     gc.collect()
     assert sent() is None, "nothing the recorder keeps holds the request, and with it its bodies' bytes"
