@@ -331,9 +331,9 @@ def _score(histories: list[Any], answers: list[Any], chats: list[dict[str, Any]]
 
 FIT_HEADER = (
     "| file | window | summariser | requests | refused | over window | unpaired "
-    "| newest result verbatim (< 1/4 window) "
+    "| newest result verbatim (< 1/4 window) | kept rounds verbatim "
     "| rewrites (bound) | summariser calls | summariser input / loop input | cost via Ventana / direct |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -349,7 +349,7 @@ def _rewrites(s: FileStats) -> str:
 def fit_row(name: str, window: int, mode: str, s: FileStats) -> str:
     return (
         f"| `{name}` | {window} | {mode} | {s.requests} | {s.refused} | {s.over_window} | {s.unpaired} | "
-        f"{s.newest_small_verbatim}/{s.newest_small} | {_rewrites(s)} | "
+        f"{s.newest_small_verbatim}/{s.newest_small} | {s.newest_verbatim}/{s.requests} | {_rewrites(s)} | "
         f"{s.summarizer_calls} | {s.summarizer_input / max(1, s.loop_input):.3f} | "
         f"{s.cost_ventana / max(1e-12, s.cost_direct):.3f} (${s.cost_ventana:.4f} / ${s.cost_direct:.4f}) |"
     )

@@ -17,10 +17,12 @@ annotations: a later summary is written from them, so cleared facts are not lost
 
 Never touches the head (system/developer messages, the task) or the newest round
 (``verify_assembly.newest_round_start``, the one definition of what stays verbatim). The older
-rounds of the protected tail are cleared only after the whole middle (oldest first), and
-``condense_tail`` (after ``compact_history``) clears them when a summary alone cannot bring
-the request down to the target: so a compaction lands at its target even when the newest
-``keep_recent_rounds`` rounds are large next to the window.
+rounds of the protected tail are cleared here only after the whole middle (oldest first) and
+only when no summary would do (summarising off, or the middle once cleared smaller than a
+summary): while a summary of the middle can reach the target, the kept rounds wait for it,
+whether or not it was prepared ahead. ``condense_tail`` (after ``compact_history``) clears them
+when a summary alone cannot bring the request down to the target: so a compaction lands at its
+target even when the newest ``keep_recent_rounds`` rounds are large next to the window.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from gateway.assembly.compaction_layout import (
     nothing_to_compact,
     original_messages,
     request_tokens,
+    summary_message,
     watermarks,
     with_memory,
 )
@@ -188,31 +191,50 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
         return chosen
     target = marks.target
     taken = set(chosen)
-    for i in candidates:
-        if tokens <= target:
+    middle = [i for i in candidates if i < lay.tail_start]
+    for part in (middle, [i for i in candidates if i >= lay.tail_start]):
+        for i in part:
+            if tokens <= target:
+                break
+            if i not in taken:
+                chosen.append(i)
+                tokens -= stubs.total_saving(i)
+        if part is not middle or tokens <= target:
             break
-        if i not in taken:
-            chosen.append(i)
-            tokens -= stubs.total_saving(i)
-    if tokens > target and "summarize" in policy.strategies and _summary_saves(ctx, lay, start, chosen, stubs, policy):
-        return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
+        # The middle cleared is not enough. A summary of the middle comes before any kept round: else the
+        # plan depended on whether a summary prepared ahead was ready (a slow preparation cleared kept rounds).
+        if "summarize" in policy.strategies and _summary_saves(ctx, lay, cp, chosen, stubs, policy, tokens - target):
+            return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
     return sorted(chosen)
 
 
 def _summary_saves(
-    ctx: Context, lay: Layout, start: int, chosen: Sequence[int], stubs: _Stubs, policy: CompactionPolicy
+    ctx: Context,
+    lay: Layout,
+    cp: Checkpoint | None,
+    chosen: Sequence[int],
+    stubs: _Stubs,
+    policy: CompactionPolicy,
+    over: int,
 ) -> bool:
-    """Whether a summary of the middle would go lower than clearing it: else clearing is the plan.
+    """Whether a summary of the middle beats clearing the tail's older rounds: else clearing is the plan.
 
     Once the middle's results are cleared, what remains of it (calls and stubs) may already be
     smaller than a summary (``summary_max_tokens``): a loop whose newest round alone is near the
     target then stays in budget by clearing, with no summariser call, rather than summarising
-    every few rounds for nothing (issue 34).
+    every few rounds for nothing (issue 34). But when a summary is in use, the next one folds it
+    with the middle: if that alone lands at the target (``over``: tokens past it), the kept rounds
+    stay whole, as they do on the turn that finds that summary prepared ahead.
     """
     counter = ctx.env.counter
+    start = cp.end if cp is not None else lay.head_end
     middle = counter.messages(ctx.messages[start : lay.tail_start])
     middle -= sum(stubs.total_saving(i) for i in chosen if i < lay.tail_start)
-    return middle > policy.summary_max_tokens + SUMMARY_FRAME_TOKENS
+    summary = policy.summary_max_tokens + SUMMARY_FRAME_TOKENS
+    if middle > summary:
+        return True
+    folded = counter.message(summary_message(cp)) if cp is not None else 0
+    return middle + folded - summary >= over
 
 
 def _after_summary(

@@ -300,6 +300,19 @@ def test_checkpoint_reused_means_the_previous_turn_sent_the_same_compacted_part(
     assert reused > 20
 
 
+@pytest.mark.parametrize("prepare_ahead", [False, True])
+def test_the_kept_rounds_go_out_verbatim_whether_or_not_a_summary_was_prepared_ahead(prepare_ahead: bool) -> None:
+    """The turn that crosses the threshold summarises the middle itself when no summary was prepared ahead
+    (the preparation is slow under load): clearing kept rounds instead made what was forwarded depend on
+    timing (the 16K loop end to end: a kept round's result cleared only when its machine was busy)."""
+    histories = [agent_loop(n, words=240) for n in range(1, 81)]
+    results = run_turns(histories, policy(keep_recent_rounds=4), window=16_000, prepare_ahead=prepare_ahead)
+    for k, (history, result) in enumerate(zip(histories, results, strict=True)):
+        kept = history[-2 * min(4, k + 1) :]
+        assert list(result.assembled.messages[-len(kept) :]) == kept, f"round {k}: the kept rounds as the client sent"
+    assert any(d.action == "compacted" for r in results for d in r.decisions)
+
+
 def _raises(ctx: Any, policy: Any) -> Any:
     raise RuntimeError("a broken pass")
 
