@@ -15,7 +15,9 @@ The gate (skill card "Gate de validación"), one check each:
   warning);
 - ``compaction_threshold``: a compaction threshold is configured;
 - ``compaction_edges``: a summary block does not replace the edges (system prompt,
-  first user goal, last user turn).
+  first user goal). A summary after the last user turn is an agent loop's older rounds; that
+  the last user turn itself went out unaltered is the safety check's (``verify_assembly``),
+  which compares it with the client's.
 
 Each finding is a Decision (``finding``, with ``check`` and ``severity``). The pass
 never changes the context and never raises: ``api/`` rejects the request in strict mode.
@@ -156,8 +158,9 @@ def _compaction(ctx: Context, policy: LintPolicy) -> list[Finding]:
         return found
     users = client_user_indices(messages)
     leading = next((i for i, m in enumerate(messages) if not is_system(m)), len(messages))
-    for i in summaries:
-        if i < leading or not users or i < users[0] or i > users[-1]:
+    for i in summaries:  # the last user turn is the safety check's (``verify_assembly``, against the original):
+        # a summary after it is an agent loop's older rounds, flagged as an error on every compacted loop turn
+        if i < leading or (users and i < users[0]):
             found.append(("compaction_edges", f"the summary at message {i} replaces an edge of the context", ""))
     return found
 

@@ -313,6 +313,16 @@ def test_the_kept_rounds_go_out_verbatim_whether_or_not_a_summary_was_prepared_a
     assert any(d.action == "compacted" for r in results for d in r.decisions)
 
 
+def test_a_compacted_agent_loop_is_no_lint_error() -> None:
+    """The summary of a loop's older rounds follows its only user message (the task): lint read that as the
+    last user turn replaced, an ``error`` on every compacted turn, which strict lint would refuse with a 400."""
+    histories = [agent_loop(n, words=240) for n in range(1, 61)]
+    results = run_turns(histories, policy(), window=16_000)
+    assert any(d.action == "compacted" for r in results for d in r.decisions)
+    findings = [d.detail for r in results for d in r.decisions if d.action == "finding"]
+    assert not [f for f in findings if f.get("check") == "compaction_edges"], findings[:1]
+
+
 def _raises(ctx: Any, policy: Any) -> Any:
     raise RuntimeError("a broken pass")
 
