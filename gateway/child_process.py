@@ -1,0 +1,38 @@
+"""The gateway's helper processes (the store writer, the background encoder): spawned, and never orphans.
+
+A ``ProcessPoolExecutor`` worker waits on a queue whose both ends it holds, so when its gateway dies
+(kill -9, the OOM killer, a crashed container entrypoint) nothing tells it: session 47 found the
+background encoder still encoding minutes after its gateway was killed, and the store writer would
+have sat idle on its database connection. Each child asks Linux to kill it with its parent
+(``PR_SET_PDEATHSIG``), and exits at once if the parent is already gone. ``spawn``, never ``fork``: the
+gateway is a threaded process with a running event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+_PR_SET_PDEATHSIG = 1
+
+
+def one_child_pool(*, nice: int = 0) -> ProcessPoolExecutor:
+    """A pool of one spawned child that dies with this process, at ``nice`` (0: this process's priority)."""
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(1, mp_context=context, initializer=_child_setup, initargs=(os.getpid(), nice))
+
+
+def _child_setup(parent: int, nice: int) -> None:
+    """In the child, first thing: its priority, and the signal that ends it with its parent (Linux)."""
+    if nice:
+        os.nice(nice)
+    if sys.platform.startswith("linux"):  # elsewhere a child ends only when its pool is shut down
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(0)
