@@ -8,7 +8,8 @@
 quarter of the window (mini-swe-agent at 8K and 6K; tau2's head alone is 6-10K, so 16K is its
 smallest window), plus a generated coding loop (45 reads of 1-4K tokens, ``generated_coding_loop``)
 at 16K and 8K, and adds per row: the newest tool result verbatim whenever it is under a quarter of
-the window, summariser input over the loop's own input (the client's requests), and the provider
+the window, the turns whose newest four rounds went out as the client sent them (kept rounds
+verbatim), summariser input over the loop's own input (the client's requests), and the provider
 input cost through Ventana (every upstream call, the summariser's included, at gpt-4o-mini's
 input and cached-input prices, cached tokens as the simulator's OpenAI prefix cache counts them)
 over the cost of sending the client's own requests directly.
