@@ -5,7 +5,9 @@ A ``ProcessPoolExecutor`` worker waits on a queue whose both ends it holds, so w
 background encoder still encoding minutes after its gateway was killed, and the store writer would
 have sat idle on its database connection. Each child asks Linux to kill it with its parent
 (``PR_SET_PDEATHSIG``), and exits at once if the parent is already gone. ``spawn``, never ``fork``: the
-gateway is a threaded process with a running event loop.
+gateway is a threaded process with a running event loop. As with any spawned child, the parent's main
+module is imported again as ``__mp_main__``: ``ventana serve`` is, and a program that embeds the app must
+keep its start-up under ``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
