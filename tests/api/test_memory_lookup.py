@@ -7,6 +7,7 @@ edge archives them; every statement the runtime sends is counted at the engine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Iterator
@@ -130,7 +131,7 @@ async def test_a_large_archive_does_not_hold_the_next_turn_for_its_vectors(
     (~0.1-0.25 s each) kept the session's next turn waiting 35-90 s. Its passages are now stored for their
     words before the next turn searches, and given their vectors in the background, by a child process at
     the lowest priority that no worker thread waits on: with one worker thread, the loop's other work in
-    threads goes on while four sessions' vectors are made (a first version held a thread per archive;
+    threads goes on while two sessions' vectors are made (a first version held a thread per archive;
     on a busy machine every thread waited on the starved child and requests stalled for minutes)."""
     import gateway.edges.memory as memory_module
     from gateway.memory.archive import archived_count
@@ -141,7 +142,7 @@ async def test_a_large_archive_does_not_hold_the_next_turn_for_its_vectors(
     memory, _ = runtime
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
     turns = memory_module.EMBED_BEFORE_NEXT_TURN + 8
-    sessions = [_long_session(turns, topic) for topic in ("museum", "beach", "castle", "market")]
+    sessions = [_long_session(turns, topic) for topic in ("museum", "beach")]
     for ctx, compacted in sessions:
         memory.learn(ctx, compacted, {}, CALLER)
     for ctx, _ in sessions:
@@ -158,6 +159,8 @@ async def test_a_large_archive_does_not_hold_the_next_turn_for_its_vectors(
     finally:
         for pid in children:
             os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(PermissionError):  # what is checked next is that they land, not when:
+                os.setpriority(os.PRIO_PROCESS, pid, 0)  # at nice 19 on a busy machine that can take minutes
     await asyncio.wait_for(memory.drain(), 120)
     assert _without_vectors(memory) == 0, "every passage has its vector once the background is done"
     assert not memory._encoder._broken, "made in the child, sharing no GIL with the loop"
