@@ -68,9 +68,9 @@ def passage_detail(passage: Passage) -> dict[str, Any]:
 def visible_text(messages: Sequence[Message]) -> str:
     """What the model sees, rendered the way passages were archived (``speaker: text`` lines)."""
     # Imported here: gateway.summarize imports the config, which imports the memory policy.
-    from gateway.summarize.transcript import render_transcript
+    from gateway.summarize.transcript import transcript_text
 
-    return render_transcript(messages)
+    return transcript_text(messages)
 
 
 def select_passages(
