@@ -1,9 +1,9 @@
-"""The gateway's helper processes (the store writer, the background encoder): spawned, and never orphans.
+"""The gateway's helper processes (the store writer): spawned, and never orphans.
 
 A ``ProcessPoolExecutor`` worker waits on a queue whose both ends it holds, so when its gateway dies
-(kill -9, the OOM killer, a crashed container entrypoint) nothing tells it: session 47 found the
-background encoder still encoding minutes after its gateway was killed, and the store writer would
-have sat idle on its database connection. Each child asks Linux to kill it with its parent
+(kill -9, the OOM killer, a crashed container entrypoint) nothing tells it: session 47 found a
+background encoder child (tried, not kept) still encoding minutes after its gateway was killed, and
+the store writer sat idle on its database connection. Each child asks Linux to kill it with its parent
 (``PR_SET_PDEATHSIG``), and exits at once if the parent is already gone. ``spawn``, never ``fork``: the
 gateway is a threaded process with a running event loop. As with any spawned child, the parent's main
 module is imported again as ``__mp_main__``: ``ventana serve`` is, and a program that embeds the app must
@@ -24,7 +24,10 @@ _PR_SET_PDEATHSIG = 1
 
 
 def one_child_pool(*, nice: int = 0) -> ProcessPoolExecutor:
-    """A pool of one spawned child that dies with this process, at ``nice`` (0: this process's priority)."""
+    """A pool of one spawned child that dies with this process, at ``nice`` (0: this process's priority).
+
+    ``nice``: a child doing background work for no request waiting on it; one that a request may wait on
+    must keep the gateway's priority (on a busy machine a niced child gets no CPU for minutes)."""
     context = multiprocessing.get_context("spawn")
     return ProcessPoolExecutor(1, mp_context=context, initializer=_child_setup, initargs=(os.getpid(), nice))
 

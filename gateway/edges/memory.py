@@ -33,7 +33,7 @@ import itertools
 import logging
 import os
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -55,17 +55,7 @@ from gateway.assembly.memory_blocks import (
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
-from gateway.memory import vectors
-from gateway.memory.archive import (
-    archive,
-    archived_count,
-    embed,
-    passages_of,
-    search,
-    store_vectors,
-    with_vectors,
-)
-from gateway.memory.background_encoder import BackgroundEncoder
+from gateway.memory.archive import archive, archived_count, embed, passages_of, search
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
@@ -93,15 +83,6 @@ RANKING_MAX_AGE_S = 30.0
 ARCHIVING_KEY = "memory_archiving"
 #: How long a turn waits for an archive another process is writing (a crashed writer's mark expires).
 ARCHIVE_WAIT_S = 10.0
-#: Passages given their vectors before the session's next turn may search (~0.1 s each on one core, 0.25
-#: on a slower one). An archive with more is written for its words at once, which the next turn waits
-#: for, and given its vectors in the background (``_embed_later``): the first compaction of a 105K-token
-#: agent session archives ~350 passages, and its next turn waited 35-90 s for their vectors.
-EMBED_BEFORE_NEXT_TURN = 16
-#: Passages embedded and stored at a time in the background (a stop waits for one such step at most).
-_EMBED_STEP = 8
-#: Passages waiting for their vectors at most (~1.5 KB each): beyond, an archive keeps ranking by words.
-MAX_QUEUED_PASSAGES = 20_000
 _POLL_S = 0.05
 
 
@@ -189,12 +170,6 @@ class MemoryRuntime:
         self._url = settings.database_url
         self._engine: Engine | None = None
         self._pending: dict[str, asyncio.Future[None]] = {}  # by session id and by owner
-        # large archives' passages still to be given their vectors: (session, rows), one consumer task
-        self._later: deque[tuple[str, list[dict[str, Any]]]] = deque()
-        self._queued = 0  # passages in ``_later``
-        self._embedder: asyncio.Task[None] | None = None
-        self._stopping = False  # read by the consumer between steps
-        self._encoder = BackgroundEncoder()  # its child process starts with the first large archive
         # session -> end of the furthest range archived (bounded: a forgotten session only re-offers
         # rows the unique key then skips)
         self._archived: OrderedDict[str, int] = OrderedDict()
@@ -408,48 +383,13 @@ class MemoryRuntime:
             finally:
                 if not marked.done():
                     marked.set_result(None)
-        later = await asyncio.to_thread(self._write, original, ranges, learn, owner, prior)
-        if later is None:
+        if not await asyncio.to_thread(self._write, original, ranges, learn, owner, prior):
             self._archived.pop(session_id, None)  # try again on the next compacted turn
         if token is not None and self._shared is not None:
             try:
                 await self._shared.update(session_id, partial(_unmarked, token))
             except Exception:  # the mark then expires for waiters after ARCHIVE_WAIT_S
                 log.exception("could not clear the archive mark of session %s", session_id)
-        if later:
-            self._embed_later(session_id, later)
-
-    def _embed_later(self, session_id: str, rows: list[dict[str, Any]]) -> None:
-        """Queue a large archive for its vectors; until they land its passages rank by their words."""
-        if self._stopping:
-            return
-        if self._queued + len(rows) > MAX_QUEUED_PASSAGES:  # the encoder far behind (a saturated machine)
-            log.warning("memory vectors of session %s skipped: %d passages already queued", session_id, self._queued)
-            return
-        self._later.append((session_id, rows))
-        self._queued += len(rows)
-        if self._embedder is None or self._embedder.done():
-            self._embedder = asyncio.get_running_loop().create_task(self._embed_queued())
-
-    async def _embed_queued(self) -> None:
-        """The one consumer of ``_later``, a step at a time, oldest archive first. It holds no worker thread
-        while the child encodes (``BackgroundEncoder.encode`` is awaited), and a stopping gateway leaves
-        the rest ranked by their words."""
-        while self._later and not self._stopping:
-            session_id, rows = self._later[0]
-            step, rest = rows[:_EMBED_STEP], rows[_EMBED_STEP:]
-            if rest:
-                self._later[0] = (session_id, rest)
-            else:
-                self._later.popleft()
-            self._queued -= len(step)
-            try:
-                found = await self._encoder.encode([str(r["text"]) for r in step])
-                await asyncio.to_thread(store_vectors, self.engine, session_id, with_vectors(step, found))
-            except SQLAlchemyError:
-                log.exception("memory vectors could not be stored for session %s", session_id)
-            except Exception:  # the encoder failing loses vectors (words still rank), never the gateway's loop
-                log.exception("memory vectors could not be made for session %s", session_id)
 
     def _new_statements(self, original: Context, owner: str | None) -> list[str]:
         """The user messages to read for facts: all on a session's first turn, else the newest."""
@@ -466,56 +406,39 @@ class MemoryRuntime:
 
     def _write(
         self, original: Context, ranges: list[tuple[int, int]], learn: list[str], owner: str, prior: int = 0
-    ) -> list[dict[str, Any]] | None:
-        """Runs in a worker thread; None when the database failed (touches nothing the loop changes), else
-        the passages still to be given their vectors (``EMBED_BEFORE_NEXT_TURN``).
+    ) -> bool:
+        """Runs in a worker thread; False when the database failed (touches nothing the loop changes).
 
         Archives ``ranges`` from the turns from ``prior`` on (earlier ones are in already, and embedding
         them again would cost the CPU for nothing) and stores the facts learned."""
         session_id = original.session.session_id
         count = original.env.counter.text
-        later: list[dict[str, Any]] = []
         try:
-            rows = [
-                row
-                for start, end in ranges
-                for row in passages_of(original.messages, max(start, prior), end, self.policy.passage_tokens, count)
-            ]
-            if self.policy.embeddings and len(rows) <= EMBED_BEFORE_NEXT_TURN:
-                rows = embed(rows)
-            elif self.policy.embeddings and vectors.available():  # no encoder: no child started for nothing
-                later = rows
-            archive(self.engine, session_id, owner, rows)
+            for start, end in ranges:
+                rows = passages_of(original.messages, max(start, prior), end, self.policy.passage_tokens, count)
+                archive(self.engine, session_id, owner, embed(rows) if self.policy.embeddings else rows)
             facts = self.extract(learn) if learn else []
             if facts and owner != ANONYMOUS:
                 remember(self.engine, owner, session_id, facts)
         except SQLAlchemyError:
             log.exception("memory write failed for session %s", session_id)
-            return None
-        return later
+            return False
+        return True
 
     async def start(self) -> None:
         """Nothing to load: the archive and the facts are read per request."""
 
     async def stop(self) -> None:
-        """Let the archive and learn tasks in flight finish (a shutdown loses none), stop the background
-        embedding at once (those passages rank by their words: on a busy machine the child's current step
-        could hold the shutdown for minutes), then release the engine."""
-        self._stopping = True
-        if self._embedder is not None:
-            self._embedder.cancel()
+        """Let the archive and learn tasks in flight finish (a shutdown loses none), then release the engine."""
         await self.drain()
         self.close()
 
     async def drain(self) -> None:
-        """Wait for every archive/learn task in flight and the vectors they left to the background (tests,
-        benchmarks; at shutdown, after ``stop`` asked the embedding to stop)."""
-        while self._pending or (self._embedder is not None and not self._embedder.done()):
-            embedder = [self._embedder] if self._embedder is not None else []
-            await asyncio.gather(*list(self._pending.values()), *embedder, return_exceptions=True)
+        """Wait for every archive/learn task in flight (shutdown, tests, benchmarks)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending.values()), return_exceptions=True)
 
     def close(self) -> None:
-        self._encoder.close()
         if self._engine is not None:
             self._engine.dispose()
         if isinstance(self.extract, LLMFactExtractor):

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Engine, Table, select, update
+from sqlalchemy import Engine, Table, select
 
 from gateway.assembly.memory_blocks import Passage
 from gateway.assembly.message_text import text_of
@@ -98,24 +98,8 @@ def embed(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` with their MiniLM vectors (``vector`` None when the encoder is not installed).
 
     CPU-bound (about 0.1 s a passage on one core): call it in the archive task, never on the loop."""
-    return with_vectors(rows, vectors.encode([str(r["text"]) for r in rows]) if rows else None)
-
-
-def with_vectors(rows: Sequence[Mapping[str, Any]], found: np.ndarray | None) -> list[dict[str, Any]]:
-    """``rows`` with the vectors ``found`` for their texts, in order (None: the encoder is not installed)."""
+    found = vectors.encode([str(r["text"]) for r in rows]) if rows else None
     return [{**r, "vector": vectors.to_bytes(found[k]) if found is not None else None} for k, r in enumerate(rows)]
-
-
-def store_vectors(engine: Engine, session_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Give passages archived for their words alone (``vector`` null) the vectors ``embed`` made for ``rows``."""
-    t = passages_table.c
-    found = [r for r in rows if r.get("vector") is not None]
-    if not found:
-        return
-    with engine.begin() as conn:
-        for r in found:
-            where = (t.session_id == session_id, t.start == r["start"], t.part == r["part"], t.vector.is_(None))
-            conn.execute(update(passages_table).where(*where).values(vector=r["vector"]))
 
 
 def archive(engine: Engine, session_id: str, owner: str, rows: Sequence[Mapping[str, Any]]) -> int:
