@@ -19,7 +19,8 @@ Never touches the head (system/developer messages, the task) or the newest round
 (``verify_assembly.newest_round_start``, the one definition of what stays verbatim). The older
 rounds of the protected tail are cleared here only after the whole middle (oldest first) and
 only when no summary would do (summarising off, or the middle once cleared smaller than a
-summary): while a summary of the middle can reach the target, the kept rounds wait for it,
+summary and no summary in use that, folded with it, lands at the target): while a summary of
+the middle can do better, the kept rounds wait for it,
 whether or not it was prepared ahead. ``condense_tail`` (after ``compact_history``) clears them
 when a summary alone cannot bring the request down to the target: so a compaction lands at its
 target even when the newest ``keep_recent_rounds`` rounds are large next to the window.
