@@ -23,19 +23,14 @@ from concurrent.futures import ProcessPoolExecutor
 _PR_SET_PDEATHSIG = 1
 
 
-def one_child_pool(*, nice: int = 0) -> ProcessPoolExecutor:
-    """A pool of one spawned child that dies with this process, at ``nice`` (0: this process's priority).
-
-    ``nice``: a child doing background work for no request waiting on it; one that a request may wait on
-    must keep the gateway's priority (on a busy machine a niced child gets no CPU for minutes)."""
+def one_child_pool() -> ProcessPoolExecutor:
+    """A pool of one spawned child that dies with this process."""
     context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(1, mp_context=context, initializer=_child_setup, initargs=(os.getpid(), nice))
+    return ProcessPoolExecutor(1, mp_context=context, initializer=_child_setup, initargs=(os.getpid(),))
 
 
-def _child_setup(parent: int, nice: int) -> None:
-    """In the child, first thing: its priority, and the signal that ends it with its parent (Linux)."""
-    if nice:
-        os.nice(nice)
+def _child_setup(parent: int) -> None:
+    """In the child, first thing: the signal that ends it with its parent (Linux)."""
     if sys.platform.startswith("linux"):  # elsewhere a child ends only when its pool is shut down
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
