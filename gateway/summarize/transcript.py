@@ -50,16 +50,31 @@ def _message_call_names(message: Mapping[str, Any]) -> dict[str, str]:
 
 def transcript_lines(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """Return ``(speaker, text)`` pairs, one per non-empty message part, in order."""
-    names = call_names(messages)
+    return _named_lines(messages, call_names(messages))
+
+
+def _named_lines(
+    messages: Sequence[Mapping[str, Any]], names: Mapping[str, str], used: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """``transcript_lines`` with the tool names given; ``used`` gets the (call id, name) of each result named."""
     lines: list[tuple[str, str]] = []
     for m in messages:
         text, calls = _LINES.get_or(m, _message_lines)
         if text:
-            role = str(m.get("role", ""))
-            speaker = f"tool {names.get(str(m.get('tool_call_id')), 'result')}" if role == "tool" else role
+            speaker = str(m.get("role", ""))
+            if speaker == "tool":
+                call = str(m.get("tool_call_id"))
+                name = names.get(call, "result")
+                if used is not None:
+                    used.append((call, name))
+                speaker = f"tool {name}"
             lines.append((speaker, text))
         lines.extend(calls)
     return lines
+
+
+def _joined(lines: Iterable[tuple[str, str]]) -> str:
+    return "\n".join(f"{speaker}: {text}" for speaker, text in lines)
 
 
 #: Per message object, its normalised, defused text and its call lines: recall checks what the model
@@ -82,7 +97,7 @@ def _message_lines(m: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, str], ..
 
 def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
     """The transcript as one text block, one ``speaker: text`` line per part."""
-    return "\n".join(f"{speaker}: {text}" for speaker, text in transcript_lines(messages))
+    return _joined(transcript_lines(messages))
 
 
 def transcript_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -114,20 +129,9 @@ _CHUNK_TEXT: ObjectMemo[tuple[str, tuple[tuple[str, str], ...]]] = ObjectMemo(li
 def _chunk_text(
     messages: Sequence[Mapping[str, Any]], names: Mapping[str, str]
 ) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """The lines ``transcript_lines`` gives these messages with ``names``, and the names it used."""
-    lines: list[str] = []
+    """The chunk's part of ``render_transcript`` with ``names``, and the names its results were given."""
     used: list[tuple[str, str]] = []
-    for m in messages:
-        text, calls = _LINES.get_or(m, _message_lines)
-        if text:
-            role = str(m.get("role", ""))
-            if role == "tool":
-                call = str(m.get("tool_call_id"))
-                used.append((call, names.get(call, "result")))
-                role = f"tool {used[-1][1]}"
-            lines.append(f"{role}: {text}")
-        lines.extend(f"{speaker}: {line}" for speaker, line in calls)
-    return "\n".join(lines), tuple(used)
+    return _joined(_named_lines(messages, names, used)), tuple(used)
 
 
 def tool_names(messages: Sequence[Mapping[str, Any]]) -> list[str]:
