@@ -20,10 +20,10 @@ Never touches the head (system/developer messages, the task) or the newest round
 rounds of the protected tail are cleared here only after the whole middle (oldest first) and
 only when no summary would do (summarising off, or the middle once cleared smaller than a
 summary and no summary in use that, folded with it, lands at the target): while a summary of
-the middle can do better, the kept rounds wait for it,
-whether or not it was prepared ahead. ``condense_tail`` (after ``compact_history``) clears them
-when a summary alone cannot bring the request down to the target: so a compaction lands at its
-target even when the newest ``keep_recent_rounds`` rounds are large next to the window.
+the middle can do better, the kept rounds wait for it, whether or not it was prepared ahead.
+``condense_tail`` (after ``compact_history``) clears them when a summary alone cannot bring the
+request down to the target: so a compaction lands at its target even when the newest
+``keep_recent_rounds`` rounds are large next to the window.
 """
 
 from __future__ import annotations
@@ -191,22 +191,27 @@ def _choose(ctx: Context, lay: Layout, policy: CompactionPolicy, sticky: set[str
     if tokens <= marks.threshold:
         return chosen
     target = marks.target
-    taken = set(chosen)
-    middle = [i for i in candidates if i < lay.tail_start]
-    for part in (middle, [i for i in candidates if i >= lay.tail_start]):
-        for i in part:
-            if tokens <= target:
-                break
-            if i not in taken:
-                chosen.append(i)
-                tokens -= stubs.total_saving(i)
-        if part is not middle or tokens <= target:
-            break
-        # The middle cleared is not enough. A summary of the middle comes before any kept round: else the
-        # plan depended on whether a summary prepared ahead was ready (a slow preparation cleared kept rounds).
-        if "summarize" in policy.strategies and _summary_saves(ctx, lay, cp, chosen, stubs, policy, tokens - target):
-            return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
+    tokens = _clear_oldest([i for i in candidates if i < lay.tail_start], chosen, tokens, target, stubs)
+    if tokens <= target:
+        return sorted(chosen)
+    # The middle cleared is not enough. A summary of the middle comes before any kept round: else the
+    # plan depended on whether a summary prepared ahead was ready (a slow preparation cleared kept rounds).
+    if "summarize" in policy.strategies and _summary_saves(ctx, lay, cp, chosen, stubs, policy, tokens - target):
+        return _after_summary(ctx, lay, policy, cp, sorted(sticky_at), stubs, target)
+    _clear_oldest([i for i in candidates if i >= lay.tail_start], chosen, tokens, target, stubs)
     return sorted(chosen)
+
+
+def _clear_oldest(candidates: Sequence[int], chosen: list[int], tokens: int, target: int, stubs: _Stubs) -> int:
+    """Add ``candidates`` to ``chosen``, oldest first, until the request is down to ``target``; its tokens then."""
+    taken = set(chosen)
+    for i in candidates:
+        if tokens <= target:
+            break
+        if i not in taken:
+            chosen.append(i)
+            tokens -= stubs.total_saving(i)
+    return tokens
 
 
 def _summary_saves(
