@@ -81,8 +81,10 @@ MAX_TRACKED_SESSIONS = 50_000
 RANKING_MAX_AGE_S = 30.0
 #: ``SessionState.extra`` key marking an archive task in flight (its value names the task).
 ARCHIVING_KEY = "memory_archiving"
-#: How long a turn waits for an archive another process is writing (a crashed writer's mark expires).
-ARCHIVE_WAIT_S = 10.0
+#: How long a turn waits for an archive another process is writing (a crashed writer's mark expires). An
+#: archive task embeds up to ``embed_per_archive`` passages: ~6 s at 64 on the development machine, ~15 s on
+#: one 2.5x slower; a replica that stopped waiting sooner would rank before the vectors land.
+ARCHIVE_WAIT_S = 30.0
 _POLL_S = 0.05
 
 
