@@ -41,7 +41,7 @@ def test_clear_tool_uses_is_applied_for_a_chat_upstream(default_gateway: Gateway
         model="gpt-4o-mini", max_tokens=64, messages=_loop(6), tools=TOOLS,  # type: ignore[arg-type]
         extra_body={"context_management": {"edits": [edit]}},
     )
-    reply = orjson.loads(raw.content)
+    reply = orjson.loads(raw.http_response.content)
     applied = reply["context_management"]["applied_edits"]
     assert [a["type"] for a in applied] == ["clear_tool_uses_20250919"]
     assert applied[0]["cleared_tool_uses"] == 3 and applied[0]["cleared_input_tokens"] > 800

@@ -244,7 +244,8 @@ def test_an_sdk_request_reaches_the_anthropic_upstream_as_sent(gw: GatewayHandle
     (received,) = sim.received()
     assert_same_except_documented_edits(REQUEST, received)
     headers = _stats(sim)["messages_headers"][-1]
-    assert headers["anthropic-beta"] == BETA and headers["anthropic-version"] == "2023-06-01"
+    sent_version = raw.http_response.request.headers["anthropic-version"]  # 2.x sends a newer one than 0.x
+    assert headers["anthropic-beta"] == BETA and headers["anthropic-version"] == sent_version
     assert raw.headers["x-ventana-session-id"] == "fidelity"
 
 
