@@ -108,6 +108,7 @@ def chat_body(request: Any, provider: str, *, native: bool = False) -> dict[str,
             raise fail("'tools' must be an array", "tools")
         body["tools"] = [_tool(t, i, native) for i, t in enumerate(tools)]
     _tool_choice(request.get("tool_choice"), body)
+    _output_format(request.get("output_config"), body)
     return body if claude else _without_claude_keys(body)
 
 
@@ -288,6 +289,26 @@ def _tool_choice(choice: Any, body: dict[str, Any]) -> None:
         )
     if choice.get("disable_parallel_tool_use") and body.get("tools"):
         body["parallel_tool_calls"] = False
+
+
+def _output_format(config: Any, body: dict[str, Any]) -> None:
+    """``output_config.format`` (structured outputs: the answer follows a JSON schema) as Chat Completions'
+    ``response_format``, so an answer meant for a parser is not free text on a chat upstream. Not
+    ``strict``: OpenAI's strict mode refuses schemas Anthropic accepts (optional properties, for one).
+    ``effort`` has no chat field and is dropped (docs/messages.md)."""
+    if config is None:
+        return
+    if not isinstance(config, Mapping):
+        raise fail("'output_config' must be an object", "output_config")
+    fmt = config.get("format")
+    if fmt is None:
+        return
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), Mapping):
+        raise fail(
+            "'output_config.format' must be an object with \"type\": \"json_schema\" and a \"schema\" object",
+            "output_config.format",
+        )
+    body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": dict(fmt["schema"])}}
 
 
 def usage_of(usage: Any) -> dict[str, int]:

@@ -442,3 +442,32 @@ def test_anthropic_beta_reaches_a_claude_upstream(tmp_path_factory: pytest.TempP
         server.shutdown()
     (headers,) = _HeaderCapture.seen
     assert "interleaved-thinking-2025-05-14" in headers["anthropic-beta"].split(",")
+
+
+def test_structured_output_crosses_as_a_response_format(gw: GatewayHandle, msim: SimHandle) -> None:
+    """anthropic 2.x's ``output_config.format`` (a JSON schema the answer follows) reaches a chat upstream as
+    ``response_format``: the answer is JSON in that schema, not free text."""
+    msim.reset()
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city", "population"],
+        "additionalProperties": False,
+    }
+    message = _client(gw).messages.create(
+        model="gpt-4o-mini",
+        max_tokens=128,
+        messages=[{"role": "user", "content": "Give me the largest city of Peru as JSON."}],
+        output_config={"format": {"type": "json_schema", "schema": schema}},
+    )
+    (forwarded,) = _answered(msim)
+    assert forwarded["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+    jsonschema.validate(orjson.loads(message.content[0].text), schema)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        _client(gw).messages.create(
+            model="gpt-4o-mini",
+            max_tokens=16,
+            messages=[{"role": "user", "content": "x"}],
+            output_config={"format": {"type": "regex", "pattern": ".*"}},  # type: ignore[typeddict-item]
+        )
+    assert "output_config.format" in refused.value.message
