@@ -15,7 +15,9 @@ this order of value, while there is room:
    without the block, so only the prefix ending before it is read again.
 
 Breakpoints the client already set and that are valid (``type`` "ephemeral") are kept
-and count against the limit; invalid ones are left for the provider to judge.
+and count against the limit; invalid ones are left for the provider to judge. So does a Messages
+body's top-level ``cache_control`` (automatic caching: the provider places that one itself), which
+may take one of the four slots: placing up to four beside it could make a request the provider refuses.
 Providers not listed in ``providers`` are left untouched.
 """
 
@@ -110,7 +112,8 @@ def place_cache_breakpoints(ctx: Context, policy: CachePolicy) -> tuple[Context,
     """Add ``cache_control`` breakpoints where a provider needs them, never more than it allows."""
     if ctx.env.provider not in policy.providers:
         return ctx, []
-    room = policy.max_breakpoints - count_breakpoints(ctx.messages, ctx.tools)
+    automatic = 1 if _valid(ctx.params.get("cache_control")) else 0  # a Messages body's top-level marker
+    room = policy.max_breakpoints - count_breakpoints(ctx.messages, ctx.tools) - automatic
     messages: list[Message] = list(ctx.messages)
     tools: tuple[Tool, ...] | None = ctx.tools
     positions: list[dict[str, Any]] = []

@@ -92,6 +92,10 @@ def chat_body(request: Any, provider: str, *, native: bool = False) -> dict[str,
     claude = native or provider in CLAUDE_PROVIDERS
     if claude:
         body.update({k: request[k] for k in _ANTHROPIC_ONLY if request.get(k) is not None})
+    if native and isinstance(request.get("cache_control"), Mapping):
+        # Automatic caching (a top-level marker): it stays on the client's body, and may take one of the
+        # request's four breakpoint slots, so the view carries it for ``place_cache_breakpoints`` to count.
+        body["cache_control"] = dict(request["cache_control"])
     if body.get("stream"):
         body["stream_options"] = {"include_usage": True}  # message_delta reports the usage
     stops = request.get("stop_sequences")

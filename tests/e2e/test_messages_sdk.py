@@ -471,3 +471,32 @@ def test_structured_output_crosses_as_a_response_format(gw: GatewayHandle, msim:
             output_config={"format": {"type": "regex", "pattern": ".*"}},  # type: ignore[typeddict-item]
         )
     assert "output_config.format" in refused.value.message
+
+
+def test_automatic_caching_takes_one_of_the_four_breakpoints(gw: GatewayHandle, msim: SimHandle) -> None:
+    """A top-level ``cache_control`` (automatic caching, anthropic 2.x) stays, and the gateway's own markers
+    leave room for it: with three of the client's own, the gateway adds none (before: a fifth)."""
+    msim.reset()
+    marker = {"cache_control": {"type": "ephemeral"}}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "first", **marker}]},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]},
+    ]
+    _client(gw).messages.create(
+        model=CLAUDE,
+        max_tokens=16,
+        system=[{"type": "text", "text": LONG_SYSTEM, **marker}],
+        tools=[{**WEATHER, **marker}],
+        messages=messages,
+        cache_control={"type": "ephemeral"},
+    )
+    (body,) = _answered(msim)
+    assert body.get("cache_control") == {"type": "ephemeral"}
+    assert _breakpoints(body) == 3, "three of the client's, none added beside the automatic one"
+    msim.reset()
+    _client(gw).messages.create(
+        model=CLAUDE, max_tokens=16, system=LONG_SYSTEM, messages=messages[2:], cache_control={"type": "ephemeral"}
+    )
+    (body,) = _answered(msim)
+    assert 1 <= _breakpoints(body) <= 3, "the gateway still places its own, within three"
