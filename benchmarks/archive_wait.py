@@ -1,7 +1,7 @@
 """How long the turn after a session's first large compaction waits for its archive.
 
     python -m benchmarks.archive_wait                       # every source, two windows each
-    python -m benchmarks.archive_wait --sources rhelm --variant memory.embed_per_archive=100000
+    python -m benchmarks.archive_wait --sources rhelm --variant policy.memory.embed_per_archive=100000
 
 A client that brings a long history to the gateway at once (a session moved onto it, a first
 turn of 100K tokens) has most of it compacted on that turn, and the memory edge archives what
@@ -34,10 +34,10 @@ from typing import Any
 
 import openai
 import orjson
-import yaml
 
 import gateway  # noqa: F401  (offline tiktoken)
-from benchmarks.agent_loops import load_runs
+from benchmarks.agent_loops import _clean, load_runs
+from benchmarks.overhead import _merge, variant_config
 from benchmarks.profiles import build_agent
 from gateway.tokens import counter_for
 from tests.procs import run_gateway, run_simulator
@@ -47,10 +47,6 @@ COUNTER = counter_for("o200k_base")
 RHELM_TOKENS = 100_000
 QUESTION = "Before we go on: what did we settle on earlier, at the very start?"
 SOURCES = ("agent105k", "rhelm", "mini_swe_agent", "tau2")
-
-
-def _clean(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in m.items() if k != "reasoning_content"} for m in messages]
 
 
 def source(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
@@ -69,18 +65,10 @@ def source(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None
         return out, None
     file = {"mini_swe_agent": "mini_swe_agent_deepseek.jsonl", "tau2": "tau2_telecom_default.jsonl"}[name]
     run = load_runs(file, 1)[0]
-    messages = _clean(run["messages"])
+    messages = [_clean(m) for m in run["messages"]]
     while messages and messages[-1].get("role") != "assistant":
         messages.pop()
     return messages[:-1], run.get("tools")
-
-
-def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
-    *path, last = dotted.split(".")
-    node = config.setdefault("policy", {})
-    for key in path:
-        node = node.setdefault(key, {})
-    node[last] = value
 
 
 def measure(tmp: Path, name: str, share: float, variant: dict[str, Any]) -> dict[str, Any]:
@@ -92,9 +80,7 @@ def measure(tmp: Path, name: str, share: float, variant: dict[str, Any]) -> dict
     run_dir.mkdir(parents=True)
     with run_simulator(run_dir, record=False, cache=False) as sim:
         model = {"name": "bench", "litellm_model": "openai/gpt-4o-mini", "api_base": sim.base_url}
-        config: dict[str, Any] = {"models": [{**model, "context_window": window}]}
-        for key, value in variant.items():
-            _set(config, key, value)
+        config = _merge({"models": [{**model, "context_window": window}]}, variant)
         with run_gateway(run_dir, config) as gw:
             client = openai.OpenAI(base_url=gw.base_url, api_key="sk-bench", max_retries=0, timeout=600)
             cold = _pair(client, f"cold-{name}", history, tools)
@@ -160,9 +146,11 @@ def main() -> None:
     parser.add_argument("--sources", default=",".join(SOURCES))
     parser.add_argument("--shares", default="0.8,1.6", help="history tokens / window, one run per value")
     parser.add_argument("--runs", type=int, default=1, help="runs per cell (medians)")
-    parser.add_argument("--variant", default="", help="policy keys for the gateway, e.g. memory.embed_per_archive=8")
+    parser.add_argument(
+        "--variant", default="", help="config keys for the gateway, e.g. policy.memory.embed_per_archive=8"
+    )
     args = parser.parse_args()
-    variant = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.variant.split(",") if kv)}
+    variant = variant_config(args.variant)
     print(
         "| source | history tokens | window | turn 1 s | turn 2 s | turn 2 s, first of the process | "
         "passages archived | with vectors after turn 2 |"
