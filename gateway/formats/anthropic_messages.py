@@ -112,7 +112,8 @@ def chat_body(request: Any, provider: str, *, native: bool = False) -> dict[str,
             raise fail("'tools' must be an array", "tools")
         body["tools"] = [_tool(t, i, native) for i, t in enumerate(tools)]
     _tool_choice(request.get("tool_choice"), body)
-    _output_format(request.get("output_config"), body)
+    if not native:  # a native request keeps its own output_config, for the provider to judge
+        _output_format(request.get("output_config"), body)
     return body if claude else _without_claude_keys(body)
 
 
@@ -309,7 +310,7 @@ def _output_format(config: Any, body: dict[str, Any]) -> None:
         return
     if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), Mapping):
         raise fail(
-            "'output_config.format' must be an object with \"type\": \"json_schema\" and a \"schema\" object",
+            '\'output_config.format\' must be an object with "type": "json_schema" and a "schema" object',
             "output_config.format",
         )
     body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": dict(fmt["schema"])}}
