@@ -95,9 +95,10 @@ def passages_of(
 
 
 def embed(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` with their MiniLM vectors (``vector`` None when the encoder is not installed).
+    """``rows`` with their MiniLM vectors (``vector`` None when the encoder is not installed): every passage at
+    once, as benchmarks and tests archive a conversation; the gateway's archive task bounds it (``embed_missing``).
 
-    CPU-bound (about 0.1 s a passage on one core): call it in the archive task, never on the loop."""
+    CPU-bound (about 0.1 s a passage on one core): never on the loop."""
     found = vectors.encode([str(r["text"]) for r in rows]) if rows else None
     return [{**r, "vector": vectors.to_bytes(found[k]) if found is not None else None} for k, r in enumerate(rows)]
 
