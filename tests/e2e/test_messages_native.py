@@ -249,6 +249,24 @@ def test_an_sdk_request_reaches_the_anthropic_upstream_as_sent(gw: GatewayHandle
     assert raw.headers["x-ventana-session-id"] == "fidelity"
 
 
+def test_an_output_format_the_gateway_does_not_know_goes_native_as_sent(gw: GatewayHandle, sim: SimHandle) -> None:
+    """``output_config.format`` is translated only where a request crosses to chat (there a shape other
+    than ``json_schema`` is a 400); to an Anthropic upstream it is the client's, whatever its shape."""
+    sim.reset()
+    future = {"effort": "low", "format": {"type": "grammar_from_next_year", "grammar": "root ::= [a-z]+"}}
+    body = {**REQUEST, "output_config": future}
+    answered = httpx.post(gw.url + "/v1/messages", json=body, headers={"x-api-key": "k"}, timeout=60)
+    assert answered.status_code == 200, answered.text
+    (received,) = sim.received()
+    assert received["output_config"] == future
+    assert_same_except_documented_edits(body, received)
+    crossing = {"model": "gpt-4o-mini", "max_tokens": 32, "messages": [{"role": "user", "content": "go"}]}
+    refused = httpx.post(
+        gw.url + "/v1/messages", json={**crossing, "output_config": future}, headers={"x-api-key": "k"}, timeout=60
+    )
+    assert refused.status_code == 400 and "output_config.format" in refused.json()["error"]["message"]
+
+
 def test_a_stream_is_relayed_as_the_upstream_wrote_it(gw: GatewayHandle, sim: SimHandle) -> None:
     sim.reset()
     body = {**REQUEST, "stream": True}
