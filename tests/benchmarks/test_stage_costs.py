@@ -100,3 +100,21 @@ def test_the_steps_between_requests_run_in_order_before_each_request(
         shape = stage_costs.Shape("tiny", [body] * 3, 1, "")
         asyncio.run(stage_costs.measure(app, StageClock(), [shape], before))
     assert ran == ["cold", "idle"] * 3
+
+
+def test_budgets_scale_with_the_runs_reference_work() -> None:
+    """A machine twice as slow (its reference work twice as long) has every budget doubled, so the table
+    names the stages over their share, not every stage; the line under the table says by how much."""
+    medians = {
+        "parse, check, name": 40.0,
+        "context": 40.0,
+        stage_costs.TOTAL: 80.0,
+        stage_costs.REFERENCE: stage_costs.BUDGET_REFERENCE_US * 2,
+    }
+    assert stage_costs.budget("parse, check, name", "tiny") == 25
+    assert stage_costs.over_budget({"tiny": medians}) == ["tiny: context 40.0 us > 30"]
+    at_the_budgets_machine = {**medians, stage_costs.REFERENCE: stage_costs.BUDGET_REFERENCE_US}
+    assert len(stage_costs.over_budget({"tiny": at_the_budgets_machine})) == 2
+    lines = stage_costs.table({"tiny": medians}, {"tiny": "detail"})
+    assert "| context | 40.0 (30) **over** |" in lines and "| parse, check, name | 40.0 (50) |" in lines
+    assert lines[-1].endswith("(tiny x2.00)")
