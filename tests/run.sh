@@ -76,4 +76,7 @@ python3 -m mypy  # --strict over gateway/, configured in pyproject.toml
 # when some other tool installed it, refuses xdist with a warning this suite treats as an error.
 # -rfEs: the usual failure and error summary, and why each skipped test skipped: a skip is only for what this machine cannot have.
 # --durations=20: every run names its slowest tests, so the suite's ~15-minute budget is watched where it is spent.
-python3 -m pytest -q -rfEs --durations=20 -p no:cacheprovider -p no:benchmark -n "${PYTEST_WORKERS:-2}" "$@"
+# --dist worksteal: each worker starts on one contiguous half of the tests and takes work from the other's
+# tail when it runs out, so a module's tests mostly stay on one worker and its module-scoped gateways,
+# simulators and databases are built once, not once per worker (46 modules start processes that way).
+python3 -m pytest -q -rfEs --durations=20 -p no:cacheprovider -p no:benchmark -n "${PYTEST_WORKERS:-2}" --dist worksteal "$@"
