@@ -62,7 +62,7 @@ _RECALLED_MARKERS = ("<recalled", "<memory")  # passages the gateway recalled: l
 
 class BudgetLine(NamedTuple):
     """One component's line. A tuple, not a frozen dataclass: a report makes nine, and a frozen dataclass's
-    ``__init__`` sets each field through ``object.__setattr__`` (~3 us a line, a third of the report)."""
+    ``__init__`` sets each field through ``object.__setattr__`` (2.5-2.7 us a line against 0.9, session 49)."""
 
     component: str
     tokens: int
