@@ -326,8 +326,10 @@ def refusal_record(
 
 def request_record(sent: Forwarded, counts: Counts, answer: Answer, outcome: Outcome) -> RequestRecord:
     """The record of one request, combined from what each step returned."""
-    # the summariser's calls are the request's too (decision_tally.billed_usage)
-    return RequestRecord(sent, counts, replace(answer, usage=billed_usage(answer.usage, sent.decisions)), outcome)
+    # the summariser's calls are the request's too (decision_tally.billed_usage); most requests make none,
+    # and their answer is kept as it is: a copy was a dataclass replace twice a request, once before the answer
+    billed = billed_usage(answer.usage, sent.decisions)
+    return RequestRecord(sent, counts, answer if billed is answer.usage else replace(answer, usage=billed), outcome)
 
 
 #: Fields that are not part of a record's content (transient bytes; the dicts hold the same).

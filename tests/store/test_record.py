@@ -36,6 +36,19 @@ def _record() -> RequestRecord:
     return request_record(sent, counts, answer, Outcome(200, None, 0.5, 3.0, 4.0))
 
 
+def test_the_usage_recorded_adds_what_the_summariser_billed_to_what_the_provider_did() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    answer = Answer(None, "ok", "stop", None, Usage(prompt_tokens=8, completion_tokens=1))
+    billed = {"pass": "summarizer", "action": "billed", "detail": {"billed": {"prompt_tokens": 100}}}
+    plain = Forwarded("req-1", "s", 1.5, "m", "openai", "c", body, body, ({"pass": "p"},))
+    summarised = Forwarded("req-2", "s", 1.5, "m", "openai", "c", body, body, ({"pass": "p"}, billed))
+    outcome = Outcome(200, None, 0.5, 3.0, 4.0)
+    assert request_record(plain, Counts(), answer, outcome).answer is answer  # nothing billed besides: as answered
+    record = request_record(summarised, Counts(), answer, outcome)
+    assert (record.usage.prompt_tokens, record.usage.completion_tokens, record.response_text) == (108, 1, "ok")
+    assert answer.usage.prompt_tokens == 8
+
+
 def test_spool_and_log_lines_keep_the_flat_keys_and_order() -> None:
     data = record_dict(_record())
     assert list(data) == FLAT_KEYS
