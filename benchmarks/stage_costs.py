@@ -142,9 +142,14 @@ def budget(stage: str, shape: str, reference_us: float = BUDGET_REFERENCE_US) ->
     return BUDGETS.get(stage, BUDGETS["*"])[SHAPES.index(shape)] * reference_us / BUDGET_REFERENCE_US
 
 
+def _reference_us(medians: dict[str, float]) -> float:
+    """The reference work of the run of ``medians`` (the budgets' own when it has none)."""
+    return medians.get(REFERENCE, BUDGET_REFERENCE_US)
+
+
 def _limit(stage: str, shape: str, medians: dict[str, float]) -> float:
-    """``stage``'s budget in the run of ``medians`` (scaled by the run's reference work, when it has one)."""
-    return budget(stage, shape, medians.get(REFERENCE, BUDGET_REFERENCE_US))
+    """``stage``'s budget in the run of ``medians``, scaled by its reference work."""
+    return budget(stage, shape, _reference_us(medians))
 
 
 def instrument(gw: Any, clock: StageClock) -> None:
@@ -374,7 +379,7 @@ def table(results: dict[str, dict[str, float]], details: dict[str, str]) -> list
         f"- {n}: {details[n]}; loop total {results[n][TOTAL] / results[n][REFERENCE]:.1f}x the reference work"
         for n in names
     ]
-    scales = ", ".join(f"{n} x{_limit(TOTAL, n, results[n]) / budget(TOTAL, n):.2f}" for n in names)
+    scales = ", ".join(f"{n} x{_reference_us(results[n]) / BUDGET_REFERENCE_US:.2f}" for n in names)
     lines.append(
         f"- budgets are set where the reference work takes {BUDGET_REFERENCE_US:g} us and scaled by this run's "
         f"({scales})"

@@ -468,7 +468,7 @@ def test_structured_output_crosses_as_a_response_format(gw: GatewayHandle, msim:
             model="gpt-4o-mini",
             max_tokens=16,
             messages=[{"role": "user", "content": "x"}],
-            output_config={"format": {"type": "regex", "pattern": ".*"}},  # type: ignore[typeddict-item]
+            output_config={"format": {"type": "regex", "pattern": ".*"}},
         )
     assert "output_config.format" in refused.value.message
 
