@@ -1,0 +1,165 @@
+"""Where a request's added wall time goes: the gateway and the floor proxy, seam by seam, in one run.
+
+    python -m benchmarks.request_timeline [--profile stream] [--rounds 6] [--requests 100]
+
+``benchmarks.overhead`` says how much the gateway adds; ``benchmarks.stage_costs`` what each stage
+costs in CPU. Neither says where the added *wall* time lies: before the forward, in the provider's
+wait, or between the provider's answer and the client's. This starts the provider simulator, a gateway
+(default config) and the floor proxy (``benchmarks.floor_proxy``) with ``benchmarks.timeline_hooks``
+installed in the two proxies, sends the profile to direct, gateway and floor interleaved at c=1
+(``loadclient.interleaved``), and prints, per proxy, the median of each segment of a request:
+
+- before the forward: the request's last byte in to the upstream request begun (parse, assembly, ...);
+- the forward's write: the upstream request's bytes written (a socket write that wakes the provider);
+- the provider: written to the provider's first bytes read;
+- to the head: those bytes to the response's head (``http.response.start``) begun, and its write;
+- the body: the head to the first body, and the first body to the end (a stream's last write).
+
+The first requests of each proxy (``--skip``) are left out (connections, caches). Absolute figures are
+this machine's; the two proxies' difference per segment is the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
+from benchmarks.floor_proxy import run_floor
+from benchmarks.loadclient import Target, Timing, interleaved
+from benchmarks.profiles import MODEL, build_profiles
+from benchmarks.timeline_hooks import DIR_VARIABLE
+from tests.procs import REPO_ROOT, run_gateway, run_simulator
+
+#: The segments reported, as (label, from mark, to mark).
+SEGMENTS: tuple[tuple[str, str, str], ...] = (
+    ("before the forward", "in", "forward"),
+    ("the forward's write", "forward", "forward sent"),
+    ("the provider", "forward sent", "provider"),
+    ("provider to head", "provider", "head"),
+    ("head write", "head", "head sent"),
+    ("head to first body", "head sent", "body"),
+    ("first body write", "body", "body sent"),
+    ("first body to end", "body sent", "end"),
+    ("end write", "end", "end sent"),
+    ("in to end written", "in", "end sent"),
+)
+_SITECUSTOMIZE = f"""import os
+if os.environ.get({DIR_VARIABLE!r}):
+    import benchmarks.timeline_hooks
+    benchmarks.timeline_hooks.install()
+"""
+
+
+def requests_of(marks: Iterable[tuple[str, int]]) -> list[dict[str, int]]:
+    """The marks of one process split per request (from each ``in``): each kind's first time, except
+    ``forward``, whose last before the provider's first bytes counts (a new connection begins twice)."""
+    found: list[dict[str, int]] = []
+    current: dict[str, int] | None = None
+    for kind, at in marks:
+        if kind == "in":
+            current = {"in": at}
+            found.append(current)
+        elif current is not None:
+            if kind == "forward" and "provider" not in current:
+                current["forward"] = at
+            else:
+                current.setdefault(kind, at)
+    return found
+
+
+def segments(requests: Sequence[dict[str, int]]) -> dict[str, float]:
+    """Median microseconds of each segment over the requests that have both its marks."""
+    out: dict[str, float] = {}
+    for label, start, stop in SEGMENTS:
+        spans = [(r[stop] - r[start]) / 1000 for r in requests if start in r and stop in r and r[stop] >= r[start]]
+        if spans:
+            out[label] = statistics.median(spans)
+    return out
+
+
+def read_marks(path: Path) -> list[tuple[str, int]]:
+    marks: list[tuple[str, int]] = []
+    for line in path.read_text().splitlines():
+        kind, _, at = line.rpartition(" ")
+        marks.append((kind, int(at)))
+    return marks
+
+
+def table(per_proxy: dict[str, dict[str, float]], client: dict[str, dict[str, float]]) -> list[str]:
+    names = list(per_proxy)
+    lines = [
+        "| segment (median us) | " + " | ".join(names) + " |",
+        "| --- |" + " --- |" * len(names),
+    ]
+    for label, _, _ in SEGMENTS:
+        cells = [f"{per_proxy[n][label]:.1f}" if label in per_proxy[n] else "-" for n in names]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, figures in client.items():
+        shown = ", ".join(f"{k} {v:.3f} ms" for k, v in figures.items())
+        lines.append(f"- client, {name}: {shown}")
+    return lines
+
+
+async def _send(targets: dict[str, Target], body: bytes, rounds: int, n: int) -> dict[str, list[Timing]]:
+    timings: dict[str, list[Timing]] = {name: [] for name in targets}
+    for r in range(rounds):
+        for name, got in (await interleaved(targets, body, n, seed=r)).items():
+            bad = [t.status for t in got if t.status != 200]
+            if bad:
+                raise SystemExit(f"{name} answered {bad[0]}")
+            timings[name] += got
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="stream", choices=("tiny", "agent14k", "agent105k", "stream"))
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--requests", type=int, default=100, help="per target and round")
+    parser.add_argument("--skip", type=int, default=100, help="first requests of each proxy left out")
+    args = parser.parse_args()
+    profile = build_profiles((args.profile,))[0]
+    with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
+        tmp = Path(tmp_name)
+        hooks, marks = tmp / "hooks", tmp / "marks"
+        hooks.mkdir()
+        marks.mkdir()
+        (hooks / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
+        # the proxies' children find the hooks first on their path, then this checkout
+        os.environ["PYTHONPATH"] = os.pathsep.join((str(hooks), str(REPO_ROOT)))
+        os.environ[DIR_VARIABLE] = str(marks)
+        models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
+        gw = stack.enter_context(run_gateway(tmp, {"models": models}))
+        floor = stack.enter_context(run_floor(tmp, sim.url))
+        pids = {"ventana": gw.proc.pid}
+        targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
+        targets["floor"] = Target("floor", floor)
+        timings = asyncio.run(_send(targets, profile.body, args.rounds, args.requests))
+        stack.close()  # the proxies stop and write their marks
+        per_proxy: dict[str, dict[str, float]] = {}
+        for path in sorted(marks.glob("timeline-*.txt")):
+            found = [r for r in requests_of(read_marks(path)) if "forward" in r][args.skip :]
+            if not found:
+                continue  # the simulator: it forwards nothing
+            name = "ventana" if path.stem == f"timeline-{pids['ventana']}" else "floor"
+            per_proxy[name] = segments(found)
+    attrs = ("first", "end") if profile.stream else ("end",)
+    client = {
+        name: {a: statistics.median(getattr(t, a) for t in got[args.skip :]) * 1000 for a in attrs}
+        for name, got in timings.items()
+    }
+    print(f"profile {profile.name}, {args.rounds} rounds of {args.requests} requests per target, c=1")
+    print("\n".join(table(dict(sorted(per_proxy.items(), reverse=True)), client)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Timestamps at the seams of a served request, for ``benchmarks.request_timeline`` (never imported by the gateway).
+
+Installed in a child process (the gateway, the floor proxy) by a ``sitecustomize`` that
+``request_timeline`` puts on its ``PYTHONPATH``: it wraps uvicorn's httptools protocol (the request's
+last byte in, each ``send``) and the gateway's upstream client (``http1``: the forward's write, the
+provider's first bytes) with ``perf_counter_ns`` marks, kept in memory and written to
+``$VENTANA_TIMELINE_DIR/timeline-<pid>.txt`` when the process exits (or is stopped by SIGTERM). A mark
+is one list append: the marks cost every target alike, and nothing of the gateway's own code changes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+#: The environment variable naming the folder the marks are written to; unset, nothing is installed.
+DIR_VARIABLE = "VENTANA_TIMELINE_DIR"
+
+_marks: list[tuple[str, int]] = []
+
+
+def mark(kind: str) -> None:
+    _marks.append((kind, time.perf_counter_ns()))
+
+
+def _dump() -> None:
+    folder = os.environ.get(DIR_VARIABLE)
+    if not folder:
+        return
+    with open(os.path.join(folder, f"timeline-{os.getpid()}.txt"), "w") as out:
+        out.writelines(f"{kind} {at}\n" for kind, at in _marks)
+
+
+def install() -> None:
+    """Wrap the seams (once per process) and write the marks at exit."""
+    from uvicorn.protocols.http import httptools_impl as server
+
+    from gateway.upstream import http1
+
+    if getattr(server, "_timeline", False):
+        return
+    server._timeline = True  # type: ignore[attr-defined]
+    complete = server.HttpToolsProtocol.on_message_complete
+
+    def on_message_complete(self: Any) -> None:
+        mark("in")
+        complete(self)
+
+    send: Callable[[Any, Any], Awaitable[None]] = server.RequestResponseCycle.send
+
+    async def timed_send(self: Any, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            kind = "head"
+        else:
+            kind = "body" if message.get("more_body", False) else "end"
+        mark(kind)
+        await send(self, message)
+        mark(f"{kind} sent")
+
+    server.HttpToolsProtocol.on_message_complete = on_message_complete  # type: ignore[method-assign]
+    server.RequestResponseCycle.send = timed_send  # type: ignore[method-assign]
+    begun = http1._Connection.begin
+
+    def begin(self: Any) -> None:  # called right before the request's bytes are written (and on connecting)
+        mark("forward")
+        begun(self)
+
+    waited = http1._Connection.wait
+
+    async def wait(self: Any, timeout: float) -> None:  # first called right after the request's bytes were written
+        mark("forward sent")
+        await waited(self, timeout)
+
+    received = http1._Connection.data_received
+
+    def data_received(self: Any, data: bytes) -> None:
+        mark("provider")
+        received(self, data)
+
+    http1._Connection.begin = begin  # type: ignore[method-assign]
+    http1._Connection.data_received = data_received  # type: ignore[method-assign]
+    http1._Connection.wait = wait  # type: ignore[method-assign]
+    atexit.register(_dump)
+    # uvicorn raises the SIGTERM it stopped on again once it has shut down, to this handler: the default one
+    # would end the process without running ``atexit``
+    signal.signal(signal.SIGTERM, _dump_and_stop)
+
+
+def _dump_and_stop(signum: int, frame: object) -> None:
+    _dump()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)

@@ -1,0 +1,60 @@
+"""``benchmarks.request_timeline`` marks the seams of a served request in the gateway and the floor proxy
+(uvicorn's protocol and the upstream client, wrapped from outside) and reports each segment's median."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from benchmarks.request_timeline import SEGMENTS, requests_of, segments
+from tests.procs import REPO_ROOT, _env
+
+
+def test_marks_split_per_request_and_a_new_connections_first_begin_is_not_the_forward() -> None:
+    marks = [
+        ("in", 1_000),
+        ("forward", 2_000),  # the connection's own begin, before connecting
+        ("forward", 5_000),  # the request's
+        ("forward sent", 6_000),
+        ("provider", 9_000),
+        ("forward", 9_500),  # a later begin on the same request's connection: not its forward
+        ("head", 10_000),
+        ("head sent", 11_000),
+        ("end", 12_000),
+        ("end sent", 13_000),
+        ("in", 20_000),
+        ("forward", 21_000),
+        ("forward sent", 22_000),
+        ("provider", 25_000),
+        ("head", 26_000),
+        ("head sent", 27_000),
+        ("end", 28_000),
+        ("end sent", 31_000),
+    ]
+    found = requests_of(marks)
+    assert [r["forward"] for r in found] == [5_000, 21_000]
+    medians = segments(found)
+    assert medians["before the forward"] == 2.5  # 4 us and 1 us
+    assert medians["the provider"] == 3.0
+    assert medians["end write"] == 2.0
+    assert medians["in to end written"] == 11.5
+    assert "first body write" not in medians  # a non-streamed answer has no body before its end
+
+
+def test_the_timeline_reads_both_proxies_seams_over_real_http() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.request_timeline", "--rounds", "1", "--requests", "12", "--skip", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+        env=_env(),
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = {line.split(" | ")[0].strip("| "): line for line in run.stdout.splitlines() if line.startswith("| ")}
+    assert rows["segment (median us)"].split(" | ")[1:] == ["ventana", "floor |"]
+    for label, _, _ in SEGMENTS:  # a stream passes every seam, in both proxies
+        cells = [c.strip(" |") for c in rows[label].split(" | ")[1:]]
+        assert len(cells) == 2 and all(float(c) > 0 for c in cells), rows[label]
+    assert "client, ventana: first" in run.stdout
