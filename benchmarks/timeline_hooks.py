@@ -5,7 +5,7 @@ Installed in a child process (the gateway, the floor proxy) by a ``sitecustomize
 last byte in, each ``send``) and the gateway's upstream client (``http1``: the forward's write, the
 provider's first bytes) with ``perf_counter_ns`` marks, kept in memory and written to
 ``$VENTANA_TIMELINE_DIR/timeline-<pid>.txt`` when the process exits (or is stopped by SIGTERM). A mark
-is one list append: the marks cost every target alike, and nothing of the gateway's own code changes.
+is one list append: the marks cost both proxies alike, and nothing of the gateway's own code changes.
 """
 
 from __future__ import annotations
