@@ -125,6 +125,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--requests", type=int, default=100, help="per target and round")
     parser.add_argument("--skip", type=int, default=100, help="first requests of each proxy left out")
+    parser.add_argument(
+        "--provider-ms",
+        type=float,
+        default=0.0,
+        help="the simulator waits this long before answering, as a provider across a network: the proxies' work "
+        "in that wait is then off the client's time, as it is with a real provider",
+    )
     args = parser.parse_args()
     profile = build_profiles((args.profile,))[0]
     with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
@@ -133,7 +140,7 @@ def main() -> None:
         hooks.mkdir()
         marks.mkdir()
         (hooks / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
+        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False, latency_ms=args.provider_ms))
         # the proxies' children find the hooks first on their path, then this checkout
         os.environ["PYTHONPATH"] = os.pathsep.join((str(hooks), str(REPO_ROOT)))
         os.environ[DIR_VARIABLE] = str(marks)
@@ -157,7 +164,8 @@ def main() -> None:
         name: {a: statistics.median(getattr(t, a) for t in got[args.skip :]) * 1000 for a in attrs}
         for name, got in timings.items()
     }
-    print(f"profile {profile.name}, {args.rounds} rounds of {args.requests} requests per target, c=1")
+    waited = f", the provider waiting {args.provider_ms:g} ms" if args.provider_ms else ""
+    print(f"profile {profile.name}, {args.rounds} rounds of {args.requests} requests per target, c=1{waited}")
     print("\n".join(table(dict(sorted(per_proxy.items(), reverse=True)), client)))
 
 
