@@ -9,9 +9,10 @@ serves requests.
 Times are the CPU of the thread a stage ran on (``time.thread_time_ns``): on a shared, loaded
 machine wall time mostly measures the scheduler. Stages nest; each stage is charged its own time
 (its children's subtracted), so the stages of a request add up to the loop's CPU for it. A stage
-that awaits is also charged what the loop ran meanwhile (another task's step); the benchmark sends
-one request at a time, so that is the request's own background work. The frame stack lives in a
-context variable, so tasks and loop callbacks each extend the frame they were started from.
+that awaits is charged its own steps only: while it is suspended the loop runs other tasks and
+callbacks (the request's bookkeeping in the provider's wait, the record's look-ahead), which are
+charged to their own stages or to the glue, not to it as well. The frame stack lives in a context
+variable, so tasks and loop callbacks each extend the frame they were started from.
 """
 
 from __future__ import annotations
@@ -19,22 +20,23 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 class _Frame:
-    __slots__ = ("child", "name", "parent", "start", "thread")
+    __slots__ = ("child", "name", "parent", "paused", "start", "thread")
 
     def __init__(self, name: str, parent: _Frame | None) -> None:
         self.name = name
         self.parent = parent
         self.thread = threading.get_ident()
         self.child = 0
+        self.paused = 0  # CPU the thread spent elsewhere while this stage was suspended
         self.start = time.thread_time_ns()
 
 
@@ -59,7 +61,7 @@ class StageClock:
         return frame, _CURRENT.set(frame)
 
     def _exit(self, frame: _Frame, token: Any) -> None:
-        elapsed = time.thread_time_ns() - frame.start
+        elapsed = time.thread_time_ns() - frame.start - frame.paused
         parent = frame.parent
         if parent is not None and parent.thread == frame.thread:
             parent.child += elapsed
@@ -81,12 +83,8 @@ class StageClock:
 
     def coro(self, name: str, fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         @functools.wraps(fn)
-        async def timed(*args: P.args, **kwargs: P.kwargs) -> R:
-            frame, token = self._enter(name)
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                self._exit(frame, token)
+        def timed(*args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+            return _Steps(self, name, fn(*args, **kwargs))
 
         return timed
 
@@ -95,6 +93,41 @@ class StageClock:
         import inspect
 
         return self.coro(name, fn) if inspect.iscoroutinefunction(fn) else self.sync(name, fn)
+
+
+class _Steps(Generic[R]):
+    """An awaitable stage: its frame is open from its first step to its last, and the time between a step
+    that suspends it and the one that resumes it is counted as ``paused``, not as its own."""
+
+    __slots__ = ("awaited", "clock", "name")
+
+    def __init__(self, clock: StageClock, name: str, awaited: Awaitable[R]) -> None:
+        self.clock = clock
+        self.name = name
+        self.awaited = awaited
+
+    def __await__(self) -> Generator[Any, Any, R]:
+        frame, token = self.clock._enter(self.name)
+        steps = self.awaited.__await__()
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    yielded = steps.send(value) if error is None else steps.throw(error)
+                except StopIteration as stop:
+                    return cast(R, stop.value)
+                suspended = time.thread_time_ns()
+                try:
+                    value, error = (yield yielded), None
+                except GeneratorExit:
+                    steps.close()
+                    raise
+                except BaseException as exc:  # thrown in by the task (a cancellation): passed on inside
+                    value, error = None, exc
+                frame.paused += time.thread_time_ns() - suspended
+        finally:
+            self.clock._exit(frame, token)
 
 
 class Timed:

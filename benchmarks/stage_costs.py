@@ -53,6 +53,7 @@ from gateway.api import answer, chat
 from gateway.assembly.pipeline import PassSpec
 from gateway.config import parse_settings
 from gateway.tokens import counter_for
+from gateway.upstream import http1
 from tests.inproc import post_scope
 from tests.procs import run_simulator
 from tests.shared_data import data_path
@@ -99,6 +100,8 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "edge memory before": (10, 10, 15, 25, 25, 25),
     "edge tool_usage before": (10, 10, 10, 10, 10, 10),
     "assembly (checks between passes)": (30, 30, 120, 300, 300, 300),
+    # from here to "edge tool_usage after": the bookkeeping, run in the provider's wait (``chat.book_turn``)
+    "bookkeeping after the forward": (20, 20, 20, 20, 20, 20),
     "track prefix": (20, 20, 30, 80, 80, 80),
     "session save": (10, 10, 10, 10, 10, 10),
     "edge compaction after": (10, 10, 10, 20, 20, 20),
@@ -107,7 +110,9 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "forward body": (5, 5, 5, 5, 5, 5),
     "served tools": (10, 10, 15, 15, 15, 15),
     "encode for provider": (15, 15, 30, 120, 120, 120),
-    "upstream client (http1 pool)": (250, 300, 300, 450, 450, 450),
+    # its own steps and the connection's callbacks; the loop's machinery around them is glue (session 50: ~100 us
+    # moved from this row to HTTP when a stage stopped being charged what the loop ran while it waited)
+    "upstream client (http1 pool)": (150, 200, 200, 350, 350, 350),
     "answer (usage, response)": (40, 40, 40, 40, 40, 40),
     "after: counts": (10, 10, 15, 30, 30, 30),
     "after: budget report": (30, 30, 40, 80, 80, 80),
@@ -121,7 +126,7 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "record: looked ahead": (60, 60, 80, 150, 150, 150),
     # redact (a literal scan of what is new), one line (the bodies' own bytes embedded), one os.write
     "answer: journal": (30, 30, 40, 80, 80, 80),
-    HTTP: (200, 250, 200, 200, 200, 200),
+    HTTP: (300, 350, 300, 300, 300, 300),
     "*": (20, 20, 40, 120, 120, 120),
     TOTAL: (700, 800, 1000, 2500, 2500, 2500),
 }
@@ -164,6 +169,7 @@ def instrument(gw: Any, clock: StageClock) -> None:
             "track_prefix": "track prefix",
             "forward_body": "forward body",
             "own_tools": "served tools",
+            "book_turn": "bookkeeping after the forward",
             "untouched_bytes": "encode for provider",
             "_params_spliced": "encode for provider",
             "_encoded": "encode for provider",
@@ -188,6 +194,8 @@ def instrument(gw: Any, clock: StageClock) -> None:
     gw.upstream = Timed(
         gw.upstream, clock, {"complete": "upstream client (http1 pool)", "open_stream": "upstream client (http1 pool)"}
     )
+    # the answer's bytes are parsed in the connection's callback, a loop callback outside the call's own steps
+    http1._Connection.data_received = t("upstream client (http1 pool)", http1._Connection.data_received)  # type: ignore[method-assign]
     gw.recorder = Timed(
         gw.recorder,
         clock,

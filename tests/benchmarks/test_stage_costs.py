@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from gateway.api import answer, chat
 from gateway.api.app import create_app
 from gateway.config import parse_settings
 from gateway.serve import build_dependencies
+from gateway.upstream import http1
 from tests.procs import run_simulator
 
 
@@ -26,6 +28,7 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
     saved = {name: getattr(chat, name) for name in dir(chat) if not name.startswith("__")}  # restored after
     saved_answer = {n: getattr(answer, n) for n in ("request_record", "normalise_usage")}
     saved_observe = metrics.observe
+    saved_received = http1._Connection.data_received
     try:
         with run_simulator(tmp_path, record=False, cache=False) as sim:
             models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
@@ -42,6 +45,7 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
         for name, value in saved_answer.items():
             setattr(answer, name, value)
         metrics.observe = saved_observe
+        http1._Connection.data_received = saved_received  # type: ignore[method-assign]
     medians = results["agent14k"]
     expected = {
         "parse, check, name",
@@ -52,6 +56,7 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
         "edge compaction after",
         "pass clear_tool_results",
         "track prefix",
+        "bookkeeping after the forward",
         "served tools",
         "upstream client (http1 pool)",
         "after: lint",
@@ -118,3 +123,33 @@ def test_budgets_scale_with_the_runs_reference_work() -> None:
     lines = stage_costs.table({"tiny": medians}, {"tiny": "detail"})
     assert "| context | 40.0 (30) **over** |" in lines and "| parse, check, name | 40.0 (50) |" in lines
     assert lines[-1].endswith("(tiny x2.00)")
+
+
+def test_a_stage_that_awaits_is_charged_its_own_steps_not_what_the_loop_ran_meanwhile() -> None:
+    """While a timed coroutine waits, another task burns CPU: that CPU is the other task's, not the stage's
+    (the request's bookkeeping runs in the provider's wait, and was counted twice)."""
+    clock = StageClock()
+
+    def burn(ns: int) -> None:
+        until = time.thread_time_ns() + ns
+        while time.thread_time_ns() < until:
+            pass
+
+    async def waits() -> str:
+        burn(2_000_000)  # 2 ms of its own
+        await asyncio.sleep(0.05)
+        return "answered"
+
+    async def neighbour() -> None:
+        await asyncio.sleep(0.01)
+        burn(20_000_000)  # 20 ms while the stage is suspended
+
+    async def main() -> str:
+        other = asyncio.ensure_future(neighbour())
+        got = await clock.coro("upstream", waits)()
+        await other
+        return got
+
+    assert asyncio.run(main()) == "answered"
+    spent, _ = clock.take()
+    assert 2_000_000 <= spent["upstream"] < 10_000_000, spent
