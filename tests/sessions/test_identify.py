@@ -33,6 +33,27 @@ def test_a_different_system_prompt_or_first_goal_is_another_session() -> None:
     assert identify_session(None, "other-caller", "m", _messages("You plan migrations.")) != base
 
 
+def test_a_resent_opening_is_named_by_its_objects_and_only_the_same_objects_reuse_the_name() -> None:
+    """An agent's next turn resends the previous turn's message objects: the name is found by them. Another
+    caller or model with those objects, or another system message in front of the same user message, is named
+    afresh, as its text says."""
+    messages = _messages("You plan migrations.")
+    first = identify_session(None, "c", "m", messages)
+    resent = [*messages, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
+    assert identify_session(None, "c", "m", resent) == first
+    assert identify_session(None, "other", "m", resent) == identify_session(
+        None, "other", "m", _messages("You plan migrations.")
+    )
+    assert identify_session(None, "other", "m", resent) != first
+    assert identify_session(None, "c", "m2", resent) != first
+    swapped = [{"role": "system", "content": "You write poems."}, messages[1]]  # the same user message object
+    assert identify_session(None, "c", "m", swapped) == identify_session(None, "c", "m", _messages("You write poems."))
+    assert identify_session(None, "c", "m", swapped) != first
+    added = [messages[0], {"role": "system", "content": "Also: be brief."}, messages[1]]
+    assert identify_session(None, "c", "m", added) != first
+    assert identify_session(None, "c", "m", messages) == first  # its own entry again, after the others
+
+
 def test_the_header_wins() -> None:
     assert identify_session(" abc ", "c", "m", _messages("x")) == "abc"
 
