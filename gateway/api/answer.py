@@ -58,8 +58,9 @@ class InFlight:
     ``booked`` makes the forwarded request's record (``Forwarded``) and does the turn's bookkeeping that
     forwarding does not need (the prefix report, the session's save, the edges' ``after``): a task started
     just before the provider is called, so it runs once the request's bytes are written, while the provider
-    works. ``ready`` waits for it; every path awaits it before the client has its answer or its error, so
-    the session is saved and the record complete by then, as when it all ran before forwarding.
+    works (done already for a native door and when the gateway serves tools of its own). ``ready`` waits
+    for it; every path awaits it before the client has its answer or its error, so the session is saved and
+    the record complete by then, as when it all ran before forwarding.
     """
 
     gw: Gateway

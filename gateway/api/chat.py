@@ -268,8 +268,11 @@ async def answer_chat(
     booking = book_turn(gw, opened, ctx, assembly, prefix, made, outgoing, raw, raw_out, native, route)
     # The bookkeeping runs once the request's bytes are written and the task waits for the provider: it is
     # scheduled now, and this task does not yield to the loop before the upstream client has written them.
-    # A door that forwards on its own (``native``) books first: it forwards from the record's bytes.
-    booked = asyncio.ensure_future(booking) if native is None else _done(await booking)
+    # Booked first instead: a door that forwards on its own (``native``: it forwards from the record's bytes),
+    # and a request offered the gateway's own tools, whose handlers change the session (find_tools grows its
+    # tool set) while the provider works: the turn's save must not land after them.
+    later = native is None and served is None
+    booked = asyncio.ensure_future(booking) if later else _done(await booking)
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
     flight = InFlight(gw, model, booked, started, opened.headers, count, served)
     await _reject_if_strict_lint(flight, assembly)
