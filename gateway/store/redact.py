@@ -27,6 +27,8 @@ MASK = "[REDACTED]"
 _TEXT_FIELDS = ("original", "assembled", "decisions", "response", "response_text", "tool_calls", "error", "budget")
 #: The request's bodies, the large fields (``RequestRecord.sent``): looked at once per request.
 _BODIES = frozenset(("original", "assembled"))
+#: The small fields the answer and the counts made after it decide (the decisions' findings aside).
+_ANSWERED_FIELDS = ("response", "response_text", "tool_calls", "error", "budget")
 #: Well-known secret shapes, masked unless ``store.redact_secrets`` is false: each with the
 #: literal every match contains, so text without one is skipped at ``str.find`` speed (a
 #: regex scan of a 300 KB conversation costs ~100 ms; the literal checks ~0.2 ms).
@@ -119,10 +121,13 @@ class Redactor:
             self._sent_may_hold_secret(sent)
 
     def _sent_may_hold_secret(self, sent: Forwarded) -> bool:
-        """``_bodies_may_hold_secret``, decided once per request: its record is redacted twice (journaled
-        before the answer, written after it), and the verdict may have been made ahead (``look_ahead``)."""
+        """Whether the forwarded request's bodies or decisions may hold a secret, decided once per request: its
+        record is redacted twice (journaled before the answer, written after it), and the verdict may have
+        been made ahead (``look_ahead``), so neither encodes the decisions again."""
         known = self._known(sent)
-        return known if known is not None else self._remember(sent, self._bodies_may_hold_secret(sent))
+        if known is not None:
+            return known
+        return self._remember(sent, self._scan(sent.decisions) or self._bodies_may_hold_secret(sent))
 
     def _known(self, sent: Forwarded) -> bool | None:
         """The verdict already made on ``sent``, if one was (an entry of a dead request with its id is not)."""
@@ -208,16 +213,16 @@ class Redactor:
         """A masked copy of ``record``; the record itself is left as it is (the API still uses it)."""
         if not self:
             return record
+        if not self.patterns:
+            # what the answer and the counts decide, together: one encoding and one look for the literals;
+            # the request's own part (bodies, decisions) has its verdict, made once per request
+            answered = [getattr(record, name) for name in _ANSWERED_FIELDS]
+            answered.append(record.counts.findings)
+            if not self._scan([v for v in answered if v]) and not self._sent_may_hold_secret(record.sent):
+                return record
         # Each value read once: ``decisions`` is a new list at each read, so ``is`` compares against this one.
         current = {name: getattr(record, name) for name in _TEXT_FIELDS}
         present = {name: v for name, v in current.items() if v is not None}
-        # the small fields together: one encoding and one look for the literals, not one per field
-        if (
-            not self.patterns
-            and not self._scan([v for k, v in present.items() if k not in _BODIES])
-            and not self._sent_may_hold_secret(record.sent)
-        ):
-            return record
         masked = {name: self.value(v) for name, v in present.items()}
         changes = {name: v for name, v in masked.items() if v is not present[name]}
         if not changes:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from gateway.config import parse_settings
-from gateway.store.record import RequestRecord
+from gateway.store.record import Counts, RequestRecord
 from gateway.store.redact import MASK, Redactor
 from gateway.store.sql_recorder import SqlRecorder
 from tests.store.records import make_record
@@ -157,3 +157,30 @@ def test_the_bodies_looked_at_ahead_are_not_looked_at_again_and_a_secret_found_a
     masked = orjson.dumps(redactor.record(secret).original).decode()
     assert SECRETS[0] not in masked and MASK in masked
     assert looks == [clean.sent, secret.sent]
+
+
+def test_the_requests_decisions_are_looked_at_once_and_a_secret_in_one_is_masked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A record is redacted twice (journaled before the answer, written after it): the decisions the request
+    carries are part of the verdict made ahead, so only what the answer and the counts added is looked at then.
+    A secret a decision quotes is still masked, and so is one in the findings counted after the answer."""
+    redactor = _recorder().redactor
+    scanned: list[object] = []
+    scan = redactor._scan
+    monkeypatch.setattr(redactor, "_scan", lambda value: scanned.append(value) or scan(value))
+    decision = {"pass": "move_volatile", "action": "moved", "reason": "a per-turn value left the prefix"}
+    clean = make_record([{"role": "user", "content": "list the files"}], decisions=(decision,))
+    redactor.look_ahead(clean.sent)
+    looked_ahead = len(scanned)
+    assert redactor.record(clean) is clean and redactor.record(clean) is clean
+    assert scanned[:looked_ahead] and not any(b"left the prefix" in orjson.dumps(v) for v in scanned[looked_ahead:])
+    quoted = {**decision, "reason": f"the system prompt held {SECRETS[0]} and moved"}
+    secret = make_record([{"role": "user", "content": "list the files"}], decisions=(quoted,))
+    redactor.look_ahead(secret.sent)
+    stored = orjson.dumps(redactor.record(secret).decisions).decode()
+    assert SECRETS[0] not in stored and MASK in stored and "and moved" in stored
+    plain = make_record([{"role": "user", "content": "hi"}])
+    found = RequestRecord(plain.sent, Counts(findings=({"check": "x", "reason": f"saw {SECRETS[0]}"},)), plain.answer)
+    redactor.look_ahead(found.sent)
+    assert SECRETS[0] not in orjson.dumps(redactor.record(found).decisions).decode()
