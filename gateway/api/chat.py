@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
@@ -265,7 +266,18 @@ async def answer_chat(
         outgoing, raw_out = native.body(assembly, model)
     else:
         raw_out = request_bytes(raw, body, outgoing, assembly, model)
-    booking = book_turn(gw, opened, ctx, assembly, prefix, made, outgoing, raw, raw_out, native, route)
+    record = partial(  # the forwarded request's record, once its prefix report and decisions are made
+        forwarded,
+        gw,
+        opened,
+        ctx.session.turn + 1,
+        outgoing=outgoing,
+        raw=raw,
+        raw_out=raw_out,
+        native=native,
+        route=route,
+    )
+    booking = book_turn(gw, opened, ctx, assembly, prefix, made, record)
     # The bookkeeping runs once the request's bytes are written and the task waits for the provider: it is
     # scheduled now, and this task does not yield to the loop before the upstream client has written them.
     # Booked first instead: a door that forwards on its own (``native``: it forwards from the record's bytes),
@@ -297,15 +309,12 @@ async def book_turn(
     assembly: Assembly,
     prefix: PrefixReport | None,
     made: tuple[Decision, ...],
-    outgoing: dict[str, Any],
-    raw: bytes,
-    raw_out: bytes | None,
-    native: NativeDoor | None,
-    route: str,
+    record: Callable[..., Forwarded],
 ) -> Forwarded:
-    """The turn's bookkeeping that forwarding does not need, and the forwarded request's record: the prefix
-    report (when assembly did not make it in its thread), the session's save, the edges' ``after``
-    (summaries published and prepared, archives, the tools offered).
+    """The turn's bookkeeping that forwarding does not need, and the forwarded request's record (``record``,
+    given the prefix report and the decisions): the prefix report (when assembly did not make it in its
+    thread), the session's save, the edges' ``after`` (summaries published and prepared, archives, the tools
+    offered).
 
     On the chat path the provider has the request (or is about to) when this runs, so a failure here is
     logged and the request goes on without it: failing it now would lose an answer the provider bills. A
@@ -323,7 +332,7 @@ async def book_turn(
         decisions = (*made, *after)
     except Exception:
         log.exception("the bookkeeping of request %s failed; it is forwarded without it", opened.turn.request_id)
-    return forwarded(gw, opened, ctx.session.turn + 1, report, decisions, outgoing, raw, raw_out, native, route)
+    return record(prefix=report, decisions=decisions)
 
 
 @dataclass(frozen=True, slots=True)
