@@ -6,6 +6,7 @@ simulator is a real process over real HTTP, and the client is the official SDK.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,17 +21,19 @@ from gateway.api.stream_relay import StreamRelay
 from gateway.config import parse_settings
 from gateway.store.record import Answer, Forwarded, MemoryRecorder, RequestRecord
 from gateway.upstream import http1
+from tests.assembly.tool_fixtures import catalogue
 from tests.procs import SimHandle, sim_models
 
 
 @asynccontextmanager
 async def _served(
-    sim: SimHandle, recorder: MemoryRecorder, gateway: list[Gateway] | None = None
+    sim: SimHandle, recorder: MemoryRecorder, gateway: list[Gateway] | None = None, policy: dict[str, Any] | None = None
 ) -> AsyncIterator[openai.AsyncOpenAI]:
     """The SDK against the gateway app in this process, recording to ``recorder``; the upstream closed after
     (which lets the last request's bookkeeping, a loop turn after its answer, run). ``gateway`` receives the
     app's ``Gateway``, for a test to watch its parts."""
-    app = create_app(parse_settings({"models": sim_models(sim.base_url)}), recorder=recorder)
+    config: dict[str, Any] = {"models": sim_models(sim.base_url), **({"policy": policy} if policy else {})}
+    app = create_app(parse_settings(config), recorder=recorder)
     if gateway is not None:
         gateway.append(app.state.gateway)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as http:
@@ -41,15 +44,18 @@ async def _served(
 class _Sessions:
     """The gateway's session store, noting each save in ``events`` (or failing it, with ``fail``)."""
 
-    def __init__(self, inner: Any, events: list[str], *, fail: bool = False) -> None:
+    def __init__(self, inner: Any, events: list[str], *, fail: bool = False, slow_s: float = 0.0) -> None:
         self._inner = inner
         self._events = events
         self._fail = fail
+        self._slow_s = slow_s
 
     async def save(self, state: Any, base: Any = None) -> None:
         self._events.append("session saved")
         if self._fail:
             raise RuntimeError("the session store is down")
+        if self._slow_s:  # a store across the network
+            await asyncio.sleep(self._slow_s)
         await self._inner.save(state, base)
 
     def __getattr__(self, name: str) -> Any:
@@ -173,3 +179,34 @@ async def test_a_streams_answer_is_made_once_for_the_journal_and_once_for_the_re
     assert len(made) == 2, "one for the journal before [DONE], one for the record"
     (record,) = recorder.records
     assert record.response_text == text and text
+
+
+async def test_a_search_the_model_makes_in_its_turn_is_kept_however_slow_the_turns_own_save(sim: SimHandle) -> None:
+    """``find_tools`` grows the session's tool set while the provider works on the turn; the turn's own save of
+    the session, in a slow store, must not land after that and undo it (a request offered the gateway's own
+    tools books before it forwards)."""
+    gateway: list[Gateway] = []
+    policy = {"tools": {"mode": "prune", "max_tools": 3}}
+    need, then = "Remind me about the meeting with Laura", "What's the weather forecast in Paris tomorrow?"
+    async with _served(sim, MemoryRecorder(), gateway, policy) as client:
+        gw = gateway[0]
+        gw.sessions = _Sessions(gw.sessions, [], slow_s=0.05)  # type: ignore[assignment]
+        sim.reset()
+        first = [{"role": "user", "content": need}]
+        await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=first,
+            tools=catalogue(),
+            tool_choice="required",  # type: ignore[arg-type]
+        )
+        searched, grown = sim.received()
+        assert "find_tools" in _offered(searched) and len(_offered(grown)) == len(catalogue()), "the model searched"
+        sim.reset()
+        later = [*first, {"role": "assistant", "content": "Noted."}, {"role": "user", "content": then}]
+        await client.chat.completions.create(model="gpt-4o-mini", messages=later, tools=catalogue())  # type: ignore[arg-type]
+        (sent,) = sim.received()
+    assert len(_offered(sent)) >= len(catalogue()), "the session kept what its search grew"
+
+
+def _offered(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools") or ()]
