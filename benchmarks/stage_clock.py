@@ -10,7 +10,7 @@ Times are the CPU of the thread a stage ran on (``time.thread_time_ns``): on a s
 machine wall time mostly measures the scheduler. Stages nest; each stage is charged its own time
 (its children's subtracted), so the stages of a request add up to the loop's CPU for it. A stage
 that awaits is charged its own steps only: while it is suspended the loop runs other tasks and
-callbacks (the request's bookkeeping in the provider's wait, the record's look-ahead), which are
+callbacks (the record's look-ahead in the provider's wait, another request's steps), which are
 charged to their own stages or to the glue, not to it as well. The frame stack lives in a context
 variable, so tasks and loop callbacks each extend the frame they were started from.
 """

@@ -100,8 +100,6 @@ BUDGETS: dict[str, tuple[float, float, float, float, float, float]] = {
     "edge memory before": (10, 10, 15, 25, 25, 25),
     "edge tool_usage before": (10, 10, 10, 10, 10, 10),
     "assembly (checks between passes)": (30, 30, 120, 300, 300, 300),
-    # from here to "edge tool_usage after": the bookkeeping, run in the provider's wait (``chat.book_turn``)
-    "bookkeeping after the forward": (20, 20, 20, 20, 20, 20),
     "track prefix": (20, 20, 30, 80, 80, 80),
     "session save": (10, 10, 10, 10, 10, 10),
     "edge compaction after": (10, 10, 10, 20, 20, 20),
@@ -169,7 +167,6 @@ def instrument(gw: Any, clock: StageClock) -> None:
             "track_prefix": "track prefix",
             "forward_body": "forward body",
             "own_tools": "served tools",
-            "book_turn": "bookkeeping after the forward",
             "untouched_bytes": "encode for provider",
             "_params_spliced": "encode for provider",
             "_encoded": "encode for provider",

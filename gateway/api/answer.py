@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -30,7 +29,6 @@ from gateway.api.deps import Gateway
 from gateway.api.event_stream import EventStreamResponse
 from gateway.api.owned_stream import OwnedStream
 from gateway.api.raw_forward import with_usage_requested
-from gateway.api.request_ids import REQUEST_ID_HEADER
 from gateway.api.stream_relay import StreamRelay
 from gateway.config import ModelConfig
 from gateway.edges.served_tools import ServedTools
@@ -41,7 +39,6 @@ from gateway.upstream.usage import normalise_usage
 _JSON = "application/json"
 #: Recorded status of a stream the client abandoned (nginx's "client closed request").
 CLIENT_CLOSED = 499
-_GONE = "client disconnected before the stream ended"
 log = logging.getLogger("ventana")
 
 T = TypeVar("T")
@@ -53,40 +50,15 @@ NO_ANSWER = Answer()
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
-    """One forwarded request: what its record is built from, except the answer and how it ended.
-
-    ``booked`` makes the forwarded request's record (``Forwarded``) and does the turn's bookkeeping that
-    forwarding does not need (the prefix report, the session's save, the edges' ``after``): a task started
-    just before the provider is called, so it runs once the request's bytes are written, while the provider
-    works (done already for a native door and when the gateway serves tools of its own). ``ready`` waits
-    for it; every path awaits it before the client has its answer or its error, so the session is saved and
-    the record complete by then, as when it all ran before forwarding.
-    """
+    """One forwarded request: what its record is built from, except the answer and how it ended."""
 
     gw: Gateway
     model: ModelConfig
-    booked: asyncio.Future[Forwarded]
+    sent: Forwarded
     started: float  # perf_counter at arrival
     headers: dict[str, str]  # sent back with the answer or the error
     count: Callable[[], Counts]  # counts and lint findings, made after the answer
     served: ServedTools | None = None  # the loop answering the gateway's own tools, when it offered one
-
-    @property
-    def sent(self) -> Forwarded:
-        """The forwarded request's record; only once ``ready`` returned (it raises before)."""
-        return self.booked.result()
-
-    async def ready(self, cancelled: Callable[[], None] | None = None) -> Forwarded:
-        """The record of the forwarded request, once booked. Shielded: a client that goes meanwhile does not
-        stop the bookkeeping, and ``cancelled`` (what records the request then) runs once it is done."""
-        if self.booked.done():
-            return self.booked.result()
-        try:
-            return await asyncio.shield(self.booked)
-        except asyncio.CancelledError:
-            if cancelled is not None:
-                when_booked(self, cancelled)
-            raise
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -107,8 +79,6 @@ async def complete(flight: InFlight, outgoing: dict[str, Any], api_key: str | No
     if usage_block is not None:
         data["usage"] = usage_block
     answer = Answer.of_completion(data, usage)
-    gone = partial(_count_and_finish, flight, answer, CLIENT_CLOSED, "client disconnected", overhead_ms, ttfb_ms)
-    await flight.ready(gone)
     response = Response(orjson.dumps(data), media_type=_JSON, headers=flight.headers)
     journal(flight, answer, 200, None, overhead_ms, ttfb_ms)
     # Counting, metrics and recording run on the next loop turn, after this response is
@@ -136,15 +106,10 @@ async def stream(
         )
     upstream = await _reach_upstream(flight, overhead_ms, opening)
     ttfb_ms = flight.elapsed_ms() - overhead_ms
-    try:
-        await flight.ready(partial(_count_and_finish, flight, NO_ANSWER, CLIENT_CLOSED, _GONE, overhead_ms, ttfb_ms))
-    except BaseException:  # no stream to hand the connection to: give it back
-        await upstream.aclose()
-        raise
     relay = StreamRelay(model_name=model.name, forward_usage=wants_usage)
     settle = _once(flight, overhead_ms, ttfb_ms)
     #: How the stream has ended so far: the client having gone until the provider's stream is done.
-    ending: list[Any] = [CLIENT_CLOSED, _GONE]
+    ending: list[Any] = [CLIENT_CLOSED, "client disconnected before the stream ended"]
 
     async def events() -> AsyncGenerator[bytes, None]:
         # No retry in here: once a chunk reached the client, a second attempt would duplicate text.
@@ -185,14 +150,9 @@ async def stream(
 
 
 def _look_ahead(flight: InFlight) -> None:
-    """Let the recorder do what the journal will need once the request is booked: after this request's task
+    """Let the recorder do what the journal will need on the next loop turn: after this request's task
     has sent it and is waiting for the provider, so that work is off the client's time."""
-    flight.booked.add_done_callback(partial(_looked_ahead, flight.gw))
-
-
-def _looked_ahead(gw: Gateway, booked: asyncio.Future[Forwarded]) -> None:
-    if not booked.cancelled() and booked.exception() is None:
-        gw.recorder.look_ahead(booked.result())
+    asyncio.get_running_loop().call_soon(flight.gw.recorder.look_ahead, flight.sent)
 
 
 def _fed(relay: StreamRelay, payloads: list[bytes]) -> tuple[list[bytes], Exception | None]:
@@ -270,44 +230,22 @@ async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[
     try:
         return await call
     except asyncio.CancelledError:  # the server is stopping mid-request: what was forwarded is still recorded
-        when_booked(flight, partial(_cancelled, flight))
+        finish(flight, _counted(flight), status=CLIENT_CLOSED, error="cancelled while waiting for the provider")
         raise
     except UpstreamError as exc:
         text = exc.message
         if exc.attempts:  # what the provider answered each time, for the error page
             text += "\nupstream attempts:\n" + "\n".join(f"{k}. {a}" for k, a in enumerate(exc.attempts, 1))
-        failed = partial(_failed, flight, exc.status_code, text, overhead_ms)
-        await flight.ready(failed)
-        failed()
+        finish(flight, _counted(flight), status=exc.status_code, error=text, overhead_ms=overhead_ms, journaled=False)
         metrics.UPSTREAM_ERRORS.labels(flight.model.name, type(exc).__name__).inc()
         exc.headers.update(flight.headers)  # the client can find the failed request's record by its id
         raise
     except Exception as exc:
-        log.exception("request %s failed inside the gateway", flight.headers.get(REQUEST_ID_HEADER))
+        counts = _counted(flight)
+        log.exception("request %s failed inside the gateway", flight.sent.request_id)
         error = VentanaError(f"internal gateway error: {type(exc).__name__}", headers=flight.headers)
-        failed = partial(_failed, flight, 500, error.message, overhead_ms)
-        await flight.ready(failed)
-        failed()
+        finish(flight, counts, status=500, error=error.message, overhead_ms=overhead_ms, journaled=False)
         raise error from exc
-
-
-def when_booked(flight: InFlight, then: Callable[[], None]) -> None:
-    """Run ``then`` now if the request is booked, else once it is (a task being cancelled cannot wait for it);
-    a booking that failed was logged where it failed, and the request goes unrecorded."""
-    if flight.booked.done():
-        if not flight.booked.cancelled() and flight.booked.exception() is None:
-            then()
-        return
-    flight.booked.add_done_callback(lambda booked: when_booked(flight, then))
-
-
-def _cancelled(flight: InFlight) -> None:
-    finish(flight, _counted(flight), status=CLIENT_CLOSED, error="cancelled while waiting for the provider")
-
-
-def _failed(flight: InFlight, status: int, error: str, overhead_ms: float) -> None:
-    """Record a request the provider failed (or the gateway did) before the client has the error."""
-    finish(flight, _counted(flight), status=status, error=error, overhead_ms=overhead_ms, journaled=False)
 
 
 def _count_and_finish(

@@ -7,9 +7,7 @@ queue after the answer is built (non-streamed) or after the last chunk (streamed
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
@@ -44,7 +42,6 @@ from gateway.sessions.identify import client_session, identify_session, scope_se
 from gateway.store.record import Counts, Forwarded
 from gateway.summarize.billing import summary_bill
 
-log = logging.getLogger("ventana")
 #: Bodies from this size on are assembled in a worker thread (a 105K-token agent request is ~420 KB)
 #: unless nearly all of it is a resent history, whose counts and stubs are remembered: then
 #: assembly costs ~1.7 ms at 105K tokens, less than the thread hop and its GIL hand-offs cost,
@@ -252,10 +249,13 @@ async def answer_chat(
     # a summariser model's calls are billed to this request (summarize/billing.py); without one, none is made
     with summary_bill() if summarizer is not None else nullcontext() as bill:
         assembly, prefix = await assemble_turn(gw, opened, ctx, policy, passes, summarizer)
-    made = (*assembly.decisions, *(bill.decisions() if bill is not None else ()))
+    await save_turn(gw, opened, ctx.session, assembly, prefix)
+    edge_decisions = [  # edges after: summaries published and prepared, archives, the tools offered
+        d for edge in gw.edges.ordered for d in await edge.after(turn, ctx, assembly.assembled, assembly.decisions)
+    ]
     if client is not None:  # one decision naming the client's ask and the gateway's side of the plan
         window = gw.info(model).context_window
-        made = (*made, plan_decision(client, configured, policy, window, assembly.decisions))
+        edge_decisions.append(plan_decision(client, configured, policy, window, assembly.decisions))
     outgoing = forward_body(body, assembly)
     # None unless find_tools or recall_archive is offered; such a request crosses to chat, whose loop serves them
     served = own_tools(gw, model, turn, outgoing) if native is None or native.falls_back else None
@@ -266,73 +266,17 @@ async def answer_chat(
         outgoing, raw_out = native.body(assembly, model)
     else:
         raw_out = request_bytes(raw, body, outgoing, assembly, model)
-    record = partial(  # the forwarded request's record, once its prefix report and decisions are made
-        forwarded,
-        gw,
-        opened,
-        ctx.session.turn + 1,
-        outgoing=outgoing,
-        raw=raw,
-        raw_out=raw_out,
-        native=native,
-        route=route,
-    )
-    booking = book_turn(gw, opened, ctx, assembly, prefix, made, record)
-    # The bookkeeping runs once the request's bytes are written and the task waits for the provider: it is
-    # scheduled now, and this task does not yield to the loop before the upstream client has written them.
-    # Booked first instead: a door that forwards on its own (``native``: it forwards from the record's bytes),
-    # and a request offered the gateway's own tools, whose handlers change the session (find_tools grows its
-    # tool set) while the provider works: the turn's save must not land after them.
-    later = native is None and served is None
-    booked = asyncio.ensure_future(booking) if later else _done(await booking)
+    decisions = (*assembly.decisions, *(bill.decisions() if bill is not None else ()), *edge_decisions)
+    sent = forwarded(gw, opened, ctx.session.turn + 1, prefix, decisions, outgoing, raw, raw_out, native, route)
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
-    flight = InFlight(gw, model, booked, started, opened.headers, count, served)
-    await _reject_if_strict_lint(flight, assembly)
+    flight = InFlight(gw, model, sent, started, opened.headers, count, served)
+    _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, principal.provider_key)  # set only in pass-through mode
     if native is not None:
         return await native.answer(flight, assembly, api_key)
-    if body.get("stream"):
+    if sent.stream:
         return await stream(flight, outgoing, body, api_key, raw_out)
     return await complete(flight, outgoing, api_key, raw_out)
-
-
-def _done(sent: Forwarded) -> asyncio.Future[Forwarded]:
-    booked: asyncio.Future[Forwarded] = asyncio.get_running_loop().create_future()
-    booked.set_result(sent)
-    return booked
-
-
-async def book_turn(
-    gw: Gateway,
-    opened: Opened,
-    ctx: Context,
-    assembly: Assembly,
-    prefix: PrefixReport | None,
-    made: tuple[Decision, ...],
-    record: Callable[..., Forwarded],
-) -> Forwarded:
-    """The turn's bookkeeping that forwarding does not need, and the forwarded request's record (``record``,
-    given the prefix report and the decisions): the prefix report (when assembly did not make it in its
-    thread), the session's save, the edges' ``after`` (summaries published and prepared, archives, the tools
-    offered).
-
-    On the chat path the provider has the request (or is about to) when this runs, so a failure here is
-    logged and the request goes on without it: failing it now would lose an answer the provider bills. A
-    native door books before it forwards, and goes on the same way (a session store down costs the session's
-    state for that turn, not the client's answer)."""
-    report = prefix if prefix is not None else track_prefix(assembly.assembled)
-    decisions = made
-    try:
-        await save_turn(gw, opened, ctx.session, assembly, report)
-        after = [
-            d
-            for edge in gw.edges.ordered
-            for d in await edge.after(opened.turn, ctx, assembly.assembled, assembly.decisions)
-        ]
-        decisions = (*made, *after)
-    except Exception:
-        log.exception("the bookkeeping of request %s failed; it is forwarded without it", opened.turn.request_id)
-    return record(prefix=report, decisions=decisions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,18 +315,17 @@ async def assemble_turn(
     policy: Policy,
     passes: tuple[PassSpec, ...],
     summarizer: Summarizer | None,
-) -> tuple[Assembly, PrefixReport | None]:
-    """Run the passes. A summariser's I/O, a slow scorer, or a body so large its assembly takes milliseconds
-    (~3.5 ms at 105K tokens seen for the first time): in a worker thread, so the loop keeps serving others,
-    with the prefix report made there too. On the loop the report is left to the bookkeeping after the
-    forward (None here: ``book_turn``)."""
+) -> tuple[Assembly, PrefixReport]:
+    """Run the passes and report the prefix. A summariser's I/O, a slow scorer, or a body so large its
+    assembly takes milliseconds (~3.5 ms at 105K tokens seen for the first time): in a worker thread,
+    so the loop keeps serving others."""
     tools_policy = policy.tools
     slow_scorer = tools_policy.enabled and tools_policy.scorer != "bm25"  # embedding scorers: 17-90 ms of CPU
     resent = opened.recognised >= len(opened.body["messages"]) - RESENT_NEW_MESSAGES
     big = opened.size >= (4 if resent else 1) * ASSEMBLE_OFF_LOOP_BYTES
     if (summarizer is not None and gw.edges.compaction.policy.enabled) or slow_scorer or big:
         return await asyncio.to_thread(assemble_and_track, ctx, policy, passes)
-    return assemble(ctx, policy, passes), None
+    return assemble_and_track(ctx, policy, passes)
 
 
 async def save_turn(
@@ -509,7 +452,7 @@ def _budget(gw: Gateway, model: ModelConfig, assembly: Assembly) -> dict[str, An
     return {**report.to_dict(), "calibration": gw.calibration.stats(model.name).to_dict()}
 
 
-async def _reject_if_strict_lint(flight: InFlight, assembly: Assembly) -> None:
+def _reject_if_strict_lint(flight: InFlight, assembly: Assembly) -> None:
     """In ``lint.mode: strict``, answer 400 naming the first violated check instead of forwarding."""
     lint = flight.gw.settings.policy.lint
     found = violations(assembly.decisions) if lint.enabled and lint.mode == "strict" else []
@@ -521,7 +464,5 @@ async def _reject_if_strict_lint(flight: InFlight, assembly: Assembly) -> None:
         + (f" (and {len(found) - 1} more finding(s))" if len(found) > 1 else ""),
         param=check,
     )
-    refused = partial(finish, flight, flight.count(), status=400, error=error.message, journaled=False)
-    await flight.ready(refused)
-    refused()
+    finish(flight, flight.count(), status=400, error=error.message, journaled=False)
     raise error

@@ -56,7 +56,6 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
         "edge compaction after",
         "pass clear_tool_results",
         "track prefix",
-        "bookkeeping after the forward",
         "served tools",
         "upstream client (http1 pool)",
         "after: lint",
@@ -127,7 +126,7 @@ def test_budgets_scale_with_the_runs_reference_work() -> None:
 
 def test_a_stage_that_awaits_is_charged_its_own_steps_not_what_the_loop_ran_meanwhile() -> None:
     """While a timed coroutine waits, another task burns CPU: that CPU is the other task's, not the stage's
-    (the request's bookkeeping runs in the provider's wait, and was counted twice)."""
+    (the record's look-ahead runs in the provider's wait, and was counted twice)."""
     clock = StageClock()
 
     def burn(ns: int) -> None:
