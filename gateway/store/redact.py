@@ -27,8 +27,9 @@ MASK = "[REDACTED]"
 _TEXT_FIELDS = ("original", "assembled", "decisions", "response", "response_text", "tool_calls", "error", "budget")
 #: The request's bodies, the large fields (``RequestRecord.sent``): looked at once per request.
 _BODIES = frozenset(("original", "assembled"))
-#: The small fields the answer and the counts made after it decide (the decisions' findings aside).
-_ANSWERED_FIELDS = ("response", "response_text", "tool_calls", "error", "budget")
+#: The small fields the answer and the counts made after it decide (the decisions' findings aside): the rest of
+#: ``_TEXT_FIELDS`` is the forwarded request's own, whose verdict is made once (``_sent_may_hold_secret``).
+_ANSWERED_FIELDS = tuple(name for name in _TEXT_FIELDS if name not in _BODIES and name != "decisions")
 #: Well-known secret shapes, masked unless ``store.redact_secrets`` is false: each with the
 #: literal every match contains, so text without one is skipped at ``str.find`` speed (a
 #: regex scan of a 300 KB conversation costs ~100 ms; the literal checks ~0.2 ms).
