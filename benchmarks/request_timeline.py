@@ -147,7 +147,6 @@ def main() -> None:
         models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
         gw = stack.enter_context(run_gateway(tmp, {"models": models}))
         floor = stack.enter_context(run_floor(tmp, sim.url))
-        pids = {"ventana": gw.proc.pid}
         targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
         targets["floor"] = Target("floor", floor)
         timings = asyncio.run(_send(targets, profile.body, args.rounds, args.requests))
@@ -157,7 +156,7 @@ def main() -> None:
             found = [r for r in requests_of(read_marks(path)) if "forward" in r][args.skip :]
             if not found:
                 continue  # the simulator: it forwards nothing
-            name = "ventana" if path.stem == f"timeline-{pids['ventana']}" else "floor"
+            name = "ventana" if path.stem == f"timeline-{gw.proc.pid}" else "floor"
             per_proxy[name] = segments(found)
     attrs = ("first", "end") if profile.stream else ("end",)
     client = {
