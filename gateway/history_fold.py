@@ -100,6 +100,15 @@ class HistoryFold(Generic[P]):
         assert compute is not None, "a fold made without a part needs one per call"
         return [get_or(chunk, compute) for chunk in chunks(messages)]
 
+    def clear(self) -> None:
+        self._memo.clear()
+
+    def known(self, messages: Sequence[Message]) -> list[tuple[Chunk, P | None]]:
+        """The history's chunks, each with its remembered answer or None: nothing is computed or remembered
+        (a caller that can do with less than the answer, a bound say, makes do for the rest)."""
+        get = self._memo.get
+        return [(chunk, get(chunk)) for chunk in chunks(messages)]
+
 
 class FoldPerKey(Generic[P]):
     """A ``HistoryFold`` per key (an encoding, say), for a question whose answer depends on it:

@@ -210,6 +210,66 @@ class TokenCounter:
                 out[rendered] = None
         return list(out)
 
+    def request_at_most(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> int:
+        """At most ``request(messages, tools)``, without encoding: what is counted already, and the UTF-8
+        length of each text not counted yet (every token of a byte-level BPE stands for at least one byte).
+
+        Whether a request is under a threshold is asked before the forward every turn, and an agent's
+        newest round (a few thousand characters) costs ~0.2 ms to encode: a request under the threshold
+        by more than its new text's bytes is answered without it, and counted after the answer."""
+        return self._bound(messages, tools, _utf8_length)
+
+    def request_at_least(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> int:
+        """At least ``request(messages, tools)``, without encoding: what is counted already, nothing for the rest."""
+        return self._bound(messages, tools, _nothing)
+
+    def _bound(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        unknown: Callable[[str], int],
+    ) -> int:
+        cache = self._cache
+
+        def text(piece: str) -> int:
+            if not piece:
+                return 0
+            found = cache.get((hash(piece), len(piece)))
+            return found if found is not None else unknown(piece)
+
+        def message(message: Mapping[str, Any]) -> int:
+            found = self._messages.get(message)
+            if found is not None:
+                return found
+            pieces, images = message_pieces(message)
+            return message_overhead(message) + sum(map(text, pieces)) + images * IMAGE_TOKENS
+
+        return self._tools_bound(tools, text) + self._messages_bound(messages, message) + REPLY_PRIMING
+
+    def _messages_bound(
+        self, messages: Sequence[Mapping[str, Any]], message: Callable[[Mapping[str, Any]], int]
+    ) -> int:
+        if messages.__class__ in (tuple, list) and len(messages) > CHUNK:
+            return sum(
+                sum(map(message, chunk.messages)) if part is None else part
+                for chunk, part in self._chunk_sums.known(messages)
+            )
+        return sum(map(message, messages))
+
+    def _tools_bound(self, tools: Sequence[Mapping[str, Any]] | None, text: Callable[[str], int]) -> int:
+        if not tools:
+            return 0
+        known = self._tools.get(tools)
+        if known is not None:
+            return known
+        return TOOLS_OVERHEAD + sum(
+            found if (found := self._tools.get(tool)) is not None else text(render_tool(tool)) for tool in tools
+        )
+
     def learn(self, texts: Iterable[str]) -> None:
         """Count ``texts`` into the cache (safe to run in a worker thread: tiktoken releases the GIL)."""
         for text in texts:
@@ -244,6 +304,9 @@ class RequestCounter(TokenCounter):
         self._tools = shared._tools
         self._chunk_sums = shared._chunk_sums
         self._objects: ObjectMemo[int] = ObjectMemo(limit=1 << 62)  # per request: bounded by the request
+        # per request, per message tuple: its tools and bound (several passes ask before anything is counted)
+        self._most: ObjectMemo[tuple[Any, int]] = ObjectMemo(limit=1 << 62)
+        self._least: ObjectMemo[tuple[Any, int]] = ObjectMemo(limit=1 << 62)
 
     def _remembered(self, obj: Any, count: Callable[[Any], int]) -> int:
         return self._objects.get_or(obj, count)
@@ -271,8 +334,46 @@ class RequestCounter(TokenCounter):
             return TokenCounter.messages(self, messages)
         return self._remembered(messages, partial(TokenCounter.messages, self))
 
+    def request_at_most(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> int:
+        return self._remembered_bound(self._most, messages, tools, _utf8_length)
+
+    def request_at_least(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> int:
+        return self._remembered_bound(self._least, messages, tools, _nothing)
+
+    def _remembered_bound(
+        self,
+        memo: ObjectMemo[tuple[Any, int]],
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        unknown: Callable[[str], int],
+    ) -> int:
+        if messages.__class__ is not tuple:
+            return self._bound(messages, tools, unknown)
+        found = memo.get(messages)
+        if found is not None and found[0] is tools:
+            return found[1]
+        return memo.put(messages, (tools, self._bound(messages, tools, unknown)))[1]
+
+    def _messages_bound(
+        self, messages: Sequence[Mapping[str, Any]], message: Callable[[Mapping[str, Any]], int]
+    ) -> int:
+        known = self._objects.get(messages) if messages.__class__ is tuple else None
+        return known if known is not None else TokenCounter._messages_bound(self, messages, message)
+
     def for_request(self) -> RequestCounter:
         return self
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _nothing(text: str) -> int:
+    return 0
 
 
 #: Process-wide: one counter per encoding, whose memos hold counts in that encoding only.

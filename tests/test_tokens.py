@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.tokens import TokenCounter, counter_for, encoding_for_model, is_openai_model
+from gateway.tokens import TokenCounter, counter_for, encoding_for_model, is_openai_model, message_pieces
 from tests.procs import GatewayHandle
 from tests.shared_data import data_rows
 
@@ -139,3 +139,31 @@ def test_a_tool_list_is_counted_once_across_requests(monkeypatch: pytest.MonkeyP
     assert rendered == [tools[2]]  # only the plain counter's own count rendered it
     fewer = tools[:3]  # a pruned list: its tools are known, the list is new
     assert counter.for_request().tools(fewer) == TokenCounter().tools(fewer)
+
+
+@pytest.mark.parametrize("learned", [0.0, 0.5, 1.0])
+def test_the_bounds_hold_the_count_between_them_without_encoding(learned: float) -> None:
+    """``request_at_least <= request <= request_at_most`` whatever part of the text was counted before, for
+    real agent histories (over a chunk long) and text of 1-4 UTF-8 bytes a character; nothing is encoded
+    for them, and with every text counted both bounds are the count itself."""
+    for run in data_rows("toolbench.jsonl"):
+        messages = [*run["messages"] * 3, {"role": "user", "content": "Übersicht 概要 🚢 résumé " * 40}]
+        shared = TokenCounter("o200k_base")
+        shared.learn(p for m in messages[: int(len(messages) * learned)] for p in _pieces(m))
+        counter = shared.for_request()
+        encoded = shared._enc.encode
+        shared._enc.encode = lambda *a, **k: pytest.fail("a bound encoded text")  # type: ignore[method-assign]
+        at_most = counter.request_at_most(tuple(messages), run["tools"])
+        at_least = counter.request_at_least(tuple(messages), run["tools"])
+        shared._enc.encode = encoded  # type: ignore[method-assign]
+        exact = TokenCounter("o200k_base").request(messages, run["tools"])
+        assert at_least <= exact <= at_most
+        if learned == 1.0:
+            counter.request(tuple(messages), run["tools"])  # the tools too
+            fresh = shared.for_request()
+            assert fresh.request_at_least(tuple(messages), run["tools"]) == exact
+            assert fresh.request_at_most(tuple(messages), run["tools"]) == exact
+
+
+def _pieces(message: dict[str, Any]) -> list[str]:
+    return message_pieces(message)[0]

@@ -357,17 +357,27 @@ def nothing_to_compact(ctx: Context, policy: CompactionPolicy, share: float) -> 
     Watermarks are only ever raised (``watermarks``), so a request under the policy's own ``share`` is
     under the watermark it names whatever the head and the landing floor; with no summary, clearing or
     condensing to reapply, a compaction pass has nothing to do. Decided from the request's token count
-    (memoised per message) before ``layout`` and ``watermarks``, which walk the whole history: three
-    passes did that on every turn of a session far below its window (~0.1-0.3 ms each at 100K tokens)."""
+    (memoised per message; a bound when it tells, ``tokens_within``) before ``layout`` and ``watermarks``,
+    which walk the whole history: three passes did that on every turn of a session far below its window
+    (~0.1-0.3 ms each at 100K tokens)."""
     memory = compaction_memory(ctx.session)
     if any(memory.get(key) for key in CARRIED_OVER):
         return False
-    return request_tokens(ctx, ctx.messages, policy) <= token_limit(ctx, share)
+    return tokens_within(ctx, ctx.messages, policy, token_limit(ctx, share))
 
 
 def request_tokens(ctx: Context, messages: Sequence[Message], policy: CompactionPolicy) -> int:
     """What the trigger compares: tools + messages + generation reserve."""
     return ctx.env.counter.request(messages, ctx.tools) + reserve(ctx, policy)
+
+
+def tokens_within(ctx: Context, messages: Sequence[Message], policy: CompactionPolicy, limit: int) -> bool:
+    """Whether ``request_tokens`` is at most ``limit``; text not counted yet is encoded only when a bound
+    (``TokenCounter.request_at_most``: what is counted plus the byte length of the rest) cannot tell."""
+    extra = reserve(ctx, policy)
+    if ctx.env.counter.request_at_most(messages, ctx.tools) + extra <= limit:
+        return True
+    return ctx.env.counter.request(messages, ctx.tools) + extra <= limit
 
 
 def original_messages(ctx: Context) -> tuple[Message, ...]:

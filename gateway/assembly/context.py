@@ -221,6 +221,18 @@ class Context:
     def prompt_tokens(self) -> int:
         return self.env.counter.request(self.messages, self.tools)
 
+    def prompt_tokens_within(self, limit: int) -> bool:
+        """``prompt_tokens() <= limit``, with no text encoded when a bound can tell (``request_at_most``)."""
+        counter = self.env.counter
+        return counter.request_at_most(self.messages, self.tools) <= limit or self.prompt_tokens() <= limit
+
+    def prompt_tokens_below(self, minimum: int) -> bool:
+        """``prompt_tokens() < minimum``, with no text encoded when a bound can tell (``request_at_least``)."""
+        counter = self.env.counter
+        if counter.request_at_least(self.messages, self.tools) >= minimum:
+            return False
+        return counter.request_at_most(self.messages, self.tools) < minimum or self.prompt_tokens() < minimum
+
     def body(self) -> dict[str, Any]:
         """The request body to forward: params, then messages and tools as assembled."""
         out = dict(self.params)

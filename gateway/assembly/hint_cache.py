@@ -44,7 +44,7 @@ def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[De
     if ctx.env.engine == "llama.cpp":
         return _hint_llama_cpp(ctx, policy)
     set_ = openai_cache_fields(ctx, policy)  # empty off OpenAI, without a session, or when the client set them
-    if not set_ or ctx.prompt_tokens() < CACHE_MINIMUM_TOKENS:
+    if not set_ or ctx.prompt_tokens_below(CACHE_MINIMUM_TOKENS):
         return ctx, []
     return ctx.replace(params={**ctx.params, **set_}), []
 

@@ -185,7 +185,7 @@ def assemble(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...] = PASSES
     if too_long is not None:
         return _fallback(ctx, policy, passes, snapshots, decisions, problems, too_long, skip_last=False)
     unchanged = current.messages is ctx.messages and current.tools is ctx.tools
-    if unchanged and policy.compaction.enabled and ctx.prompt_tokens() > ctx.env.context_window:
+    if unchanged and policy.compaction.enabled and not ctx.prompt_tokens_within(ctx.env.context_window):
         over = [f"the request has {ctx.prompt_tokens()} prompt tokens, over the {ctx.env.context_window}-token window"]
         return _fallback(ctx, policy, passes, snapshots, decisions, over, None, skip_last=False)  # never forwarded over
     if current is ctx:

@@ -31,6 +31,7 @@ from gateway.assembly.compaction_layout import (
     range_hash,
     request_tokens,
     token_limit,
+    tokens_within,
     watermarks,
 )
 from gateway.assembly.compaction_policy import CompactionPolicy, for_window
@@ -55,9 +56,9 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     """Return the next checkpoint to prepare, or None when nothing needs preparing yet."""
     if not policy.enabled or "summarize" not in policy.strategies or not policy.reuse_checkpoints:
         return None
-    tokens = request_tokens(assembled, assembled.messages, policy)
-    if tokens <= token_limit(assembled, policy.prepare_at):
+    if tokens_within(assembled, assembled.messages, policy, token_limit(assembled, policy.prepare_at)):
         return None  # the common case, decided before reading the layout (a raised watermark is only higher)
+    tokens = request_tokens(assembled, assembled.messages, policy)
     messages = original_messages(original)
     lay = layout(messages, policy, original.env.counter)
     if lay is None or not lay.has_middle:

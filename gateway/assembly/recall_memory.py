@@ -171,10 +171,10 @@ def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Dec
     candidates: Sequence[Passage] = ctx.annotations.get(CANDIDATES_KEY) or ()
     if not candidates:
         return [], []
-    room = ctx.env.context_window - ctx.prompt_tokens() - WINDOW_MARGIN_TOKENS
-    budget = min(policy.recall_budget_tokens, room)
-    if budget < policy.recall_budget_tokens:  # a block over the window would make the plan revert without it
-        policy = policy.model_copy(update={"recall_budget_tokens": max(0, budget)})
+    spare = ctx.env.context_window - WINDOW_MARGIN_TOKENS - policy.recall_budget_tokens
+    if not ctx.prompt_tokens_within(spare):  # a block over the window would make the plan revert without it
+        room = ctx.env.context_window - ctx.prompt_tokens() - WINDOW_MARGIN_TOKENS
+        policy = policy.model_copy(update={"recall_budget_tokens": max(0, room)})
     chosen = select_passages(candidates, ctx.messages, policy, ctx.env.counter)
     return [c.passage for c in chosen], [_recalled(c.passage, c.tokens, reused=False) for c in chosen]
 

@@ -78,10 +78,10 @@ def shrink_oversize(ctx: Context, policy: OversizePolicy) -> tuple[Context, list
     exceeds the whole window.
     """
     counter, window = ctx.env.counter, ctx.env.context_window
-    total = ctx.prompt_tokens()
     limit = int(window * policy.direct_fraction)
-    if total <= limit:
+    if ctx.prompt_tokens_within(limit):
         return ctx, []
+    total = ctx.prompt_tokens()
     index = _largest(ctx.messages, counter.message)
     if index < 0:
         return _refuse(ctx, total, "it has no user or tool message that could be shortened")
