@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from gateway.history_fold import FoldPerKey
+from gateway.history_fold import FoldPerKey, HistoryFold
 from gateway.object_memo import ObjectMemo
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ class Memos:
     prefix_by_bytes: BytesMemo[PrefixBlock] = field(default_factory=BytesMemo)
     #: ``assembly.prefix``: the blocks of a chunk of history, per encoding.
     prefix_parts: FoldPerKey[_Part] = field(default_factory=FoldPerKey)
+    #: ``assembly.prefix``: the block keys of a chunk of history (keys do not depend on the encoding).
+    prefix_keys: HistoryFold[tuple[str, ...]] = field(default_factory=HistoryFold)
     #: ``assembly.clear_tool_results``: ``tool_call_id -> call`` per assistant message.
     tool_calls: ObjectMemo[dict[str, _Call]] = field(default_factory=ObjectMemo)
     #: ``assembly.clear_tool_results``: a tool result's tokens, with the encoding counted in.

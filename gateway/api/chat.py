@@ -30,7 +30,7 @@ from gateway.assembly.context import Context, Decision, Env, SessionState, Summa
 from gateway.assembly.lint_context import violations
 from gateway.assembly.pipeline import FORWARD_PASSES, PASSES, Assembly, PassSpec, assemble, lint_findings
 from gateway.assembly.policy import Policy
-from gateway.assembly.prefix import PrefixReport, track_prefix
+from gateway.assembly.prefix import PrefixKeys, prefix_keys, track_prefix
 from gateway.assembly.request import context_from_body
 from gateway.assembly.tool_payoff import cache_ratio
 from gateway.config import ModelConfig
@@ -156,11 +156,11 @@ def build_context(
     return context_from_body(body, env, state)
 
 
-def assemble_and_track(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...]) -> tuple[Assembly, PrefixReport]:
-    """Assemble, then report the prefix: together, so a long new body does both in its thread
-    (its prefix blocks are ~2 ms of hashing and encoding at 105K tokens)."""
+def assemble_and_track(ctx: Context, policy: Policy, passes: tuple[PassSpec, ...]) -> tuple[Assembly, PrefixKeys]:
+    """Assemble, then name the prefix's blocks: together, so a long new body does both in its thread
+    (its blocks are ~1 ms of hashing at 105K tokens). Their tokens are counted after the answer."""
     assembly = assemble(ctx, policy, passes)
-    return assembly, track_prefix(assembly.assembled)
+    return assembly, prefix_keys(assembly.assembled)
 
 
 def forward_body(body: dict[str, Any], assembly: Assembly) -> dict[str, Any]:
@@ -315,7 +315,7 @@ async def assemble_turn(
     policy: Policy,
     passes: tuple[PassSpec, ...],
     summarizer: Summarizer | None,
-) -> tuple[Assembly, PrefixReport]:
+) -> tuple[Assembly, PrefixKeys]:
     """Run the passes and report the prefix. A summariser's I/O, a slow scorer, or a body so large its
     assembly takes milliseconds (~3.5 ms at 105K tokens seen for the first time): in a worker thread,
     so the loop keeps serving others."""
@@ -328,14 +328,12 @@ async def assemble_turn(
     return assemble_and_track(ctx, policy, passes)
 
 
-async def save_turn(
-    gw: Gateway, opened: Opened, before: SessionState, assembly: Assembly, prefix: PrefixReport
-) -> None:
+async def save_turn(gw: Gateway, opened: Opened, before: SessionState, assembly: Assembly, prefix: PrefixKeys) -> None:
     """Save the session's state as assembled (``before``: as the edges left it, this turn's predecessor),
     merged onto whatever a concurrent turn or find_tools saved meanwhile, on any worker (sessions/merge.py)."""
     assembled = assembly.assembled.session
     extra = {**assembled.extra, BODY_BYTES_KEY: opened.size}
-    saved = replace(assembled, turn=before.turn + 1, previous_prefix=prefix.keys(), extra=extra)
+    saved = replace(assembled, turn=before.turn + 1, previous_prefix=prefix.keys, extra=extra)
     await gw.sessions.save(saved, base=opened.loaded)
 
 
@@ -343,7 +341,7 @@ def forwarded(
     gw: Gateway,
     opened: Opened,
     turn: int,
-    prefix: PrefixReport,
+    prefix: PrefixKeys,
     decisions: tuple[Decision, ...],
     outgoing: dict[str, Any],
     raw: bytes,
@@ -365,9 +363,7 @@ def forwarded(
         decisions=tuple(d.to_dict() for d in decisions),
         stream=bool(body.get("stream")),
         turn=turn,
-        predicted_cached_tokens=prefix.predicted_cached_tokens,
         prefix_break=prefix.break_component,
-        component_tokens=prefix.component_tokens(),
         route=route,
         # a writer process parses these bytes instead of unpickling the dicts
         original_json=(raw if native is None or native.raw is None else native.raw) if gw.recorder.wants_json else None,
@@ -399,11 +395,14 @@ def count_tokens(gw: Gateway, model: ModelConfig, assembly: Assembly, lint_after
     tokens_original = assembly.original.prompt_tokens()
     same = assembly.assembled is assembly.original
     findings = lint_findings(assembly.assembled, gw.settings.policy) if lint_after else []
+    prefix = track_prefix(assembly.assembled)  # the same blocks ``prefix_keys`` named before the forward
     return Counts(
         tokens_original=tokens_original,
         tokens_assembled=tokens_original if same else assembly.assembled.prompt_tokens(),
         budget=_budget(gw, model, assembly),
         findings=tuple(d.to_dict() for d in findings),
+        predicted_cached_tokens=prefix.predicted_cached_tokens,
+        component_tokens=prefix.component_tokens(),
     )
 
 

@@ -190,10 +190,9 @@ def cacheable_tokens(shared_tokens: int, *, minimum: int = CACHE_MINIMUM, step: 
     return rounded if rounded >= minimum else 0
 
 
-def _label(previous_key: str | None, current: PrefixBlock | None) -> str:
-    names = {key.split(":", 1)[0] for key in (previous_key,) if key}
-    if current is not None:
-        names.add(current.component)
+def _label(previous_key: str | None, current: str | None) -> str:
+    """The component a broken prefix is charged to: the previous request's block there, or this one's."""
+    names = {key.split(":", 1)[0] for key in (previous_key, current) if key}
     if "reminder" in names:
         return "reminder"
     known = [n for n in names if n in COMPONENTS]
@@ -210,11 +209,7 @@ def compare_prefix(
     keys = tuple(chain.from_iterable(p.keys for p in parts)) if parts is not None else tuple(b.key() for b in blocks)
     shared = _common_length(keys, tuple(previous))
     tokens = _leading_tokens(blocks, parts, shared)
-    stable_end = len(previous) - 1 if previous and previous[-1].startswith("reminder:") else len(previous)
-    broken = None
-    if shared < stable_end:
-        current = blocks[shared] if shared < len(blocks) else None
-        broken = _label(previous[shared], current)
+    broken = _broken(keys, previous, shared)
     components: dict[str, int] | None = None
     if parts is not None:
         components = {}
@@ -222,6 +217,42 @@ def compare_prefix(
             for name, n in part.components.items():
                 components[name] = components.get(name, 0) + n
     return PrefixReport(tuple(blocks), tokens, cacheable_tokens(tokens), broken, keys, components)
+
+
+def _broken(keys: Sequence[str], previous: Sequence[str], shared: int) -> str | None:
+    """The component that broke the previous prefix (None if this request kept it: a trailing reminder may change)."""
+    stable_end = len(previous) - 1 if previous and previous[-1].startswith("reminder:") else len(previous)
+    if shared >= stable_end:
+        return None
+    return _label(previous[shared], keys[shared] if shared < len(keys) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixKeys:
+    """The assembled request's blocks by name alone, against the session's previous request: what the
+    session keeps for the next turn and whether this one broke the prefix. Their tokens (``track_prefix``)
+    are figures for the record, counted after the answer: a new round's text is ~0.2 ms to encode."""
+
+    keys: tuple[str, ...]
+    break_component: str | None
+
+
+def prefix_keys(ctx: Context) -> PrefixKeys:
+    """``track_prefix(ctx).keys()`` and its ``break_component``, without counting any text."""
+    memos = ctx.env.memos
+    by_object = memos.prefix_by_object
+
+    def key(item: Message, of_tool: bool) -> str:
+        found = by_object.get(item)  # a block of any encoding: keys do not depend on it
+        if found is not None:
+            return found[2].key()
+        return f"tools:{_digest(render_tool(item).encode())}" if of_tool else message_key(item)
+
+    tools = tuple(key(tool, True) for tool in ctx.tools or ())
+    chunks = memos.prefix_keys.parts(ctx.messages, lambda chunk: tuple(key(m, False) for m in chunk.messages))
+    keys = tools + tuple(chain.from_iterable(chunks))
+    previous = ctx.session.previous_prefix
+    return PrefixKeys(keys, _broken(keys, previous, _common_length(keys, tuple(previous))))
 
 
 def _common_length(a: tuple[str, ...], b: tuple[str, ...]) -> int:

@@ -35,9 +35,7 @@ class Forwarded:
     decisions: tuple[dict[str, Any], ...] = ()
     stream: bool = False
     turn: int = 0
-    predicted_cached_tokens: int = 0
     prefix_break: str | None = None
-    component_tokens: dict[str, int] = field(default_factory=dict)
     replay_of: str | None = None  # the recorded request this one sends again (``ventana replay send``)
     route: str = "chat"
     original_json: bytes | None = field(default=None, repr=False)
@@ -47,12 +45,15 @@ class Forwarded:
 @dataclass(frozen=True, slots=True)
 class Counts:
     """The bookkeeping made after the answer: prompt tokens before and after assembly, the budget
-    report, and lint findings (decisions, when lint only reports)."""
+    report, lint findings (decisions, when lint only reports) and the prefix's tokens (what the
+    provider should read from its cache, the prompt per component)."""
 
     tokens_original: int = 0
     tokens_assembled: int = 0
     budget: dict[str, Any] | None = None
     findings: tuple[dict[str, Any], ...] = ()
+    predicted_cached_tokens: int = 0
+    component_tokens: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +263,7 @@ class RequestRecord:
 
     @property
     def predicted_cached_tokens(self) -> int:
-        return self.sent.predicted_cached_tokens
+        return self.counts.predicted_cached_tokens
 
     @property
     def prefix_break(self) -> str | None:
@@ -270,7 +271,7 @@ class RequestRecord:
 
     @property
     def component_tokens(self) -> dict[str, int]:
-        return self.sent.component_tokens
+        return self.counts.component_tokens
 
     @property
     def route(self) -> str:

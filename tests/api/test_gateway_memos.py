@@ -7,6 +7,7 @@ encoding's entries only, the other's stays as it was, and leaving the lifespan e
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import openai
@@ -42,6 +43,16 @@ def _send(url: str, messages: list[dict[str, Any]]) -> None:
     assert answer.choices[0].message is not None
 
 
+def _counted(memos: Memos, encoding: str) -> int:
+    """The prefix's blocks in ``encoding`` once the request's bookkeeping after the answer has counted them."""
+    for _ in range(100):
+        found = len(memos.prefix_by_bytes.for_encoding(encoding))
+        if found:
+            return found
+        time.sleep(0.05)
+    return 0
+
+
 def test_two_gateways_in_one_process_keep_their_own_memos(sim: SimHandle) -> None:
     app_a = create_app(parse_settings({"models": sim_models(sim.base_url)}))  # o200k_base, from the model name
     app_b = create_app(parse_settings({"models": sim_models(sim.base_url, tokenizer="cl100k_base")}))
@@ -50,14 +61,14 @@ def test_two_gateways_in_one_process_keep_their_own_memos(sim: SimHandle) -> Non
     messages = _agent_conversation()
     with serve_in_thread(app_a) as url_a, serve_in_thread(app_b) as url_b:
         _send(url_a, messages)
+        assert _counted(memos_a, "o200k_base") > 0
         assert len(memos_a.prefix_by_object) > 0, "the assembled request's blocks"
         assert len(memos_a.stubs) > 0, "tool results were priced for clearing"
-        assert len(memos_a.prefix_by_bytes.for_encoding("o200k_base")) > 0
         assert len(memos_b.prefix_by_object) == len(memos_b.stubs) == len(memos_b.prefix_by_bytes) == 0
 
         filled_a = len(memos_a.prefix_by_object)
         _send(url_b, messages)
-        assert len(memos_b.prefix_by_bytes.for_encoding("cl100k_base")) > 0
+        assert _counted(memos_b, "cl100k_base") > 0
         assert len(memos_b.prefix_by_bytes.for_encoding("o200k_base")) == 0, "B counts in its own encoding"
         assert len(memos_a.prefix_by_bytes.for_encoding("cl100k_base")) == 0, "and none of it lands in A"
         assert len(memos_b.stubs) > 0

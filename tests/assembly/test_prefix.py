@@ -19,6 +19,7 @@ from gateway.assembly.prefix import (
     compare_prefix,
     component_of,
     prefix_blocks,
+    prefix_keys,
     prompt_tokens,
     track_prefix,
 )
@@ -168,6 +169,35 @@ def test_prediction_never_exceeds_what_the_provider_caches(run_index: int, cut: 
     assert report.predicted_cached_tokens <= actual
     if report.break_component is None:
         assert actual - report.predicted_cached_tokens <= 128
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run_index=st.integers(0, len(RUNS) - 1), cut=st.integers(2, 6), edit=_EDITS, keys_first=st.booleans())
+def test_the_keys_named_before_the_forward_are_the_reports(
+    run_index: int, cut: int, edit: str, keys_first: bool
+) -> None:
+    """``prefix_keys`` (before the forward, nothing counted) names the blocks ``track_prefix`` reports after
+    the answer and the same break, whichever ran first in a gateway's memos."""
+    run = RUNS[run_index]
+    first, tools = [_long_system(), *run["messages"][1:cut]], list(run["tools"])
+    second = [dict(m) for m in first] + [dict(m) for m in run["messages"][cut : cut + 2]]
+    if edit == "drop_tool" and len(tools) > 1:
+        tools = tools[1:]
+    elif edit == "edit_system":
+        second[0] = {"role": "system", "content": second[0]["content"] + " Be brief."}
+    elif edit == "edit_last_tool_result":
+        second = [m if m.get("role") != "tool" else {**m, "content": "cleared"} for m in second]
+    env = Env(counter=TokenCounter("o200k_base"), context_window=128_000, model="gpt-4o-mini")  # fresh memos
+    previous = prefix_keys(Context(tuple(first), tuple(run["tools"]), {}, env, SessionState("s")))
+    ctx = Context(tuple(second * 9), tuple(tools), {}, env, SessionState("s", previous_prefix=previous.keys))
+    if keys_first:
+        named, report = prefix_keys(ctx), track_prefix(ctx)
+    else:
+        report, named = track_prefix(ctx), prefix_keys(ctx)
+    assert named.keys == report.keys() == tuple(b.key() for b in report.blocks)
+    assert named.break_component == report.break_component
+    if edit == "append":
+        assert named.break_component is None
 
 
 def test_memoised_blocks_are_the_same_blocks_per_encoding() -> None:
