@@ -241,15 +241,26 @@ def prefix_keys(ctx: Context) -> PrefixKeys:
     """``track_prefix(ctx).keys()`` and its ``break_component``, without counting any text."""
     memos = ctx.env.memos
     by_object = memos.prefix_by_object
+    encoding = ctx.env.counter.encoding_name
+    known = memos.prefix_by_bytes.for_encoding(encoding)
 
-    def key(item: Message, of_tool: bool) -> str:
-        found = by_object.get(item)  # a block of any encoding: keys do not depend on it
+    def tool_key(tool: Message) -> str:
+        found = by_object.get(tool)  # a block of any encoding: keys do not depend on it
+        return found[2].key() if found is not None else f"tools:{_digest(render_tool(tool).encode())}"
+
+    def key(message: Message) -> str:
+        found = by_object.get(message)
         if found is not None:
             return found[2].key()
-        return f"tools:{_digest(render_tool(item).encode())}" if of_tool else message_key(item)
+        raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+        block = known.get(raw)  # a message rebuilt alike each turn (a stub, the reminder): its block is known
+        if block is None:
+            return f"{component_of(message)}:{_digest(raw)}"
+        by_object.put(message, (encoding, False, block))  # as ``_parts`` would: the report after finds it
+        return block.key()
 
-    tools = tuple(key(tool, True) for tool in ctx.tools or ())
-    chunks = memos.prefix_keys.parts(ctx.messages, lambda chunk: tuple(key(m, False) for m in chunk.messages))
+    tools = tuple(map(tool_key, ctx.tools or ()))
+    chunks = memos.prefix_keys.parts(ctx.messages, lambda chunk: tuple(map(key, chunk.messages)))
     keys = tools + tuple(chain.from_iterable(chunks))
     previous = ctx.session.previous_prefix
     return PrefixKeys(keys, _broken(keys, previous, _common_length(keys, tuple(previous))))
