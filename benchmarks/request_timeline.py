@@ -17,6 +17,12 @@ installed in the two proxies, sends the profile to direct, gateway and floor int
 
 The first requests of each proxy (``--skip``) are left out (connections, caches). Absolute figures are
 this machine's; the two proxies' difference per segment is the result.
+
+``--growing N`` asks where a growing agent turn's time lies instead: the ``benchmarks.growing_session``
+bodies (one session, one round longer each request, 13K to 210K tokens) sent to direct and the gateway,
+every tenth also resent 5 times (the fixed shape at that length), and per history bucket the
+gateway's median before the forward and in to end written, growing against fixed, with the client's added
+time: what a new round costs the gateway, and on which side of the forward.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pathlib import Path
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
 from benchmarks.floor_proxy import run_floor
-from benchmarks.loadclient import Target, Timing, interleaved
+from benchmarks.loadclient import Connection, Target, Timing, interleaved, shuffled
 from benchmarks.profiles import MODEL, build_profiles
 from benchmarks.timeline_hooks import DIR_VARIABLE
 from tests.procs import REPO_ROOT, run_gateway, run_simulator
@@ -119,6 +125,62 @@ async def _send(targets: dict[str, Target], body: bytes, rounds: int, n: int) ->
     return timings
 
 
+#: Tokens of history per row of the growing table.
+GROWING_BUCKET = 50_000
+
+
+async def _send_growing(targets: dict[str, Target], n: int) -> list[tuple[str, int, float]]:
+    """The growing session sent to every target (shuffled per request), every tenth body also 5 more times:
+    per request to the gateway, its shape, its tokens and the client's added ms (gateway less direct)."""
+    from benchmarks.growing_session import FIXED_REPEATS, growing_bodies  # reads the agent loops only when asked
+
+    conns = {name: Connection(t) for name, t in targets.items()}
+    sent: list[tuple[str, int, float]] = []
+    try:
+        for i, (tokens, body) in enumerate(growing_bodies(n, 13_000, 210_000)):
+            for shape, repeats in (("growing", 1), ("fixed", FIXED_REPEATS if i % 10 == 0 else 0)):
+                for r in range(repeats):
+                    ends: dict[str, float] = {}
+                    for name, target in shuffled(targets, i * 10 + r + (shape == "fixed")):
+                        got = await conns[name].send(target.request_bytes(body))
+                        if got.status != 200:
+                            raise SystemExit(f"{name} answered {got.status}")
+                        ends[name] = got.end
+                    sent.append((shape, tokens, (ends["ventana"] - ends["direct"]) * 1000))
+    finally:
+        for conn in conns.values():
+            await conn.close()
+    return sent
+
+
+def growing_table(found: Sequence[dict[str, int]], sent: Sequence[tuple[str, int, float]]) -> list[str]:
+    """Per history bucket, growing against fixed: the gateway's before-the-forward and in-to-end medians (us),
+    the client's added median (ms). ``found`` are the gateway's requests in the order ``sent`` lists them."""
+    rows: dict[tuple[int, str], list[tuple[dict[str, int], float]]] = {}
+    for marks, (shape, tokens, added) in zip(found, sent, strict=True):
+        rows.setdefault((tokens // GROWING_BUCKET, shape), []).append((marks, added))
+    lines = [
+        "| history | n growing / fixed | before the forward us, growing / fixed "
+        "| in to end written us, growing / fixed | client added ms, growing / fixed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for bucket in sorted({b for b, _ in rows}):
+        grown, fixed = rows.get((bucket, "growing"), []), rows.get((bucket, "fixed"), [])
+        if not grown or not fixed:
+            continue
+        cells = []
+        for start, stop in (("in", "forward"), ("in", "end sent")):
+            a, b = (statistics.median((m[stop] - m[start]) / 1000 for m, _ in side) for side in (grown, fixed))
+            cells.append(f"{a:.0f} / {b:.0f}")
+        added = (statistics.median(x for _, x in side) for side in (grown, fixed))
+        low = bucket * GROWING_BUCKET // 1000
+        lines.append(
+            f"| {low}-{low + GROWING_BUCKET // 1000}K | {len(grown)} / {len(fixed)} | {cells[0]} | {cells[1]} "
+            f"| {' / '.join(f'{x:.2f}' for x in added)} |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="stream", choices=("tiny", "agent14k", "agent105k", "stream"))
@@ -132,7 +194,17 @@ def main() -> None:
         help="the simulator waits this long before answering, as a provider across a network: the proxies' work "
         "in that wait is then off the client's time, as it is with a real provider",
     )
+    parser.add_argument(
+        "--growing",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N requests of a growing agent session (13K-210K tokens) against the fixed resend, per bucket",
+    )
     args = parser.parse_args()
+    if args.growing:
+        growing(args.growing)
+        return
     profile = build_profiles((args.profile,))[0]
     with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
         tmp = Path(tmp_name)
@@ -166,6 +238,29 @@ def main() -> None:
     waited = f", the provider waiting {args.provider_ms:g} ms" if args.provider_ms else ""
     print(f"profile {profile.name}, {args.rounds} rounds of {args.requests} requests per target, c=1{waited}")
     print("\n".join(table(dict(sorted(per_proxy.items(), reverse=True)), client)))
+
+
+def growing(n: int) -> None:
+    """``--growing``: the gateway alone beside direct (no floor), its marks split per request in sending order."""
+    from benchmarks.growing_session import MODEL as GROWING_MODEL
+
+    with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
+        tmp = Path(tmp_name)
+        hooks, marks = tmp / "hooks", tmp / "marks"
+        hooks.mkdir()
+        marks.mkdir()
+        (hooks / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
+        os.environ["PYTHONPATH"] = os.pathsep.join((str(hooks), str(REPO_ROOT)))
+        os.environ[DIR_VARIABLE] = str(marks)
+        models = [{"name": GROWING_MODEL, "litellm_model": f"openai/{GROWING_MODEL}", "api_base": sim.base_url}]
+        gw = stack.enter_context(run_gateway(tmp, {"models": models}))
+        targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
+        sent = asyncio.run(_send_growing(targets, n))
+        stack.close()  # the gateway stops and writes its marks
+        found = [r for r in requests_of(read_marks(marks / f"timeline-{gw.proc.pid}.txt")) if "forward" in r]
+    print(f"a growing session of {n} requests (13K-210K tokens), every tenth also resent 5 times; c=1")
+    print("\n".join(growing_table(found[-len(sent) :], sent)))
 
 
 if __name__ == "__main__":

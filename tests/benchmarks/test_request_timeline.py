@@ -58,3 +58,26 @@ def test_the_timeline_reads_both_proxies_seams_over_real_http() -> None:
         cells = [c.strip(" |") for c in rows[label].split(" | ")[1:]]
         assert len(cells) == 2 and all(float(c) > 0 for c in cells), rows[label]
     assert "client, ventana: first" in run.stdout
+
+
+def test_the_growing_timeline_splits_a_new_round_from_a_resent_one() -> None:
+    """``--growing``: a growing session and its fixed resends through the gateway, per history bucket, each
+    side of the forward; every row has both shapes, in the order the client sent them."""
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.request_timeline", "--growing", "12"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+        env=_env(),
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| ") and "K |" in line]
+    assert rows, run.stdout
+    for row in rows:
+        cells = [c.strip() for c in row.strip("| ").split(" | ")]
+        grown, fixed = (int(n) for n in cells[1].split(" / "))
+        assert grown >= 1 and fixed >= 5, row  # a fixed point is resent 5 times
+        for pair in cells[2:4]:
+            assert all(float(x) > 0 for x in pair.split(" / ")), row
