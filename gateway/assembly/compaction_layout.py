@@ -363,7 +363,7 @@ def nothing_to_compact(ctx: Context, policy: CompactionPolicy, share: float) -> 
     memory = compaction_memory(ctx.session)
     if any(memory.get(key) for key in CARRIED_OVER):
         return False
-    return tokens_within(ctx, ctx.messages, policy, token_limit(ctx, share))
+    return tokens_within(ctx, policy, token_limit(ctx, share))
 
 
 def request_tokens(ctx: Context, messages: Sequence[Message], policy: CompactionPolicy) -> int:
@@ -371,13 +371,10 @@ def request_tokens(ctx: Context, messages: Sequence[Message], policy: Compaction
     return ctx.env.counter.request(messages, ctx.tools) + reserve(ctx, policy)
 
 
-def tokens_within(ctx: Context, messages: Sequence[Message], policy: CompactionPolicy, limit: int) -> bool:
-    """Whether ``request_tokens`` is at most ``limit``; text not counted yet is encoded only when a bound
-    (``TokenCounter.request_at_most``: what is counted plus the byte length of the rest) cannot tell."""
-    extra = reserve(ctx, policy)
-    if ctx.env.counter.request_at_most(messages, ctx.tools) + extra <= limit:
-        return True
-    return ctx.env.counter.request(messages, ctx.tools) + extra <= limit
+def tokens_within(ctx: Context, policy: CompactionPolicy, limit: int) -> bool:
+    """``request_tokens(ctx, ctx.messages, policy) <= limit``, with text not counted yet encoded only when a
+    bound cannot tell (``Context.prompt_tokens_within``)."""
+    return ctx.prompt_tokens_within(limit - reserve(ctx, policy))
 
 
 def original_messages(ctx: Context) -> tuple[Message, ...]:

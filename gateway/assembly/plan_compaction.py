@@ -56,7 +56,7 @@ def plan_compaction(original: Context, assembled: Context, policy: CompactionPol
     """Return the next checkpoint to prepare, or None when nothing needs preparing yet."""
     if not policy.enabled or "summarize" not in policy.strategies or not policy.reuse_checkpoints:
         return None
-    if tokens_within(assembled, assembled.messages, policy, token_limit(assembled, policy.prepare_at)):
+    if tokens_within(assembled, policy, token_limit(assembled, policy.prepare_at)):
         return None  # the common case, decided before reading the layout (a raised watermark is only higher)
     tokens = request_tokens(assembled, assembled.messages, policy)
     messages = original_messages(original)

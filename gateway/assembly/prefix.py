@@ -115,9 +115,12 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:_DIGEST_CHARS]
 
 
-def message_key(message: Message) -> str:
-    """The key ``message`` has in ``SessionState.previous_prefix`` when a request carried it."""
-    return f"{component_of(message)}:{_digest(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))}"
+def message_key(message: Message, raw: bytes | None = None) -> str:
+    """The key ``message`` has in ``SessionState.previous_prefix`` when a request carried it (``raw``: its
+    canonical bytes, when the caller has them)."""
+    if raw is None:
+        raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    return f"{component_of(message)}:{_digest(raw)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +258,7 @@ def prefix_keys(ctx: Context) -> PrefixKeys:
         raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
         block = known.get(raw)  # a message rebuilt alike each turn (a stub, the reminder): its block is known
         if block is None:
-            return f"{component_of(message)}:{_digest(raw)}"
+            return message_key(message, raw)
         by_object.put(message, (encoding, False, block))  # as ``_parts`` would: the report after finds it
         return block.key()
 
