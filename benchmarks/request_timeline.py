@@ -41,7 +41,7 @@ from benchmarks.floor_proxy import run_floor
 from benchmarks.loadclient import Connection, Target, Timing, interleaved, shuffled
 from benchmarks.profiles import MODEL, build_profiles
 from benchmarks.timeline_hooks import DIR_VARIABLE
-from tests.procs import REPO_ROOT, run_gateway, run_simulator
+from tests.procs import REPO_ROOT, GatewayHandle, SimHandle, run_gateway, run_simulator
 
 #: The segments reported, as (label, from mark, to mark).
 SEGMENTS: tuple[tuple[str, str, str], ...] = (
@@ -172,13 +172,27 @@ def growing_table(found: Sequence[dict[str, int]], sent: Sequence[tuple[str, int
         for start, stop in (("in", "forward"), ("in", "end sent")):
             a, b = (statistics.median((m[stop] - m[start]) / 1000 for m, _ in side) for side in (grown, fixed))
             cells.append(f"{a:.0f} / {b:.0f}")
-        added = (statistics.median(x for _, x in side) for side in (grown, fixed))
+        client = [statistics.median(ms for _, ms in side) for side in (grown, fixed)]
         low = bucket * GROWING_BUCKET // 1000
         lines.append(
             f"| {low}-{low + GROWING_BUCKET // 1000}K | {len(grown)} / {len(fixed)} | {cells[0]} | {cells[1]} "
-            f"| {' / '.join(f'{x:.2f}' for x in added)} |"
+            f"| {client[0]:.2f} / {client[1]:.2f} |"
         )
     return lines
+
+
+def _marked(stack: ExitStack, tmp: Path, model: str, provider_ms: float = 0.0) -> tuple[SimHandle, GatewayHandle, Path]:
+    """The simulator and a gateway serving ``model`` with the marks installed (the hooks put first on the
+    children's path, then this checkout; a floor proxy started after finds them too), and the marks' folder."""
+    hooks, marks = tmp / "hooks", tmp / "marks"
+    hooks.mkdir()
+    marks.mkdir()
+    (hooks / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    sim = stack.enter_context(run_simulator(tmp, record=False, cache=False, latency_ms=provider_ms))
+    os.environ["PYTHONPATH"] = os.pathsep.join((str(hooks), str(REPO_ROOT)))
+    os.environ[DIR_VARIABLE] = str(marks)
+    models = [{"name": model, "litellm_model": f"openai/{model}", "api_base": sim.base_url}]
+    return sim, stack.enter_context(run_gateway(tmp, {"models": models})), marks
 
 
 def main() -> None:
@@ -208,16 +222,7 @@ def main() -> None:
     profile = build_profiles((args.profile,))[0]
     with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
         tmp = Path(tmp_name)
-        hooks, marks = tmp / "hooks", tmp / "marks"
-        hooks.mkdir()
-        marks.mkdir()
-        (hooks / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False, latency_ms=args.provider_ms))
-        # the proxies' children find the hooks first on their path, then this checkout
-        os.environ["PYTHONPATH"] = os.pathsep.join((str(hooks), str(REPO_ROOT)))
-        os.environ[DIR_VARIABLE] = str(marks)
-        models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
-        gw = stack.enter_context(run_gateway(tmp, {"models": models}))
+        sim, gw, marks = _marked(stack, tmp, MODEL, args.provider_ms)
         floor = stack.enter_context(run_floor(tmp, sim.url))
         targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
         targets["floor"] = Target("floor", floor)
@@ -245,16 +250,7 @@ def growing(n: int) -> None:
     from benchmarks.growing_session import MODEL as GROWING_MODEL
 
     with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
-        tmp = Path(tmp_name)
-        hooks, marks = tmp / "hooks", tmp / "marks"
-        hooks.mkdir()
-        marks.mkdir()
-        (hooks / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-        sim = stack.enter_context(run_simulator(tmp, record=False, cache=False))
-        os.environ["PYTHONPATH"] = os.pathsep.join((str(hooks), str(REPO_ROOT)))
-        os.environ[DIR_VARIABLE] = str(marks)
-        models = [{"name": GROWING_MODEL, "litellm_model": f"openai/{GROWING_MODEL}", "api_base": sim.base_url}]
-        gw = stack.enter_context(run_gateway(tmp, {"models": models}))
+        sim, gw, marks = _marked(stack, Path(tmp_name), GROWING_MODEL)
         targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
         sent = asyncio.run(_send_growing(targets, n))
         stack.close()  # the gateway stops and writes its marks

@@ -42,16 +42,7 @@ def test_marks_split_per_request_and_a_new_connections_first_begin_is_not_the_fo
 
 
 def test_the_timeline_reads_both_proxies_seams_over_real_http() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.request_timeline", "--rounds", "1", "--requests", "12", "--skip", "2"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO_ROOT,
-        env=_env(),
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
+    run = _timeline("--rounds", "1", "--requests", "12", "--skip", "2")
     rows = {line.split(" | ")[0].strip("| "): line for line in run.stdout.splitlines() if line.startswith("| ")}
     assert rows["segment (median us)"].split(" | ")[1:] == ["ventana", "floor |"]
     for label, _, _ in SEGMENTS:  # a stream passes every seam, in both proxies
@@ -63,16 +54,7 @@ def test_the_timeline_reads_both_proxies_seams_over_real_http() -> None:
 def test_the_growing_timeline_splits_a_new_round_from_a_resent_one() -> None:
     """``--growing``: a growing session and its fixed resends through the gateway, per history bucket, each
     side of the forward; every row has both shapes, in the order the client sent them."""
-    run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.request_timeline", "--growing", "12"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO_ROOT,
-        env=_env(),
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
+    run = _timeline("--growing", "12")
     rows = [line for line in run.stdout.splitlines() if line.startswith("| ") and "K |" in line]
     assert rows, run.stdout
     for row in rows:
@@ -81,3 +63,18 @@ def test_the_growing_timeline_splits_a_new_round_from_a_resent_one() -> None:
         assert grown >= 1 and fixed >= 5, row  # a fixed point is resent 5 times
         for pair in cells[2:4]:
             assert all(float(x) > 0 for x in pair.split(" / ")), row
+
+
+def _timeline(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks.request_timeline ARGS`` from the checkout, checked to have succeeded."""
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.request_timeline", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+        env=_env(),
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run
