@@ -13,7 +13,10 @@ installed in the two proxies, sends the profile to direct, gateway and floor int
 - the forward's write: the upstream request's bytes written (a socket write that wakes the provider);
 - the provider: written to the provider's first bytes read;
 - to the head: those bytes to the response's head (``http.response.start``) begun, and its write;
-- the body: the head to the first body, and the first body to the end (a stream's last write).
+- the body: the head to the first body, and the first body to the end (a stream's last write);
+
+and then the gateway's own seams (``GATEWAY_SEGMENTS``): the middleware, admission, parsing and naming,
+the assembly, the record before the forward; the provider's answer read and the journal after it.
 
 The first requests of each proxy (``--skip``) are left out (connections, caches). Absolute figures are
 this machine's; the two proxies' difference per segment is the result.
@@ -56,6 +59,19 @@ SEGMENTS: tuple[tuple[str, str, str], ...] = (
     ("end write", "end", "end sent"),
     ("in to end written", "in", "end sent"),
 )
+#: Seams only the gateway has (``timeline_hooks._mark_gateway_seams``), as (label, from mark, to mark): where
+#: its part before the forward and after the provider's answer goes. A stream's answer is read and relayed
+#: between ``reached`` (the provider's head) and its journal.
+GATEWAY_SEGMENTS: tuple[tuple[str, str, str], ...] = (
+    ("server and middleware", "in", "door"),
+    ("admission and body read", "door", "turn"),
+    ("parse, name, load, edges before", "turn", "assemble"),
+    ("assembly and its bookkeeping", "assemble", "forwarded"),
+    ("record, flight, upstream client", "forwarded", "forward"),
+    ("the provider's answer read", "provider", "reached"),
+    ("answer read to the journal", "reached", "journal"),
+    ("the journal", "journal", "journaled"),
+)
 _SITECUSTOMIZE = f"""import os
 if os.environ.get({DIR_VARIABLE!r}):
     import benchmarks.timeline_hooks
@@ -80,10 +96,10 @@ def requests_of(marks: Iterable[tuple[str, int]]) -> list[dict[str, int]]:
     return found
 
 
-def segments(requests: Sequence[dict[str, int]]) -> dict[str, float]:
-    """Median microseconds of each segment over the requests that have both its marks."""
+def segments(requests: Sequence[dict[str, int]], seams: Sequence[tuple[str, str, str]] = SEGMENTS) -> dict[str, float]:
+    """Median microseconds of each segment (of ``seams``) over the requests that have both its marks."""
     out: dict[str, float] = {}
-    for label, start, stop in SEGMENTS:
+    for label, start, stop in seams:
         spans = [(r[stop] - r[start]) / 1000 for r in requests if start in r and stop in r and r[stop] >= r[start]]
         if spans:
             out[label] = statistics.median(spans)
@@ -229,12 +245,15 @@ def main() -> None:
         timings = asyncio.run(_send(targets, profile.body, args.rounds, args.requests))
         stack.close()  # the proxies stop and write their marks
         per_proxy: dict[str, dict[str, float]] = {}
+        own: dict[str, float] = {}
         for path in sorted(marks.glob("timeline-*.txt")):
             found = [r for r in requests_of(read_marks(path)) if "forward" in r][args.skip :]
             if not found:
                 continue  # the simulator: it forwards nothing
             name = "ventana" if path.stem == f"timeline-{gw.proc.pid}" else "floor"
             per_proxy[name] = segments(found)
+            if name == "ventana":
+                own = segments(found, GATEWAY_SEGMENTS)
     attrs = ("first", "end") if profile.stream else ("end",)
     client = {
         name: {a: statistics.median(getattr(t, a) for t in got[args.skip :]) * 1000 for a in attrs}
@@ -243,6 +262,8 @@ def main() -> None:
     waited = f", the provider waiting {args.provider_ms:g} ms" if args.provider_ms else ""
     print(f"profile {profile.name}, {args.rounds} rounds of {args.requests} requests per target, c=1{waited}")
     print("\n".join(table(dict(sorted(per_proxy.items(), reverse=True)), client)))
+    print("\n| the gateway's own seams (median us) | ventana |\n| --- | --- |")
+    print("\n".join(f"| {label} | {own[label]:.1f} |" for label, _, _ in GATEWAY_SEGMENTS if label in own))
 
 
 def growing(n: int) -> None:

@@ -1,12 +1,13 @@
 """``benchmarks.request_timeline`` marks the seams of a served request in the gateway and the floor proxy
-(uvicorn's protocol and the upstream client, wrapped from outside) and reports each segment's median."""
+(uvicorn's protocol and the upstream client, wrapped from outside; in the gateway a few of its own
+functions too) and reports each segment's median."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from benchmarks.request_timeline import SEGMENTS, requests_of, segments
+from benchmarks.request_timeline import GATEWAY_SEGMENTS, SEGMENTS, requests_of, segments
 from tests.procs import REPO_ROOT, _env
 
 
@@ -39,6 +40,9 @@ def test_marks_split_per_request_and_a_new_connections_first_begin_is_not_the_fo
     assert medians["end write"] == 2.0
     assert medians["in to end written"] == 11.5
     assert "first body write" not in medians  # a non-streamed answer has no body before its end
+    found[0].update(door=1_500, turn=2_500, journal=9_800, journaled=9_900)
+    own = segments(found, GATEWAY_SEGMENTS)
+    assert own == {"server and middleware": 0.5, "admission and body read": 1.0, "the journal": 0.1}
 
 
 def test_the_timeline_reads_both_proxies_seams_over_real_http() -> None:
@@ -49,6 +53,8 @@ def test_the_timeline_reads_both_proxies_seams_over_real_http() -> None:
         cells = [c.strip(" |") for c in rows[label].split(" | ")[1:]]
         assert len(cells) == 2 and all(float(c) > 0 for c in cells), rows[label]
     assert "client, ventana: first" in run.stdout
+    for label, _, _ in GATEWAY_SEGMENTS:  # and the gateway's own seams, before the forward and after the answer
+        assert float(rows[label].split(" | ")[1].strip(" |")) > 0, rows[label]
 
 
 def test_the_growing_timeline_splits_a_new_round_from_a_resent_one() -> None:
