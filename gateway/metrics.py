@@ -197,9 +197,12 @@ def start_series(model: str, passes: Sequence[str]) -> None:
         CACHE_WRITE_TOKENS.labels(model),
         PREDICTED_CACHED_TOKENS.labels(model),
         *(PREFIX_BREAKS.labels(model, c) for c in COMPONENTS),
+        *(COMPONENT_TOKENS.labels(model, c) for c in COMPONENTS),
         *(UPSTREAM_ERRORS.labels(model, t) for t in UPSTREAM_ERROR_TYPES),
     ):
         child.inc(0)
+    for histogram in (LATENCY_MS, OVERHEAD_MS, TTFB_MS):  # a histogram's child starts with every bucket at 0
+        histogram.labels(model)
     for name in passes:
         for action in VOCABULARY.get(name, ()):
             DECISIONS.labels(model, name, action).inc(0)

@@ -99,10 +99,13 @@ def test_start_series_sets_prices_and_zeroes_only_running_passes() -> None:
     assert REGISTRY.get_sample_value("ventana_tools_pruned_total", {"model": "priced-model"}) == 0
     assert REGISTRY.get_sample_value("ventana_compactions_total", {"model": "priced-model"}) is None
     for component in COMPONENTS:
-        assert (
-            REGISTRY.get_sample_value("ventana_prefix_breaks_total", {"model": "priced-model", "component": component})
-            == 0
-        )
+        labels = {"model": "priced-model", "component": component}
+        assert REGISTRY.get_sample_value("ventana_prefix_breaks_total", labels) == 0
+        assert REGISTRY.get_sample_value("ventana_prompt_component_tokens_total", labels) == 0
+    # the request histograms too: a dashboard's rate() and quantiles have a baseline before the first request
+    for histogram in ("ventana_request_duration_ms", "ventana_gateway_overhead_ms", "ventana_upstream_ttfb_ms"):
+        assert REGISTRY.get_sample_value(f"{histogram}_count", {"model": "priced-model"}) == 0
+        assert REGISTRY.get_sample_value(f"{histogram}_bucket", {"model": "priced-model", "le": "+Inf"}) == 0
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
