@@ -143,6 +143,8 @@ async def _send(targets: dict[str, Target], body: bytes, rounds: int, n: int) ->
 
 #: Tokens of history per row of the growing table.
 GROWING_BUCKET = 50_000
+#: The two seams the growing table compares, each side of the forward.
+_GROWING_SEAMS = (SEGMENTS[0], SEGMENTS[-1])  # before the forward, in to end written
 
 
 async def _send_growing(targets: dict[str, Target], n: int) -> list[tuple[str, int, float]]:
@@ -184,10 +186,8 @@ def growing_table(found: Sequence[dict[str, int]], sent: Sequence[tuple[str, int
         grown, fixed = rows.get((bucket, "growing"), []), rows.get((bucket, "fixed"), [])
         if not grown or not fixed:
             continue
-        cells = []
-        for start, stop in (("in", "forward"), ("in", "end sent")):
-            a, b = (statistics.median((m[stop] - m[start]) / 1000 for m, _ in side) for side in (grown, fixed))
-            cells.append(f"{a:.0f} / {b:.0f}")
+        spans = [segments([m for m, _ in side], _GROWING_SEAMS) for side in (grown, fixed)]
+        cells = [f"{spans[0][label]:.0f} / {spans[1][label]:.0f}" for label, _, _ in _GROWING_SEAMS]
         client = [statistics.median(ms for _, ms in side) for side in (grown, fixed)]
         low = bucket * GROWING_BUCKET // 1000
         lines.append(

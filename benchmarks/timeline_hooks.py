@@ -47,12 +47,6 @@ def install() -> None:
     if getattr(server, "_timeline", False):
         return
     server._timeline = True  # type: ignore[attr-defined]
-    complete = server.HttpToolsProtocol.on_message_complete
-
-    def on_message_complete(self: Any) -> None:
-        mark("in")
-        complete(self)
-
     send: Callable[[Any, Any], Awaitable[None]] = server.RequestResponseCycle.send
 
     async def timed_send(self: Any, message: Any) -> None:
@@ -64,29 +58,15 @@ def install() -> None:
         await send(self, message)
         mark(f"{kind} sent")
 
-    server.HttpToolsProtocol.on_message_complete = on_message_complete  # type: ignore[method-assign]
+    protocol = server.HttpToolsProtocol
+    protocol.on_message_complete = _marked_at_entry(protocol.on_message_complete, "in")  # type: ignore[method-assign]
     server.RequestResponseCycle.send = timed_send  # type: ignore[method-assign]
-    begun = http1._Connection.begin
-
-    def begin(self: Any) -> None:  # called right before the request's bytes are written (and on connecting)
-        mark("forward")
-        begun(self)
-
-    waited = http1._Connection.wait
-
-    async def wait(self: Any, timeout: float) -> None:  # first called right after the request's bytes were written
-        mark("forward sent")
-        await waited(self, timeout)
-
-    received = http1._Connection.data_received
-
-    def data_received(self: Any, data: bytes) -> None:
-        mark("provider")
-        received(self, data)
-
-    http1._Connection.begin = begin  # type: ignore[method-assign]
-    http1._Connection.data_received = data_received  # type: ignore[method-assign]
-    http1._Connection.wait = wait  # type: ignore[method-assign]
+    conn = http1._Connection
+    # ``begin`` is called right before the request's bytes are written (and on connecting), ``wait`` first right
+    # after they were written, ``data_received`` with the provider's bytes
+    conn.begin = _marked_at_entry(conn.begin, "forward")  # type: ignore[method-assign]
+    conn.wait = _marked_at_entry(conn.wait, "forward sent")  # type: ignore[method-assign]
+    conn.data_received = _marked_at_entry(conn.data_received, "provider")  # type: ignore[method-assign]
     if "gateway.cli" in sys.orig_argv:  # the gateway, not the floor proxy (which never imports its app)
         _mark_gateway_seams()
     atexit.register(_dump)
@@ -106,13 +86,7 @@ def _mark_gateway_seams() -> None:
     their callers look them up when they call them."""
     from gateway.api import answer, chat, hot_routes
 
-    door_call = hot_routes.Door.__call__
-
-    async def door(self: Any, scope: Any, receive: Any, send: Any) -> None:
-        mark("door")
-        await door_call(self, scope, receive, send)
-
-    hot_routes.Door.__call__ = door  # type: ignore[method-assign]
+    hot_routes.Door.__call__ = _marked_at_entry(hot_routes.Door.__call__, "door")  # type: ignore[method-assign]
     chat.answer_chat = _marked_at_entry(chat.answer_chat, "turn")
     chat.assemble_turn = _marked_at_entry(chat.assemble_turn, "assemble")
     chat.forwarded = _marked_at_entry(chat.forwarded, "forwarded")
@@ -135,6 +109,7 @@ def _mark_gateway_seams() -> None:
 
 
 def _marked_at_entry(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
+    """``fn`` (a function or a method, a coroutine function or not) marking ``kind`` each time it is entered."""
     if inspect.iscoroutinefunction(fn):
 
         async def entered(*args: Any, **kwargs: Any) -> Any:
