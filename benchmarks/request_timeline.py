@@ -21,6 +21,12 @@ the assembly, the record before the forward; the provider's answer read and the 
 The first requests of each proxy (``--skip``) are left out (connections, caches). Absolute figures are
 this machine's; the two proxies' difference per segment is the result.
 
+``--neighbour litellm`` (or ``burn=MS``, ``sleep=MS``: ``benchmarks.overhead``'s slow floor) adds a fourth
+target to the interleaved rounds, unmarked: LiteLLM's proxy, as in ``benchmarks.overhead``'s run. Its
+10-20 ms of Python between the proxies' requests leaves their code and data out of the caches, and the
+gateway's figure there is about twice the one without it (session 53); this says on which seams that
+second half lies.
+
 ``--growing N`` asks where a growing agent turn's time lies instead: the ``benchmarks.growing_session``
 bodies (one session, one round longer each request, 13K to 210K tokens) sent to direct and the gateway,
 every tenth also resent 5 times (the fixed shape at that length), and per history bucket the
@@ -38,10 +44,13 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
 from benchmarks.floor_proxy import run_floor
+from benchmarks.litellm_proxy import MASTER_KEY, run_litellm
 from benchmarks.loadclient import Connection, Target, Timing, interleaved, shuffled
+from benchmarks.overhead import variant_config
 from benchmarks.profiles import MODEL, build_profiles
 from benchmarks.timeline_hooks import DIR_VARIABLE
 from tests.procs import REPO_ROOT, GatewayHandle, SimHandle, run_gateway, run_simulator
@@ -197,7 +206,9 @@ def growing_table(found: Sequence[dict[str, int]], sent: Sequence[tuple[str, int
     return lines
 
 
-def _marked(stack: ExitStack, tmp: Path, model: str, provider_ms: float = 0.0) -> tuple[SimHandle, GatewayHandle, Path]:
+def _marked(
+    stack: ExitStack, tmp: Path, model: str, provider_ms: float = 0.0, config: dict[str, Any] | None = None
+) -> tuple[SimHandle, GatewayHandle, Path]:
     """The simulator and a gateway serving ``model`` with the marks installed (the hooks put first on the
     children's path, then this checkout; a floor proxy started after finds them too), and the marks' folder."""
     hooks, marks = tmp / "hooks", tmp / "marks"
@@ -208,7 +219,7 @@ def _marked(stack: ExitStack, tmp: Path, model: str, provider_ms: float = 0.0) -
     os.environ["PYTHONPATH"] = os.pathsep.join((str(hooks), str(REPO_ROOT)))
     os.environ[DIR_VARIABLE] = str(marks)
     models = [{"name": model, "litellm_model": f"openai/{model}", "api_base": sim.base_url}]
-    return sim, stack.enter_context(run_gateway(tmp, {"models": models})), marks
+    return sim, stack.enter_context(run_gateway(tmp, {**(config or {}), "models": models})), marks
 
 
 def main() -> None:
@@ -231,6 +242,17 @@ def main() -> None:
         metavar="N",
         help="instead: N requests of a growing agent session (13K-210K tokens) against the fixed resend, per bucket",
     )
+    parser.add_argument(
+        "--neighbour",
+        default="",
+        metavar="litellm|burn=MS|sleep=MS",
+        help="also send the profile, interleaved and unmarked, to LiteLLM's proxy or a slow floor proxy",
+    )
+    parser.add_argument(
+        "--config",
+        default="",
+        help="config changes for the gateway, as benchmarks.overhead's --variant (e.g. store.writer=process)",
+    )
     args = parser.parse_args()
     if args.growing:
         growing(args.growing)
@@ -238,12 +260,15 @@ def main() -> None:
     profile = build_profiles((args.profile,))[0]
     with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
         tmp = Path(tmp_name)
-        sim, gw, marks = _marked(stack, tmp, MODEL, args.provider_ms)
+        sim, gw, marks = _marked(stack, tmp, MODEL, args.provider_ms, variant_config(args.config))
         floor = stack.enter_context(run_floor(tmp, sim.url))
         targets = {"direct": Target("direct", sim.base_url), "ventana": Target("ventana", gw.base_url)}
         targets["floor"] = Target("floor", floor)
+        if args.neighbour:
+            targets["neighbour"] = _neighbour(stack, tmp, sim, args.neighbour)
         timings = asyncio.run(_send(targets, profile.body, args.rounds, args.requests))
         stack.close()  # the proxies stop and write their marks
+        timings.pop("neighbour", None)
         per_proxy: dict[str, dict[str, float]] = {}
         own: dict[str, float] = {}
         for path in sorted(marks.glob("timeline-*.txt")):
@@ -251,6 +276,8 @@ def main() -> None:
             if not found:
                 continue  # the simulator: it forwards nothing
             name = "ventana" if path.stem == f"timeline-{gw.proc.pid}" else "floor"
+            if name in per_proxy:  # a neighbour that marked too would pass for the floor
+                raise SystemExit(f"more than one process forwarded with marks: {sorted(marks.iterdir())}")
             per_proxy[name] = segments(found)
             if name == "ventana":
                 own = segments(found, GATEWAY_SEGMENTS)
@@ -260,10 +287,27 @@ def main() -> None:
         for name, got in timings.items()
     }
     waited = f", the provider waiting {args.provider_ms:g} ms" if args.provider_ms else ""
+    waited += f", beside {args.neighbour}" if args.neighbour else ""
+    waited += f", the gateway with {args.config}" if args.config else ""
     print(f"profile {profile.name}, {args.rounds} rounds of {args.requests} requests per target, c=1{waited}")
     print("\n".join(table(dict(sorted(per_proxy.items(), reverse=True)), client)))
     print("\n| the gateway's own seams (median us) | ventana |\n| --- | --- |")
     print("\n".join(f"| {label} | {own[label]:.1f} |" for label, _, _ in GATEWAY_SEGMENTS if label in own))
+
+
+def _neighbour(stack: ExitStack, tmp: Path, sim: SimHandle, spec: str) -> Target:
+    """The unmarked fourth target: started without the marks' folder, so its process writes none."""
+    marks_dir = os.environ.pop(DIR_VARIABLE)
+    try:
+        if spec == "litellm":
+            url, _ = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
+            return Target("neighbour", url, api_key=MASTER_KEY)
+        kind, _, ms = spec.partition("=")
+        if kind not in ("sleep", "burn") or not ms:
+            raise SystemExit(f"--neighbour takes litellm, burn=MS or sleep=MS, not {spec!r}")
+        return Target("neighbour", stack.enter_context(run_floor(tmp, sim.url, **{f"{kind}_ms": float(ms)})))
+    finally:
+        os.environ[DIR_VARIABLE] = marks_dir
 
 
 def growing(n: int) -> None:

@@ -4,11 +4,18 @@ functions too) and reports each segment's median."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import cast
 
-from benchmarks.request_timeline import GATEWAY_SEGMENTS, SEGMENTS, requests_of, segments
-from tests.procs import REPO_ROOT, _env
+import pytest
+
+from benchmarks.request_timeline import GATEWAY_SEGMENTS, SEGMENTS, _neighbour, requests_of, segments
+from benchmarks.timeline_hooks import DIR_VARIABLE
+from tests.procs import REPO_ROOT, SimHandle, _env
 
 
 def test_marks_split_per_request_and_a_new_connections_first_begin_is_not_the_forward() -> None:
@@ -46,7 +53,10 @@ def test_marks_split_per_request_and_a_new_connections_first_begin_is_not_the_fo
 
 
 def test_the_timeline_reads_both_proxies_seams_over_real_http() -> None:
-    run = _timeline("--rounds", "1", "--requests", "12", "--skip", "2")
+    """With an unmarked neighbour in the rounds (``--neighbour``) and a config change for the gateway."""
+    args = "--rounds 1 --requests 12 --skip 2 --neighbour sleep=1 --config store.batch_size=7"
+    run = _timeline(*args.split())
+    assert "beside sleep=1, the gateway with store.batch_size=7" in run.stdout
     rows = {line.split(" | ")[0].strip("| "): line for line in run.stdout.splitlines() if line.startswith("| ")}
     assert rows["segment (median us)"].split(" | ")[1:] == ["ventana", "floor |"]
     for label, _, _ in SEGMENTS:  # a stream passes every seam, in both proxies
@@ -69,6 +79,13 @@ def test_the_growing_timeline_splits_a_new_round_from_a_resent_one() -> None:
         assert grown >= 1 and fixed >= 5, row  # a fixed point is resent 5 times
         for pair in cells[2:4]:
             assert all(float(x) > 0 for x in pair.split(" / ")), row
+
+
+def test_a_neighbour_it_cannot_start_is_refused_and_the_marks_folder_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DIR_VARIABLE, "/tmp/marks")
+    with ExitStack() as stack, pytest.raises(SystemExit, match="litellm, burn=MS or sleep=MS"):
+        _neighbour(stack, Path("/tmp"), cast(SimHandle, None), "fast=2")
+    assert os.environ[DIR_VARIABLE] == "/tmp/marks"  # the gateway and floor started later still mark
 
 
 def _timeline(*args: str) -> subprocess.CompletedProcess[str]:
