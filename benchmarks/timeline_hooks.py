@@ -78,17 +78,14 @@ def install() -> None:
 def _mark_gateway_seams() -> None:
     """Marks inside the gateway: where its part before the forward and after the provider's answer goes.
 
-    The server hands the request to its door (``door``: the chat lane, or a ``Door`` behind the stack),
-    admission and the body's read end at ``answer_chat`` (``turn``), parsing, naming, the session's load
-    and the edges before at ``assemble_turn`` (``assemble``), the assembly and its bookkeeping at
-    ``forwarded``; after the answer, the provider's answer read (``reached``) and the journal (``journal``,
-    ``journaled``). Each wrapper is one more call (~1 us) the gateway pays and the floor does not. The
-    functions are wrapped in their modules, where their callers look them up when they call them."""
-    from gateway.api import answer, chat, chat_lane, hot_routes
+    The middleware stack ends at a door (``door``), admission and the body's read at ``answer_chat``
+    (``turn``), parsing, naming, the session's load and the edges before at ``assemble_turn``
+    (``assemble``), the assembly and its bookkeeping at ``forwarded``; after the answer, the provider's
+    answer read (``reached``) and the journal (``journal``, ``journaled``). Each wrapper is one more call
+    (~1 us) the gateway pays and the floor does not. The functions are wrapped in their modules, where
+    their callers look them up when they call them."""
+    from gateway.api import answer, chat, hot_routes
 
-    # the chat door is reached at its lane (``chat_lane``, in front of the stack); the other doors, and chat
-    # with the per-caller cap on, at their ``Door``: a request's first ``door`` mark counts
-    chat_lane.ChatLane.__call__ = _marked_at_entry(chat_lane.ChatLane.__call__, "door")  # type: ignore[method-assign]
     hot_routes.Door.__call__ = _marked_at_entry(hot_routes.Door.__call__, "door")  # type: ignore[method-assign]
     chat.answer_chat = _marked_at_entry(chat.answer_chat, "turn")
     chat.assemble_turn = _marked_at_entry(chat.assemble_turn, "assemble")
