@@ -20,16 +20,14 @@ from fastapi import Depends, FastAPI
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Scope
 
 from gateway import metrics
 from gateway.api.admin import admin_router
-from gateway.api.admission import Admission, Principal, admit_scope, require_client
+from gateway.api.admission import Admission, Principal, admit, require_client
 from gateway.api.auth import Access, require_admin
 from gateway.api.browser_guard import BrowserGuard
 from gateway.api.caller_concurrency import CallerConcurrency
 from gateway.api.chat import chat_completions
-from gateway.api.chat_lane import install_chat_lane
 from gateway.api.deps import Gateway
 from gateway.api.hot_routes import HotRoutes
 from gateway.api.loop_lag import CallbackTimer, LoopLagProbe
@@ -198,15 +196,12 @@ def create_app(
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(VentanaError(f"internal gateway error: {type(exc).__name__}"))
 
-    def _admit_scope(scope: Scope) -> Principal:
+    def _admit(request: Request) -> Principal:
         """Every door's admission: the request's one ``Principal`` (admission.py), then its rate limit."""
-        principal = admit_scope(app.state.admission, scope)
+        principal = admit(request)
         if limiter is not None:
             limiter.admit(principal.caller)
         return principal
-
-    def _admit(request: Request) -> Principal:
-        return _admit_scope(request.scope)
 
     async def _chat(request: Request) -> Response:
         return await chat_completions(request, gw, _admit(request))
@@ -281,6 +276,4 @@ def create_app(
             CallerConcurrency, admission=app.state.admission, limit=settings.limits.max_concurrent_per_caller
         )
     app.add_middleware(BrowserGuard, allowed_origins=settings.auth.allowed_origins)
-    if not settings.limits.max_concurrent_per_caller:  # the cap is a layer of the stack: every door through it
-        install_chat_lane(app, gw=gw, admit=_admit_scope, allowed_origins=tuple(settings.auth.allowed_origins))
     return app

@@ -62,27 +62,17 @@ def refusal(method: str, path: str, headers: dict[str, str], allowed_origins: fr
     return None
 
 
-def scope_refusal(scope: Scope, allowed_origins: frozenset[str]) -> VentanaError | None:
-    """``refusal`` of an HTTP request's scope (the headers it reads decoded, no others)."""
-    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _READ}
-    return refusal(scope["method"], scope["path"], headers, allowed_origins)
-
-
-def allowed(origins: Iterable[str]) -> frozenset[str]:
-    """``auth.allowed_origins`` as ``refusal`` compares them."""
-    return frozenset(o.rstrip("/") for o in origins)
-
-
 class BrowserGuard:
     def __init__(self, app: ASGIApp, *, allowed_origins: Iterable[str] = ()) -> None:
         self.app = app
-        self.allowed_origins = allowed(allowed_origins)
+        self.allowed_origins = frozenset(o.rstrip("/") for o in allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refused = scope_refusal(scope, self.allowed_origins)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _READ}
+        refused = refusal(scope["method"], scope["path"], headers, self.allowed_origins)
         if refused is None:
             await self.app(scope, receive, send)
             return

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
 import orjson
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive
 
 from gateway.api.admission import Principal
 from gateway.api.answer import InFlight, complete, finish, stream
@@ -54,27 +52,17 @@ RESENT_NEW_MESSAGES = 8
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    return await receive_body(request.receive, request.headers.get("content-length"), limit)
-
-
-async def receive_body(receive: Receive, declared: str | None, limit: int) -> bytes:
-    """The request's body, read from the server as ``Request.stream`` reads it (a hang-up raises
-    ``ClientDisconnect``), refused past ``limit`` bytes, declared or sent."""
+    declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        chunk = message.get("body", b"")
+    async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    return b"".join(chunks)
 
 
 def parse_request(raw: bytes, parser: IncrementalParser, caller: str) -> tuple[dict[str, Any], int]:
@@ -216,15 +204,10 @@ class NativeDoor(Protocol):
 
 
 async def chat_completions(request: Request, gw: Gateway, principal: Principal) -> Response:
-    return await answer_received(gw, principal, request.headers, request.receive)
-
-
-async def answer_received(gw: Gateway, principal: Principal, headers: Mapping[str, str], receive: Receive) -> Response:
-    """The chat door: the body read from the server, then answered (``answer_chat``)."""
     started = time.perf_counter()
     await gw.recorder.room()  # a store far behind slows clients down rather than filling memory
-    raw = await receive_body(receive, headers.get("content-length"), gw.settings.limits.max_body_bytes)
-    return await answer_chat(gw, raw, principal, client_session(headers), started=started)
+    raw = await read_body(request, gw.settings.limits.max_body_bytes)
+    return await answer_chat(gw, raw, principal, client_session(request.headers), started=started)
 
 
 async def answer_chat(
