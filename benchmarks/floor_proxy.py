@@ -138,6 +138,15 @@ def run_floor(tmp: Path, upstream: str, *, sleep_ms: float = 0.0, burn_ms: float
         stop(proc)
 
 
+def neighbour_delay(spec: str) -> dict[str, float] | None:
+    """A ``--neighbour`` of ``sleep=MS`` or ``burn=MS`` as ``run_floor``'s keyword for that slow neighbour; None
+    for any other spec, which each caller refuses in its own words."""
+    kind, _, ms = spec.partition("=")
+    if kind not in ("sleep", "burn") or not ms:
+        return None
+    return {f"{kind}_ms": float(ms)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)

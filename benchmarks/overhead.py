@@ -53,7 +53,7 @@ import yaml
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
-from benchmarks.floor_proxy import run_floor
+from benchmarks.floor_proxy import neighbour_delay, run_floor
 from benchmarks.litellm_proxy import MASTER_KEY, run_litellm
 from benchmarks.loadclient import Target, Timing, interleaved, saturate, sequential, shuffled
 from benchmarks.profiles import MODEL, Profile, build_profiles
@@ -138,11 +138,10 @@ def servers(
         if floor:
             targets["floor"] = Target("floor", stack.enter_context(run_floor(tmp, sim.url)))
         if neighbour:
-            kind, _, ms = neighbour.partition("=")
-            if kind not in ("sleep", "burn") or not ms:
+            delay = neighbour_delay(neighbour)
+            if delay is None:
                 raise SystemExit(f"--neighbour takes sleep=MS or burn=MS, not {neighbour!r}")
-            slow = run_floor(tmp, sim.url, **{f"{kind}_ms": float(ms)})
-            targets["neighbour"] = Target("neighbour", stack.enter_context(slow))
+            targets["neighbour"] = Target("neighbour", stack.enter_context(run_floor(tmp, sim.url, **delay)))
         if litellm:
             url, startup = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
             print(f"LiteLLM proxy answered after {startup:.1f} s")

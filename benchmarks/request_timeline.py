@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
-from benchmarks.floor_proxy import run_floor
+from benchmarks.floor_proxy import neighbour_delay, run_floor
 from benchmarks.litellm_proxy import MASTER_KEY, run_litellm
 from benchmarks.loadclient import Connection, Target, Timing, interleaved, shuffled
 from benchmarks.overhead import variant_config
@@ -302,10 +302,10 @@ def _neighbour(stack: ExitStack, tmp: Path, sim: SimHandle, spec: str) -> Target
         if spec == "litellm":
             url, _ = stack.enter_context(run_litellm(tmp, sim.base_url, MODEL))
             return Target("neighbour", url, api_key=MASTER_KEY)
-        kind, _, ms = spec.partition("=")
-        if kind not in ("sleep", "burn") or not ms:
+        delay = neighbour_delay(spec)
+        if delay is None:
             raise SystemExit(f"--neighbour takes litellm, burn=MS or sleep=MS, not {spec!r}")
-        return Target("neighbour", stack.enter_context(run_floor(tmp, sim.url, **{f"{kind}_ms": float(ms)})))
+        return Target("neighbour", stack.enter_context(run_floor(tmp, sim.url, **delay)))
     finally:
         os.environ[DIR_VARIABLE] = marks_dir
 
