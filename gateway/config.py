@@ -172,7 +172,9 @@ class UpstreamConfig(_Strict):
 
 
 class DiagnosticsConfig(_Strict):
-    loop_lag_probe_ms: float | None = Field(default=None, gt=0)  # probe interval; None = off
+    # Probe interval; None = off. At least 1 ms: uvloop (the server's loop) keeps timers in whole ms and
+    # rounds a shorter sleep to 0, so a 0.5 ms probe spun the loop at 100 % of a core.
+    loop_lag_probe_ms: float | None = Field(default=None, ge=1)
     # Time every event-loop callback (api.loop_lag.CallbackTimer); serves on asyncio's own loop.
     time_callbacks: bool = False
     # FastAPI's native OpenTelemetry (a span and metrics for every request) for a process that configures an

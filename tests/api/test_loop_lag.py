@@ -8,9 +8,13 @@ from pathlib import Path
 
 import httpx
 import openai
+import pytest
+import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.loop_lag import LoopLagProbe
+from gateway.config import parse_settings
+from gateway.errors import ConfigError
 from tests.procs import SimHandle, run_gateway, sim_models
 
 
@@ -70,3 +74,26 @@ def test_a_served_gateway_times_its_loop_callbacks(sim: SimHandle, tmp_path: Pat
     assert 0 < samples["ventana_event_loop_callback_ms_sum"] < samples["ventana_event_loop_callback_ms_count"] * 5
     lag = {s.name: s.value for s in families["ventana_event_loop_lag_ms"].samples}
     assert lag["ventana_event_loop_lag_ms_count"] > 0
+
+
+def test_a_probe_under_a_millisecond_is_refused() -> None:
+    """uvloop keeps timers in whole milliseconds: a shorter interval would spin the loop, so it is refused."""
+    with pytest.raises(ConfigError, match=r"diagnostics\.loop_lag_probe_ms"):
+        parse_settings({"diagnostics": {"loop_lag_probe_ms": 0.5}})
+    assert parse_settings({"diagnostics": {"loop_lag_probe_ms": 1}}).diagnostics.loop_lag_probe_ms == 1
+
+
+def test_uvloop_rounds_a_sub_millisecond_sleep_to_none() -> None:
+    """Why the probe's floor is 1 ms: on the server's loop a 0.5 ms sleep returns at once, every time (when
+    uvloop keeps finer timers this fails, and the floor can go)."""
+
+    async def sleeps_in(seconds: float) -> int:
+        loop, n = asyncio.get_running_loop(), 0
+        end = loop.time() + seconds
+        while loop.time() < end:
+            await asyncio.sleep(0.0005)
+            n += 1
+        return n
+
+    n = uvloop.run(sleeps_in(0.05))
+    assert n > 1000, f"{n} sleeps of 0.5 ms in 50 ms: uvloop now keeps sub-millisecond timers"
