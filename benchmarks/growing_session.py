@@ -40,6 +40,7 @@ import orjson
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before counting)
+from benchmarks import machine
 from benchmarks.loadclient import Connection, Target, shuffled
 from benchmarks.overhead import _merge, variant_config
 from benchmarks.profiles import _renumbered, _runs, _steps
@@ -201,11 +202,14 @@ def main() -> None:
         names, more = one_run(args)
         rows.extend({**row, "run": run} for row in more)
     table = summarise(rows, names)
+    host = machine.describe()
+    print(machine.summary(host))
     for entry in table:
         print("  ".join(f"{k}={v}" for k, v in entry.items()))
     OUT.mkdir(exist_ok=True)
     path = OUT / f"growing-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    path.write_bytes(orjson.dumps({"args": vars(args), "table": table, "rows": rows}, option=orjson.OPT_INDENT_2))
+    raw = {"args": vars(args), "machine": host, "table": table, "rows": rows}
+    path.write_bytes(orjson.dumps(raw, option=orjson.OPT_INDENT_2))
     print(f"wrote {path}")
 
 

@@ -31,7 +31,9 @@ socket write: the writer is about to sleep), and the simulator then writes its w
 small stream) before the proxy runs again: every proxy's first byte here, the floor's too, comes after the
 provider's last (RESULTS, session 45). Pinned apart, the stream's first byte measures the relay itself.
 
-Absolute numbers are this machine's; the ratios are the result. JSON goes to
+Absolute numbers are this machine's; the ratios are the result. The run prints the machine
+(``benchmarks/machine.py``: the CPU, and whether an idle vCPU halts at once, which roughly doubles a
+small request's added time after a wait, RESULTS, session 54) and stores it with the figures in
 ``benchmarks/out/overhead-<time>.json``.
 """
 
@@ -53,6 +55,7 @@ import yaml
 from tqdm import tqdm
 
 import gateway  # noqa: F401  (offline tiktoken before the profiles count tokens)
+from benchmarks import machine
 from benchmarks.floor_proxy import neighbour_delay, run_floor
 from benchmarks.litellm_proxy import MASTER_KEY, run_litellm
 from benchmarks.loadclient import Target, Timing, interleaved, saturate, sequential, shuffled
@@ -340,10 +343,13 @@ def main() -> None:
     ):
         results = asyncio.run(measure(t, profiles, args))
     table = report(results, profiles)
+    host = machine.describe()
+    print(machine.summary(host))
     print(table)
     OUT.mkdir(exist_ok=True)
     out = OUT / f"overhead-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_bytes(orjson.dumps({"args": vars(args), "results": results}, option=orjson.OPT_INDENT_2))
+    raw = {"args": vars(args), "machine": host, "results": results}
+    out.write_bytes(orjson.dumps(raw, option=orjson.OPT_INDENT_2))
     print(f"raw numbers: {out}")
 
 
