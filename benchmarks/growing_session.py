@@ -197,12 +197,12 @@ def main() -> None:
         "--runs", type=int, default=1, help="repeat with fresh processes, rows pooled (a shared machine swings)"
     )
     args = parser.parse_args()
+    host = machine.describe()  # before any process of the run starts
     rows: list[dict[str, Any]] = []
     for run in range(args.runs):
         names, more = one_run(args)
         rows.extend({**row, "run": run} for row in more)
     table = summarise(rows, names)
-    host = machine.describe()
     print(machine.summary(host))
     for entry in table:
         print("  ".join(f"{k}={v}" for k, v in entry.items()))

@@ -29,10 +29,9 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def cpu_model(cpuinfo: str | None = None) -> str | None:
-    """The first ``model name`` of ``/proc/cpuinfo`` (x86; other machines may have none)."""
-    text = cpuinfo if cpuinfo is not None else _read(Path("/proc/cpuinfo"))
-    for line in (text or "").splitlines():
+def cpu_model(cpuinfo: str | None) -> str | None:
+    """The first ``model name`` of ``/proc/cpuinfo``'s text (x86; other machines may have none)."""
+    for line in (cpuinfo or "").splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "model name" and value.strip():
             return value.strip()
@@ -40,7 +39,8 @@ def cpu_model(cpuinfo: str | None = None) -> str | None:
 
 
 def describe(sys_root: Path = Path("/")) -> dict[str, Any]:
-    """The machine as the figures need it: CPU, vCPUs, kernel, how idle vCPUs sleep, the load right now."""
+    """The machine as the figures need it: CPU, vCPUs, kernel, how idle vCPUs sleep, the load right now (so a
+    benchmark asks before it starts anything: afterwards the load is its own)."""
     root = sys_root.resolve()
 
     def under(path: Path) -> Path:
@@ -67,5 +67,5 @@ def summary(machine: dict[str, Any]) -> str:
     if poll is not None:
         parts.append(f"guest_halt_poll_ns {poll}" + (" (an idle vCPU halts at once)" if poll == 0 else ""))
     if machine["load_1m"] is not None:
-        parts.append(f"load {machine['load_1m']}")
+        parts.append(f"load {machine['load_1m']} before the run")
     return "machine: " + ", ".join(parts)

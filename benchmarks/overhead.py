@@ -321,6 +321,7 @@ def main() -> None:
         keep_off_provider_core()
     if args.quick:
         args.rounds = min(args.rounds, 2)
+    host = machine.describe()  # before any process of the run starts
     profiles = build_profiles(tuple(args.profiles.split(",")))
     try:
         import uvloop
@@ -343,7 +344,6 @@ def main() -> None:
     ):
         results = asyncio.run(measure(t, profiles, args))
     table = report(results, profiles)
-    host = machine.describe()
     print(machine.summary(host))
     print(table)
     OUT.mkdir(exist_ok=True)

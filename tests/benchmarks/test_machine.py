@@ -49,4 +49,4 @@ def test_the_cpu_model_is_the_first_named_one() -> None:
 def test_this_machine_is_described() -> None:
     machine = describe()
     assert machine["cpus"] and machine["cpus"] >= 1 and machine["kernel"]
-    assert machine["load_1m"] is not None
+    assert machine["load_1m"] is not None and f"load {machine['load_1m']} before the run" in summary(machine)
