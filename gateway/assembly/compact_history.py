@@ -49,6 +49,7 @@ from gateway.assembly.prefix import message_key
 from gateway.assembly.sent_prefix import rebuilt_prefix
 from gateway.assembly.summarize_range import RangeSummary, summarize_range
 from gateway.assembly.verify_assembly import newest_round_start
+from gateway.object_memo import ObjectMemo
 from gateway.summarize.transcript import call_names
 
 PASS = "compact_history"
@@ -126,10 +127,18 @@ def _forwarded_last_turn(ctx: Context, cp: Checkpoint) -> bool:
     previous = ctx.session.previous_prefix
     if not previous:
         return True
-    sent = summary_message(cp)
+    return not _SENT_KEYS.get_or(summary_message(cp), _sent_keys).isdisjoint(previous)
+
+
+def _sent_keys(sent: Message) -> frozenset[str]:
+    """The keys a request that carried ``sent`` has for it: plain, and with a breakpoint on it."""
     marked = mark(sent)
-    keys = {message_key(sent), *([message_key(marked)] if marked is not None else [])}
-    return not keys.isdisjoint(previous)
+    return frozenset({message_key(sent), *([message_key(marked)] if marked is not None else [])})
+
+
+#: Per summary message (one object per checkpoint, ``summary_message``): its keys, hashed once rather than
+#: every turn of a compacted session (~40 us at a long summary). Process-wide and pure.
+_SENT_KEYS: ObjectMemo[frozenset[str]] = ObjectMemo(limit=256)
 
 
 def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> SessionState:
@@ -142,8 +151,19 @@ def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> Ses
 
 
 def summary_digest(summary: str) -> str:
-    """A short hash of a summary's bytes: which text the previous turn sent, not only which range."""
-    return hashlib.sha256(summary.encode()).hexdigest()[:16]
+    """A short hash of a summary's bytes: which text the previous turn sent, not only which range.
+
+    Asked twice on every turn of a compacted session: remembered by the text (whose hash Python keeps)."""
+    found = _SUMMARY_DIGESTS.get(summary)
+    if found is None:
+        if len(_SUMMARY_DIGESTS) >= 256:
+            _SUMMARY_DIGESTS.clear()
+        found = _SUMMARY_DIGESTS[summary] = hashlib.sha256(summary.encode()).hexdigest()[:16]
+    return found
+
+
+#: Process-wide and pure: summary text -> its digest.
+_SUMMARY_DIGESTS: dict[str, str] = {}
 
 
 def _is_active(state: SessionState, cp: Checkpoint | None) -> bool:

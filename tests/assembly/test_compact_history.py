@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
+import orjson
 import pytest
 
 from gateway.assembly.compact_history import compact_history
-from gateway.assembly.compaction_layout import range_hash
+from gateway.assembly.compaction_layout import range_hash, summary_message
 from gateway.assembly.compaction_policy import DEFAULT_TARGET
-from gateway.assembly.context import Message
+from gateway.assembly.context import Checkpoint, Message
 from gateway.assembly.pipeline import assemble
 from gateway.assembly.verify_assembly import tool_pairing_problems, verify_assembly
 from tests.assembly.compaction_helpers import (
@@ -206,3 +208,41 @@ def test_scripted_agent_keeps_planted_facts_under_the_threshold() -> None:
     final = [dict(m) for m in result.assembled.messages]
     assert facts_present(facts, final) >= 0.9, "the summary keeps the planted facts"
     assert compactions >= 1 and summarizer.calls <= 3 * compactions
+
+
+def test_every_turn_of_a_compacted_session_sends_the_one_summary_object() -> None:
+    """The summary stands for its checkpoint as one object, turn after turn, whatever loaded the checkpoint:
+    later passes' memos (counts, transcript, prefix keys) then find it, and no pass may change it."""
+    base = conversation(30)
+    turns = run_turns([base, base + turn(30), base + turn(30) + turn(31)], policy(**SUMMARIZE_ONLY))
+    sent = [t.assembled.messages[2] for t in turns]
+    assert sent[0]["content"].startswith("<summary of=")
+    assert sent[1] is sent[0] and sent[2] is sent[0]
+    (cp,) = turns[-1].assembled.session.checkpoints
+    loaded = Checkpoint(**cp.to_dict())  # as a session store hands it back: equal, not the same object
+    assert summary_message(loaded) is sent[0]
+    body = cp.summary
+    assert sent[0] == {
+        "role": "user",
+        "content": f'<summary of="messages {cp.start}-{cp.end - 1}" by="{cp.summarizer}">\n{body}\n</summary>',
+    }, "the pipeline left the shared message as it was made"
+    other = summary_message(replace(loaded, summary=cp.summary + " and order 99812 was cancelled."))
+    assert other is not sent[0] and "99812" in other["content"]
+
+
+def test_range_hash_remembers_the_objects_and_still_follows_every_byte() -> None:
+    def unremembered(messages: list[Message]) -> str:
+        h = hashlib.sha256()
+        for m in messages:
+            h.update(hashlib.sha256(orjson.dumps(m, option=orjson.OPT_SORT_KEYS)).digest())
+        return h.hexdigest()[:32]
+
+    messages = [dict(m) for m in conversation(12)]
+    key = range_hash(messages)
+    assert key == unremembered(messages) == range_hash(tuple(messages))
+    assert range_hash([dict(m) for m in messages]) == key, "equal messages in other objects: the same key"
+    edited = [*messages[:5], {**messages[5], "content": "order 99812"}, *messages[6:]]
+    assert range_hash(edited) == unremembered(edited) != key
+    for n in range(50):  # objects made and dropped at once: a new object at a remembered id is not taken for it
+        fresh = [{"role": "user", "content": f"message {n} {i}"} for i in range(3)]
+        assert range_hash(fresh) == unremembered(fresh)
