@@ -64,7 +64,21 @@ class Connection:
         return self._reader, self._writer
 
     async def send(self, payload: bytes) -> Timing:
-        """Send one pre-encoded request and read the whole answer."""
+        """Send one pre-encoded request and read the whole answer.
+
+        A connection the server closed while it sat idle (uvicorn closes one after 5 s: a target's
+        connection waits that long while another target answers a first 105K-token turn on a slow
+        machine) ends before a byte of the answer: sent again on a new connection, once, as HTTP
+        clients do with a stale keep-alive connection, and timed from there."""
+        try:
+            return await self._exchange(payload)
+        except (asyncio.IncompleteReadError, ConnectionResetError) as exc:
+            if isinstance(exc, asyncio.IncompleteReadError) and exc.partial:
+                raise  # the server answered part of it, then closed: a failure to report, not a stale connection
+            await self.close()
+            return await self._exchange(payload)
+
+    async def _exchange(self, payload: bytes) -> Timing:
         reader, writer = await self._open()
         started = time.perf_counter()
         writer.write(payload)

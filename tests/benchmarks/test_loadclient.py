@@ -69,3 +69,35 @@ def test_growing_session_pairs_each_fixed_point_with_the_growing_requests_around
     assert growing["gw growing - fixed, paired p50 ms"] == 0.5
     assert growing["pairs"] == 6 and PAIR_SPAN < 10
     assert fixed["shape"] == "fixed" and "pairs" not in fixed
+
+
+def test_a_connection_the_server_closed_while_idle_is_opened_again() -> None:
+    """uvicorn closes a keep-alive connection idle for 5 s; the next request goes on a new one, once."""
+    from benchmarks.loadclient import Connection
+
+    async def scenario() -> tuple[list[int], int]:
+        accepted: list[int] = []
+        answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(1)
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer)
+            await writer.drain()
+            writer.close()  # then closes it as an idle keep-alive connection, without a "connection: close"
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = Connection(Target("t", f"http://127.0.0.1:{port}/v1"))
+        payload = b"GET /v1/chat/completions HTTP/1.1\r\nhost: x\r\n\r\n"
+        statuses = []
+        for _ in range(3):
+            statuses.append((await conn.send(payload)).status)
+            await asyncio.sleep(0.05)  # the close reaches the client while it waits
+        await conn.close()
+        server.close()
+        return statuses, len(accepted)
+
+    statuses, connections = asyncio.run(scenario())
+    assert statuses == [200, 200, 200]
+    assert connections == 3
