@@ -79,20 +79,28 @@ def select_passages(
     """The passages to give back for ``messages``' question, best first (empty when none qualify)."""
     if not candidates:
         return []
-    visible = visible_text(messages)
+    rendered: list[str] = []  # what the model sees, rendered once the first passage gets that far
+
+    def sees(text: str) -> bool:
+        if not rendered:
+            rendered.append(visible_text(messages))
+        return text in rendered[0]
+
     question = last_client_user(messages)
     asked = set(terms(text_of(messages[question].get("content")))) if question >= 0 else set()
     chosen: list[Chosen] = []
     taken: set[int] = set()
     turns: set[tuple[str, int]] = set()  # the turns given back: one place in max_passages each
-    used = counter.message(recalled_message([]))
+    used = _frame_tokens(counter)
 
     def take(p: Passage, cut: bool) -> bool:
         nonlocal used
-        if p.passage_id in taken or p.text in visible:
-            return False  # already chosen, or the model still sees it verbatim
+        if p.passage_id in taken:
+            return False  # already chosen
         if _turn(p) not in turns and len(turns) >= policy.max_passages:
-            return False  # no place left for another turn
+            return False  # no place left for another turn: known before scanning the rendered history
+        if sees(p.text):  # ~12 us at a 100 KB rendering; most candidates of a resent 105K turn are seen
+            return False  # the model still sees it verbatim
         tokens = counter.text(passage_block(p)) + 1 + HEAD_SHARE_TOKENS
         room = policy.recall_budget_tokens - used
         if tokens > room:
@@ -122,6 +130,18 @@ def select_passages(
         if _turn(p) in turns:
             take(p, cut=False)
     return chosen
+
+
+def _frame_tokens(counter: TokenCounter) -> int:
+    """The tokens of the ``<recalled>`` block with no passage in it: its frame, the same every turn."""
+    found = _FRAMES.get(counter.encoding_name)
+    if found is None:
+        found = _FRAMES[counter.encoding_name] = counter.message(recalled_message([]))
+    return found
+
+
+#: Encoding name -> ``_frame_tokens``: the frame's text is a constant.
+_FRAMES: dict[str, int] = {}
 
 
 def _turn(p: Passage) -> tuple[str, int]:
