@@ -50,10 +50,16 @@ def record_parts(record: RequestRecord, head: Sequence[bytes] | None = None) -> 
     The line is the request's ``sent_head`` (``head``, when it was made ahead: the journal's, while the
     provider worked) and then the members the answer and the bookkeeping decide.
     """
-    rest = {name: getattr(record, name) for name in _REST}
-    tail = orjson.dumps(rest, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    tail = record_tail(record)
     # "{" of the tail becomes the comma after the head's last member (the head always has members)
     return [*(sent_head(record.sent) if head is None else head), b"," + tail[1:]]
+
+
+def record_tail(record: RequestRecord) -> bytes:
+    """The members of a record line that ``sent_head`` leaves out (the answer, the outcome, the counts, the
+    decisions), as one JSON object and its newline: the journal's answer line when the head went ahead."""
+    rest = {name: getattr(record, name) for name in _REST}
+    return orjson.dumps(rest, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
 def sent_head(sent: Forwarded) -> list[bytes]:

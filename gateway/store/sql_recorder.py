@@ -42,7 +42,7 @@ from gateway.store.journal import Journal, orphans
 from gateway.store.record import Forwarded, RequestRecord
 from gateway.store.redact import Redactor
 from gateway.store.retention import prune
-from gateway.store.spool import Spool, record_parts, sent_head
+from gateway.store.spool import Spool, record_parts, record_tail, sent_head
 from gateway.store.writer import KnownContent, write_records
 from gateway.store.writer_process import (
     RECORD_ERRORS,
@@ -186,13 +186,17 @@ class SqlRecorder:
 
     def look_ahead(self, sent: Forwarded) -> None:
         """Work the record of ``sent`` will need, done while the provider answers: the redactor's verdict on
-        its bodies (``Redactor.look_ahead``) and the start of its journal line (``spool.sent_head``), so
-        the journal before the answer encodes only what the answer decides. Never raises: what fails here
-        is done again, or fails again, when the record is journaled or written."""
+        its bodies (``Redactor.look_ahead``) and the part of its journal line the request decides
+        (``spool.sent_head``), encoded and written (``Journal.begin``), so the journal before the answer
+        encodes and writes only what the answer decides, and a kill before the answer still leaves the
+        request in the journal. Never raises: what fails here is done again, or fails again, when the
+        record is journaled or written."""
         try:
             self.redactor.look_ahead(sent)
             if self._journal is not None:
-                self._heads.put(sent, sent_head(self.redactor.sent(sent)))
+                head = sent_head(self.redactor.sent(sent))
+                self._heads.put(sent, head)
+                self._journal.begin(sent.request_id, head)
         except Exception:
             log.exception("store: looking ahead at request %s failed", sent.request_id)
 
@@ -204,8 +208,11 @@ class SqlRecorder:
             return
         try:
             head = self._heads.pop(record.sent)
+            redacted = self.redactor.record(record)
+            if head is not None and self._journal.finish(record.request_id, record_tail(redacted)):
+                return  # the request's part went ahead (``look_ahead``): the answer's part completes its line
             # ``head`` masked the bodies as ``record`` below masks them: the line is the same either way
-            self._journal.append(record.request_id, record_parts(self.redactor.record(record), head))
+            self._journal.append(record.request_id, record_parts(redacted, head))
         except Exception:
             log.exception("store: request %s could not be journaled", record.request_id)
 

@@ -5,7 +5,7 @@ memory. What must hold: every answered request is in the database exactly once a
 same store and spool (its record was written, spooled and fsynced while the database was away, or
 journaled before its answer ended and replayed by the restart: store/journal.py), and ``/readyz`` is
 true at each step. The streams cut by the kill were never answered; they are the only requests the
-store may lack.
+store may lack; they are journaled as forwarded (store/journal.py) and recorded as never answered.
 
 Each drill has slow streams in flight at the kill (the simulator sleeps before every word), while
 the answered requests around them are recorded.
@@ -29,6 +29,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gateway.store.engine import make_engine
+from gateway.store.journal import INTERRUPTED_ERROR, INTERRUPTED_STATUS
 from gateway.store.migrate import upgrade
 from gateway.store.models import Request
 from tests.e2e.test_database_outage import _stored_ids, _wait
@@ -174,9 +175,12 @@ def test_a_sqlite_store_killed_mid_burst_serves_and_records_again_after_a_restar
         _wait(lambda: after <= stored(), "the restarted gateway's own requests written")
     with sqlite3.connect(db) as conn:
         counts = dict(conn.execute("SELECT request_id, COUNT(*) FROM requests GROUP BY request_id").fetchall())
+        cut = dict(conn.execute("SELECT request_id, status FROM requests WHERE error = ?", (INTERRUPTED_ERROR,)))
     assert (answered | after) <= set(counts), "every answered request recorded, 0 lost"
     assert set(counts.values()) == {1}, "no request recorded twice"
     assert set(counts) - (answered | after) <= set(streams.ids)
+    # the streams in flight at the kill were journaled as forwarded: recorded too, as never answered
+    assert len(streams.ids) == IN_FLIGHT and cut == dict.fromkeys(streams.ids, INTERRUPTED_STATUS)
 
 
 def _stored_in(db: Path) -> set[str]:

@@ -242,12 +242,13 @@ def test_a_record_in_pieces_is_one_line_even_when_the_kernel_takes_part_of_it(
 
 
 @pytest.mark.parametrize("secret", [None, "sk-proj-" + "A1b2C3d4" * 5])
-async def test_a_line_begun_while_the_provider_works_is_the_line_made_at_the_answer(
+async def test_a_record_begun_while_the_provider_works_replays_as_the_line_made_at_the_answer(
     db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: str | None
 ) -> None:
-    """``look_ahead`` encodes the request's part of its journal line (its bodies above all: a 105K-token
-    body's scans and copies) while the provider works; the journal before the answer then encodes only
-    what the answer decides, and writes the same line, secrets masked alike."""
+    """``look_ahead`` encodes and writes the request's part of its journal record (its bodies above all: a
+    105K-token body's scans, copies and write) while the provider works; the journal before the answer then
+    encodes and writes only what the answer decides, and the two lines replay as the one line made at the
+    answer would, secrets masked alike."""
     import gateway.store.sql_recorder as recorder_module
 
     said = "read the file\n" * 50 + (f"my key is {secret}" if secret else "")
@@ -257,28 +258,61 @@ async def test_a_line_begun_while_the_provider_works_is_the_line_made_at_the_ans
     record = make_record(body["messages"], response_text="done").changed(
         original=body, assembled=assembled, original_json=raw, assembled_json=sent_bytes
     )
-    lines = []
+    journaled: list[bytes] = []
     for ahead in (False, True):
         spool = tmp_path / f"ahead-{ahead}" / "spool.jsonl"
         spool.parent.mkdir()
         recorder = SqlRecorder(database_url=db_url, spool_path=str(spool), redact_secrets=True)
         await recorder.start()
+        (own,) = _files(spool)
         encoded: list[object] = []
         if ahead:
             recorder.look_ahead(record.sent)
+            begun = own.read_bytes().split(b"\n")[1:-1]
+            assert len(begun) == 1 and b"read the file" in begun[0], "the request's part is on disk before the answer"
+            assert _replayed(own) == [record.request_id], "a kill now replays the request, without an answer"
             real = recorder_module.sent_head
             counted = lambda sent, seen=encoded, f=real: seen.append(sent) or f(sent)  # noqa: E731
             monkeypatch.setattr(recorder_module, "sent_head", counted)
         recorder.journal(record)
         assert encoded == [], "the request's part was encoded ahead, not again at the answer"
-        (own,) = _files(spool)
-        lines.append(own.read_bytes().split(b"\n", 1)[1])
+        data = own.read_bytes()
+        journaled.append(data)
+        if ahead:
+            answer = data.split(b"\n")[2]
+            assert b"read the file" not in answer and b'"done"' in answer, "the answer's line carries no body"
         recorder.record(record)
         await recorder.close()
-    assert lines[0] == lines[1]
-    back = record_from_json(lines[1])
-    assert back.response_text == "done" and back.assembled["prompt_cache_key"] == "s-1"
+    (whole,), (joined,) = (list(journal_module._current_records(d)) for d in journaled)
+    assert joined == whole
+    assert joined.response_text == "done" and joined.status == 200 and joined.assembled["prompt_cache_key"] == "s-1"
     if secret:
-        assert secret.encode() not in lines[1] and b"[REDACTED]" in lines[1]
+        assert all(secret.encode() not in d and b"[REDACTED]" in d for d in journaled)
     else:
-        assert (back.original, back.assembled) == (body, assembled)
+        assert (joined.original, joined.assembled) == (body, assembled)
+
+
+def test_a_request_begun_and_never_answered_replays_as_interrupted(tmp_path: Path) -> None:
+    """The gateway killed while the provider worked: the request is in the journal, with no answer, and a
+    whole line of the same request (journaled again, answered) wins over it, in its file or another."""
+    record = make_record([{"role": "user", "content": "how long is the wait?"}], response_text="ten minutes")
+    other = make_record([{"role": "user", "content": "and the queue?"}], response_text="short")
+    journal = Journal(tmp_path / "spool.jsonl")
+    journal.open()
+    journal.begin(record.request_id, record_parts(record)[:-1])
+    journal.begin(other.request_id, record_parts(other)[:-1])
+    journal.append(other.request_id, record_parts(other))  # the served-tools path: the whole line instead
+    assert journal.finish(other.request_id, b"{}\n") is False, "nothing begun is left for it"
+    assert journal.path is not None
+    (interrupted, answered) = journal_module._current_records(journal.path.read_bytes())
+    assert interrupted.request_id == record.request_id and interrupted.original == record.original
+    assert (interrupted.status, interrupted.error) == (
+        journal_module.INTERRUPTED_STATUS,
+        journal_module.INTERRUPTED_ERROR,
+    )
+    assert interrupted.response_text is None
+    assert answered == other
+    assert journal.pending() == 2
+    journal.settled([record.request_id, other.request_id])
+    assert journal.pending() == 0 and list(journal_module._current_records(journal.path.read_bytes())) == []
+    journal.close()
