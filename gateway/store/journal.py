@@ -57,11 +57,11 @@ PART_KEY = "journal_part"
 #: How a request journaled as forwarded, and never answered, is replayed: the process ended (a kill, a crash)
 #: while the provider worked or the answer was on its way, so its client got no answer from it.
 INTERRUPTED_STATUS = 502
-_SENT_PART = b'"' + PART_KEY.encode() + b'":"sent",'
-_ANSWER_PART = b'"' + PART_KEY.encode() + b'":"answer","request_id":'
 INTERRUPTED_ERROR = (
     "the gateway stopped (killed or crashed) before this request was answered; replayed from its journal"
 )
+_SENT_PART = b'"' + PART_KEY.encode() + b'":"sent",'
+_ANSWER_PART = b'"' + PART_KEY.encode() + b'":"answer","request_id":'
 
 
 def journal_glob(spool_path: str | os.PathLike[str]) -> tuple[Path, str]:
@@ -140,6 +140,8 @@ class Journal:
         closing brace) as a line of its own, while the provider works: replayed alone, it is a request
         that got no answer; ``finish`` adds the answer's part."""
         with self._lock:
+            if request_id in self._where:
+                return  # journaled already (an error answered before this ran): that line stands
             # "{" becomes the tag and the part's member; the head has no closing brace
             line: list[bytes | memoryview] = [memoryview(head[0])[1:], *head[1:], b"}\n"]
             if self._write(request_id, _SENT_PART, line):
@@ -254,7 +256,7 @@ def _current_records(data: bytes) -> Iterator[RequestRecord]:
             continue
         part = values.pop(PART_KEY, None)
         (sent if part == "sent" else answers if part == "answer" else whole)[request_id] = values
-    for request_id in dict.fromkeys([*sent, *whole]):  # in the order the requests were first written
+    for request_id in dict.fromkeys([*sent, *whole]):  # each request once
         values = whole.get(request_id)
         if values is None:
             # a begun record: its answer's part, or the request got none (an answer alone, its sent part torn

@@ -304,6 +304,9 @@ def test_a_request_begun_and_never_answered_replays_as_interrupted(tmp_path: Pat
     journal.append(other.request_id, record_parts(other))  # the served-tools path: the whole line instead
     assert journal.finish(other.request_id, b"{}\n") is False, "nothing begun is left for it"
     assert journal.path is not None
+    size = journal.path.stat().st_size
+    journal.begin(other.request_id, record_parts(other)[:-1])  # a look-ahead that ran after its whole line
+    assert journal.path.stat().st_size == size, "a request journaled already is not begun again"
     (interrupted, answered) = journal_module._current_records(journal.path.read_bytes())
     assert interrupted.request_id == record.request_id and interrupted.original == record.original
     assert (interrupted.status, interrupted.error) == (
