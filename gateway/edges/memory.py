@@ -125,6 +125,16 @@ def tail_turns(messages: Sequence[Message], archived_end: int, turns: int = TAIL
     return [t for t in texts if t.strip()]
 
 
+def said_before(candidates: Sequence[Passage], session_id: str, length: int) -> tuple[Passage, ...]:
+    """The candidates from before this request's end: a passage of this session archived from messages at or
+    past ``length`` (the history the client sends) was said after the point a rewind went back to (an
+    edited earlier message, Claude Code's ``/rewind``): given back as "earlier in this conversation" it
+    would tell the model that an abandoned branch happened. A client resends its whole history, so every
+    range the gateway archived from it ends within it; other sessions' passages (``scope: owner``) stand."""
+    kept = tuple(p for p in candidates if p.session_id != session_id or p.end <= length)
+    return kept if len(kept) < len(candidates) else tuple(candidates)
+
+
 class _RecallKey(NamedTuple):
     """What a session's ranking depends on: the question, and what the session has archived
     (its checkpoints, which a replica's compaction also adds to, and the end archived here)."""
@@ -215,7 +225,9 @@ class MemoryRuntime:
         known = self._ranked.get(session_id) if question and not by_owner else None
         reuse = known is not None and known[0] == key and time.monotonic() - known[2] < RANKING_MAX_AGE_S
         if not facts and (not question or reuse):  # nothing to look up: no thread hop, no query
-            return ctx.annotate(**{CANDIDATES_KEY: known[1]}) if reuse and known is not None else ctx
+            if reuse and known is not None:
+                return ctx.annotate(**{CANDIDATES_KEY: said_before(known[1], session_id, len(ctx.messages))})
+            return ctx
         tail = tuple(tail_turns(ctx.messages, self._seen_end(ctx))) if question and not reuse else ()
         values: dict[str, Any] = {}
         try:
@@ -230,6 +242,8 @@ class MemoryRuntime:
             values[CANDIDATES_KEY] = known[1]
         elif CANDIDATES_KEY in values and not by_owner:
             self._remember_ranking(session_id, key, values[CANDIDATES_KEY])
+        if CANDIDATES_KEY in values:
+            values[CANDIDATES_KEY] = said_before(values[CANDIDATES_KEY], session_id, len(ctx.messages))
         return ctx.annotate(**values) if values else ctx
 
     async def _written(self, session_id: str, owner: str | None) -> None:

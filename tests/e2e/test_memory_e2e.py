@@ -130,6 +130,26 @@ def test_a_compacted_detail_is_recalled_with_the_question(
     assert "earlier in this conversation (turn 2)" in recalled.split("\n", 1)[0]
 
 
+def test_a_rewound_conversation_is_not_told_what_was_said_after_its_end(
+    memory_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    """A client that goes back to before a compacted turn (an edited earlier message, Claude Code's /rewind)
+    resends a shorter history under the same session: what was archived from past its end belongs to the
+    abandoned branch, and is not given back as "earlier in this conversation"."""
+    client = _client(memory_gateway, "sk-dave-1")
+    session = "dave-rewound"
+    history = _compacted_history(client, session)
+    question = {"role": "user", "content": "Who has the spare key for my locker?"}
+    sim.reset()
+    _ask(client, session, [*history, question])
+    assert "Marisol" in str(sim.received()[-1]["messages"][-2]["content"]), "the full history gets it back"
+    sim.reset()
+    _ask(client, session, [*history[:3], question])  # back to before turn 2, where the key was mentioned
+    received = sim.received()[-1]["messages"]
+    assert received == [*history[:3], question], "the rewound request goes out as sent"
+    assert not any("Marisol" in str(m.get("content")) for m in received)
+
+
 def test_sessions_whose_long_names_differ_only_at_the_end_keep_apart(
     memory_gateway: GatewayHandle, sim: SimHandle
 ) -> None:
