@@ -33,6 +33,7 @@ def own_tools(gw: Gateway, model: ModelConfig, turn: Turn, outgoing: Mapping[str
             owner_of(turn.body, turn.caller),
             client_tools,
             outgoing,
+            len(turn.body.get("messages") or ()),
         ),
     ]
     served = [h for h in handlers if h is not None]

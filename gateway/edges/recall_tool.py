@@ -23,7 +23,7 @@ from gateway.assembly.memory_blocks import RECALL_TOOL_NAME, recalled_message
 from gateway.assembly.recall_memory import PASS, MemoryPolicy
 from gateway.assembly.select_passages import passage_detail, select_passages
 from gateway.assembly.tool_scoring import tool_name
-from gateway.edges.memory import MemoryRuntime
+from gateway.edges.memory import MemoryRuntime, said_before
 from gateway.edges.served_tools import call_arguments, offers_own
 from gateway.tokens import TokenCounter
 
@@ -44,12 +44,14 @@ class RecallTool:
         owner: str | None,
         policy: MemoryPolicy,
         counter: TokenCounter,
+        history: int,
     ) -> None:
         self.memory = memory
         self.session_id = session_id  # the scoped key: the archive of this caller's session only
         self.owner = owner
         self.policy = policy
         self.counter = counter
+        self.history = history  # messages the client sent: passages archived past them are a rewound branch's
         self.calls = 0
 
     async def answer(
@@ -80,6 +82,7 @@ class RecallTool:
         """The tool message answering one call, and its ``recall_served`` decision."""
         self.calls += 1
         found = await self.memory.search(query, self.session_id, self.owner) if query.strip() else []
+        found = list(said_before(found, self.session_id, self.history))  # as inline recall (edges/memory.py)
         chosen = select_passages(found, messages, self.policy, self.counter)
         content = (
             str(recalled_message([c.passage for c in chosen], inline=False)["content"]) if chosen else NOTHING_FOUND
@@ -103,8 +106,12 @@ def recall_tool(
     owner: str | None,
     client_tools: Sequence[Mapping[str, Any]],
     outgoing: Mapping[str, Any],
+    history: int,
 ) -> RecallTool | None:
-    """The ``recall_archive`` handler of this request, or None when the gateway did not offer the tool."""
+    """The ``recall_archive`` handler of this request, or None when the gateway did not offer the tool.
+    ``history``: how many messages the client sent."""
     if not offers_own(outgoing, client_tools, RECALL_TOOL_NAME):
         return None
-    return RecallTool(memory=memory, session_id=scoped, owner=owner, policy=memory.policy, counter=counter)
+    return RecallTool(
+        memory=memory, session_id=scoped, owner=owner, policy=memory.policy, counter=counter, history=history
+    )

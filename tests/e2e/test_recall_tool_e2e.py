@@ -131,6 +131,26 @@ def test_the_gateway_answers_recall_itself_and_the_client_gets_the_answer(
     assert record.assembled["messages"][-1]["role"] == "tool", "the record holds what the model saw last"
 
 
+def test_a_rewound_conversations_recall_finds_nothing_said_after_its_end(
+    recall_gateway: GatewayHandle, sim: SimHandle
+) -> None:
+    """The tool gives what inline recall gives: to a client gone back to its first turn, nothing archived from
+    the turns after it (the abandoned branch), only the answer that nothing matches."""
+    client = _client(recall_gateway, "sk-erin-1", "erin")
+    sim.reset()
+    history = _long_session(client, planted=True)
+    item, person = _forgotten(sim.received()[-1])
+    client.chat.completions.create(model="tiny-window", messages=[*history, _question(item)])
+    assert person in json.dumps(sim.received()[-1]), "the whole history's recall finds it"
+    sim.reset()
+    got = client.chat.completions.create(model="tiny-window", messages=[*history[:3], _question(item)])
+    assert got.choices[0].message.content and not got.choices[0].message.tool_calls
+    received = sim.received()
+    assert len(received) == 2 and received[1]["messages"][-1]["role"] == "tool", "the recall call was served"
+    assert str(received[1]["messages"][-1]["content"]).startswith("No earlier turn")
+    assert person not in json.dumps(received)
+
+
 def test_another_callers_recall_never_returns_the_first_callers_passages(
     recall_gateway: GatewayHandle, sim: SimHandle
 ) -> None:

@@ -69,7 +69,7 @@ def _runtime(tmp_path: Path, **memory: Any) -> MemoryRuntime:
 
 
 def _loop(runtime: MemoryRuntime, scoped: str, outgoing: dict[str, Any]) -> ServedTools:
-    tool = recall_tool(runtime, COUNTER, scoped, None, [LOOKUP], outgoing)
+    tool = recall_tool(runtime, COUNTER, scoped, None, [LOOKUP], outgoing, len(HISTORY))
     assert tool is not None
     return ServedTools(client_tools=[LOOKUP], tools=[tool])
 
