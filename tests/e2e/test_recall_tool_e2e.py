@@ -87,9 +87,18 @@ def _forgotten(sent: dict[str, Any]) -> tuple[str, str]:
     return lost[0]
 
 
+def _recalled_holder(client: openai.OpenAI, sim: SimHandle) -> tuple[list[dict[str, Any]], str, str]:
+    """A long session, and a holder only its archive has, which the session's own recall finds."""
+    sim.reset()
+    history = _long_session(client, planted=True)
+    item, person = _forgotten(sim.received()[-1])
+    client.chat.completions.create(model="tiny-window", messages=[*history, _question(item)])
+    assert person in json.dumps(sim.received()[-1]), "the session's own recall finds it"
+    return history, item, person
+
+
 def _tool_names(body: dict[str, Any]) -> list[str]:
     return [t["function"]["name"] for t in body.get("tools") or ()]
-
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -137,11 +146,7 @@ def test_a_rewound_conversations_recall_finds_nothing_said_after_its_end(
     """The tool gives what inline recall gives: to a client gone back to its first turn, nothing archived from
     the turns after it (the abandoned branch), only the answer that nothing matches."""
     client = _client(recall_gateway, "sk-erin-1", "erin")
-    sim.reset()
-    history = _long_session(client, planted=True)
-    item, person = _forgotten(sim.received()[-1])
-    client.chat.completions.create(model="tiny-window", messages=[*history, _question(item)])
-    assert person in json.dumps(sim.received()[-1]), "the whole history's recall finds it"
+    history, item, person = _recalled_holder(client, sim)
     sim.reset()
     got = client.chat.completions.create(model="tiny-window", messages=[*history[:3], _question(item)])
     assert got.choices[0].message.content and not got.choices[0].message.tool_calls
@@ -155,11 +160,7 @@ def test_another_callers_recall_never_returns_the_first_callers_passages(
     recall_gateway: GatewayHandle, sim: SimHandle
 ) -> None:
     ann = _client(recall_gateway, "sk-ann-1", "same-name")
-    sim.reset()
-    ann_history = _long_session(ann, planted=True)
-    item, person = _forgotten(sim.received()[-1])
-    ann.chat.completions.create(model="tiny-window", messages=[*ann_history, _question(item)])
-    assert person in json.dumps(sim.received()[-1]), "Ann's own recall finds it"
+    _, item, person = _recalled_holder(ann, sim)
     bob = _client(recall_gateway, "sk-bob-1", "same-name")  # the same session name, another caller
     history = _long_session(bob, planted=False)
     sim.reset()
