@@ -24,9 +24,11 @@ import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from gateway.assembly.clear_tool_results import REWRITTEN_KEY
 from gateway.assembly.compaction_layout import (
+    RANGE_LIMIT,
     SUMMARY_FRAME_TOKENS,
     apply_checkpoint,
     best_application,
@@ -150,20 +152,12 @@ def _store(state: SessionState, cp: Checkpoint, policy: CompactionPolicy) -> Ses
     return replace(state, checkpoints=checkpoints, extra=sent)
 
 
+@lru_cache(maxsize=RANGE_LIMIT)  # process-wide and pure: a hash of the text alone
 def summary_digest(summary: str) -> str:
     """A short hash of a summary's bytes: which text the previous turn sent, not only which range.
 
     Asked twice on every turn of a compacted session: remembered by the text (whose hash Python keeps)."""
-    found = _SUMMARY_DIGESTS.get(summary)
-    if found is None:
-        if len(_SUMMARY_DIGESTS) >= 256:
-            _SUMMARY_DIGESTS.clear()
-        found = _SUMMARY_DIGESTS[summary] = hashlib.sha256(summary.encode()).hexdigest()[:16]
-    return found
-
-
-#: Process-wide and pure: summary text -> its digest.
-_SUMMARY_DIGESTS: dict[str, str] = {}
+    return hashlib.sha256(summary.encode()).hexdigest()[:16]
 
 
 def _is_active(state: SessionState, cp: Checkpoint | None) -> bool:

@@ -348,20 +348,13 @@ def summary_message(cp: Checkpoint) -> dict[str, str]:
     and a message made afresh each time was ~75 us of escaping a long summary, plus a new object that
     every per-message and per-chunk memo after it (counts, transcript, prefix keys) missed. Messages are
     never mutated once made, so one object can stand for the checkpoint in every request."""
-    key = (cp.start, cp.end, cp.summarizer, cp.summary)
-    found = _SUMMARIES.get(key)
-    if found is None:
-        body = defuse_closers(cp.summary)
-        head = f'<summary of="messages {cp.start}-{cp.end - 1}" by="{cp.summarizer}">'
-        found = {"role": "user", "content": f"{head}\n{body}\n</summary>"}
-        if len(_SUMMARIES) >= RANGE_LIMIT:
-            _SUMMARIES.clear()
-        _SUMMARIES[key] = found
-    return found
+    return _summary_message(cp.start, cp.end, cp.summarizer, cp.summary)
 
 
-#: Process-wide and pure: (start, end, summariser, summary) -> the message standing for that checkpoint.
-_SUMMARIES: dict[tuple[int, int, str, str], dict[str, str]] = {}
+@lru_cache(maxsize=RANGE_LIMIT)  # process-wide and pure: the message is its checkpoint's values alone
+def _summary_message(start: int, end: int, summarizer: str, summary: str) -> dict[str, str]:
+    head = f'<summary of="messages {start}-{end - 1}" by="{summarizer}">'
+    return {"role": "user", "content": f"{head}\n{defuse_closers(summary)}\n</summary>"}
 
 
 def apply_checkpoint(messages: Sequence[Message], cp: Checkpoint) -> tuple[Message, ...]:

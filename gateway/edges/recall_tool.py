@@ -82,8 +82,8 @@ class RecallTool:
         """The tool message answering one call, and its ``recall_served`` decision."""
         self.calls += 1
         found = await self.memory.search(query, self.session_id, self.owner) if query.strip() else []
-        found = list(said_before(found, self.session_id, self.history))  # as inline recall (edges/memory.py)
-        chosen = select_passages(found, messages, self.policy, self.counter)
+        # as inline recall (edges/memory.py): nothing archived past the history the client sent
+        chosen = select_passages(said_before(found, self.session_id, self.history), messages, self.policy, self.counter)
         content = (
             str(recalled_message([c.passage for c in chosen], inline=False)["content"]) if chosen else NOTHING_FOUND
         )
