@@ -19,6 +19,7 @@ the client set neither; OpenAI's fields are not sent to it.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 from gateway.assembly.compaction_policy import CompactionPolicy
 from gateway.assembly.context import Context, Decision
@@ -29,6 +30,8 @@ KEY_PREFIX = "ventana-"
 CACHE_MINIMUM_TOKENS = 1024
 
 
+#: Every turn of a session asks for the same key: one sha256 per session, not per request.
+@lru_cache(maxsize=4096)
 def cache_key(caller: str, session_id: str) -> str:
     """A stable key per caller and session (64 characters at most, as OpenAI allows)."""
     return KEY_PREFIX + hashlib.sha256(f"{caller}\x00{session_id}".encode()).hexdigest()[:32]
@@ -43,8 +46,10 @@ def hint_cache(ctx: Context, policy: CompactionPolicy) -> tuple[Context, list[De
     """Set ``prompt_cache_key`` (and the configured retention) for an OpenAI upstream when the client set none."""
     if ctx.env.engine == "llama.cpp":
         return _hint_llama_cpp(ctx, policy)
-    set_ = openai_cache_fields(ctx, policy)  # empty off OpenAI, without a session, or when the client set them
-    if not set_ or ctx.prompt_tokens_below(CACHE_MINIMUM_TOKENS):
+    if ctx.env.provider != "openai" or ctx.prompt_tokens_below(CACHE_MINIMUM_TOKENS):
+        return ctx, []  # checked first: most requests of a chat app are short, and then nothing is hashed
+    set_ = openai_cache_fields(ctx, policy)  # empty without a session, or when the client set them
+    if not set_:
         return ctx, []
     return ctx.replace(params={**ctx.params, **set_}), []
 

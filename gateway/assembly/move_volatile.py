@@ -305,8 +305,10 @@ def move_volatile(ctx: Context, policy: VolatilePolicy) -> tuple[Context, list[D
     client's original system texts and the learned anchors.
     """
     state = ctx.session
-    extra = tuple(sorted(policy.patterns.items()))
     system = tuple(text_of(m.get("content")) for m in system_messages(ctx.messages) if not is_gateway_block(m))
+    if not system and not state.previous_system:
+        return ctx, []  # no system text, now or before: nothing to move, learn or remember
+    extra = tuple(sorted(policy.patterns.items()))
     learned = _learn(system, state, extra, policy) if policy.learn and state.previous_system else []
     anchors = (*state.volatile_spans, *learned)
     patterns = moved_patterns(extra, anchors) if policy.learn else per_turn_patterns(extra)

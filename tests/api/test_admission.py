@@ -64,3 +64,20 @@ def test_auth_off_still_tells_keys_apart() -> None:
     assert off.principal({"x-api-key": KEY_A}).caller == off.principal({"authorization": f"Bearer {KEY_A}"}).caller == A
     passthrough = Admission(AuthConfig(passthrough=True))
     assert passthrough.principal({"authorization": f"Bearer {PROVIDER}", "x-ventana-key": KEY_B}).caller == B
+
+
+def test_a_key_sent_on_every_request_is_hashed_once_and_still_told_apart() -> None:
+    """A client's key digest is remembered (a sha256 after an idle loop is ~30-40 us where an idle vCPU
+    halts); each key keeps its own digest, and a wrong key is still refused."""
+    import hashlib
+
+    admission = _on()
+    hash_key.cache_clear()
+    for _ in range(3):
+        assert admission.principal({"authorization": f"Bearer {KEY_A}"}).caller == A
+    assert admission.principal({"x-api-key": KEY_B}).caller == B
+    info = hash_key.cache_info()
+    assert (info.misses, info.hits) == (2, 2)
+    assert hash_key(KEY_A) == hashlib.sha256(KEY_A.encode()).hexdigest()
+    with pytest.raises(AuthError):
+        admission.principal({"authorization": "Bearer vk-adm-a-0124"})

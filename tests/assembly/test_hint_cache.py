@@ -51,3 +51,16 @@ def test_leaves_other_providers_and_switched_off_alone() -> None:
     assert hint_cache(ctx, CompactionPolicy())[0] is ctx
     ctx = _ctx()
     assert hint_cache(ctx, CompactionPolicy(prompt_cache_key=False))[0] is ctx
+
+
+def test_a_short_prompt_hashes_nothing_and_a_sessions_turns_hash_once() -> None:
+    """The key is a sha256, ~30-40 us after an idle loop on a VM whose idle vCPU halts: made only for a
+    prompt that gets it, and once per caller and session, not per turn."""
+    cache_key.cache_clear()
+    ctx = _ctx(session="s-once")
+    hint_cache(ctx.replace(messages=({"role": "user", "content": "hi"},)), CompactionPolicy())
+    assert cache_key.cache_info().currsize == 0, "a prompt too short to cache asked for a key"
+    first = hint_cache(ctx, CompactionPolicy())[0].params["prompt_cache_key"]
+    again = hint_cache(_ctx(session="s-once"), CompactionPolicy())[0].params["prompt_cache_key"]
+    info = cache_key.cache_info()
+    assert first == again and (info.misses, info.hits) == (1, 1)

@@ -152,3 +152,14 @@ def test_a_per_turn_value_the_session_never_changed_stays_in_the_prefix() -> Non
     assert reminder == [("current_line", "current time is 2025-02-25 12:09:30 EST")]
     prefix, state, reminder = _turn(later, state)  # once it changed it keeps moving, so the prefix stays
     assert prefix.startswith("# Policy\n\nThe [current_line: see reminder].") and reminder
+
+
+def test_a_request_with_no_system_text_now_or_before_is_left_as_it_is() -> None:
+    """Nothing to move, learn or remember: the same context, the session's state untouched. A session whose
+    earlier turns had system text still records that it has none now."""
+    ctx = context_of({"request": {"messages": [{"role": "user", "content": "It is 2026-11-29 10:01:00 UTC."}]}})
+    out, decisions = move_volatile(ctx, VolatilePolicy())
+    assert out is ctx and decisions == []
+    had = ctx.replace(session=SessionState("s", previous_system=("Be precise.",)))
+    out, decisions = move_volatile(had, VolatilePolicy())
+    assert out.session.previous_system == () and decisions == []
