@@ -231,7 +231,10 @@ class Response:
         self._released = False
 
     async def read(self) -> bytes:
-        """The whole body."""
+        """The whole body. A short answer has mostly arrived whole with its head: then it is taken as it is,
+        without the reader's generator."""
+        if self._conn.complete:
+            return self._conn.take()
         return b"".join([data async for data in self.iter_any()])
 
     async def iter_any(self) -> AsyncGenerator[bytes, None]:

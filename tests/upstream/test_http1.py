@@ -277,3 +277,30 @@ def _self_signed(tmp: Path) -> tuple[Path, Path]:
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return cert_path, key_path
+
+
+async def test_a_body_that_follows_its_head_later_is_read_whole_like_one_that_came_with_it() -> None:
+    """``read`` takes a body that came whole with its head as it is, and waits for one still on its way."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for late in (True, False):
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(int(head.lower().split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0]))
+            body = b'{"late":%s}' % (b"true" if late else b"false")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body))
+            if late:
+                await writer.drain()
+                await asyncio.sleep(0.05)
+            writer.write(body)
+            await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/v1/chat/completions"
+    try:
+        p = pool()
+        assert await post(p, url) == (200, b'{"late":true}')
+        assert await post(p, url) == (200, b'{"late":false}')
+        await p.close()
+    finally:
+        listener.close()
