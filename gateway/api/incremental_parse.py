@@ -16,10 +16,17 @@ OpenAI SDK writes ``model`` and ``stream``), messages are written
 compactly (each one is exactly its compact serialisation, commas between), and no
 ``"messages"`` text follows the recognised part (a duplicate key would win). Anything else
 is parsed whole, so a body this cannot vouch for costs what it always did.
+
+What follows the messages (the tools, the parameters) is resent unchanged too, and for an agent it is
+often most of what is not history (a coding agent's tool list is tens of KB). When a body ends with the
+bytes that followed last turn's messages, those bytes are not parsed again: they follow a complete
+value in the messages array both times, so they parse to the same entries, and last turn's objects
+stand for them (``_Body.tail``).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -52,6 +59,14 @@ class _Body:
     ends: list[int]  # offset just past each message's closing brace
     messages: list[Any]
     tools: Any  # the body's ``tools`` as checked: an equal list in the next turn's body is swapped for it
+    #: The bytes from the messages array's ``]`` to the body's end, and the entries they parse to (last turn's
+    #: objects), when every message was recognised and those bytes name no key the opening names too.
+    tail: bytes | None = None
+    after: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def size(self) -> int:
+        return len(self.raw) + (len(self.tail) if self.tail is not None else 0)
 
 
 class IncrementalParser:
@@ -64,6 +79,7 @@ class IncrementalParser:
         self._count = 0
         self._groups: OrderedDict[tuple[str, bytes], list[_Body]] = OrderedDict()
         self._used: _Body | None = None  # the body ``parse`` reused, for the ``remember`` that follows
+        self._tail_reused = False  # and whether its tail stood for this body's
         self._probed: tuple[bytes, str, _Body | None, int] | None = None  # what ``new_bytes`` just found
 
     def _best(self, raw: bytes, caller: str) -> tuple[_Body | None, int]:
@@ -92,13 +108,17 @@ class IncrementalParser:
 
         Raises orjson.JSONDecodeError exactly when ``orjson.loads(raw)`` would.
         """
-        self._used = None
+        self._used, self._tail_reused = None, False
         probed, self._probed = self._probed, None
         if probed is not None and probed[0] is raw and probed[1] == caller:
             best, shared = probed[2], probed[3]
         else:
             best, shared = self._best(raw, caller)
         if best is not None:
+            with_tail = _reuse_with_tail(raw, best, shared)
+            if with_tail is not None:
+                self._used, self._tail_reused = best, True
+                return with_tail
             reused = _reuse(raw, best, shared)
             if reused is not None:
                 self._used = best
@@ -122,6 +142,7 @@ class IncrementalParser:
         ~3 us a message.
         """
         used, self._used = self._used, None
+        tail_reused, self._tail_reused = self._tail_reused, False
         if len(raw) > self.max_bytes or body.__class__ is not dict or body.get("messages").__class__ is not list:
             return
         key = (caller, raw[:PROBE_BYTES])
@@ -135,8 +156,14 @@ class IncrementalParser:
         else:
             start, ends = layout if layout is not None else message_ends(raw, messages)
         if ends:
-            group.insert(0, _Body(raw, memoryview(raw), start, ends, messages[: len(ends)], body.get("tools")))
-            self._bytes += len(raw)
+            entry = _Body(raw, memoryview(raw), start, ends, messages[: len(ends)], body.get("tools"))
+            if len(ends) == len(messages):
+                if tail_reused and used is not None and used.tail is not None and raw.endswith(used.tail):
+                    entry.tail, entry.after = used.tail, used.after  # the same bytes: the same entries
+                else:
+                    entry.tail, entry.after = _tail(raw, ends[-1], body)
+            group.insert(0, entry)
+            self._bytes += entry.size
             self._count += 1
             while len(group) > CANDIDATES:
                 self._forget(group.pop())
@@ -147,7 +174,7 @@ class IncrementalParser:
                 self._forget(old)
 
     def _forget(self, body: _Body) -> None:
-        self._bytes -= len(body.raw)
+        self._bytes -= body.size
         self._count -= 1
 
     def __len__(self) -> int:
@@ -203,6 +230,58 @@ def _same_tools(body: dict[str, Any], last: _Body) -> None:
     tools, known = body.get("tools"), last.tools
     if known is not None and tools is not known and tools.__class__ is list and tools == known:
         body["tools"] = known
+
+
+def _tail(raw: bytes, end: int, body: dict[str, Any]) -> tuple[bytes | None, tuple[tuple[str, Any], ...]]:
+    """The bytes after the last message of ``raw`` (which ends at ``end``) and the entries of ``body`` they
+    hold, if a next turn may stand last turn's objects for them: they close the messages array, name no
+    ``messages``, and repeat no key of the opening (a full parse would keep such a key at the opening's
+    place). Parsed on their own once, when they are new."""
+    tail = raw[end:]
+    if tail[:1] != b"]" or _MESSAGES_KEY in tail:
+        return None, ()
+    try:
+        entries = orjson.loads(b'{"messages":[' + tail)
+    except orjson.JSONDecodeError:
+        return None, ()
+    keys = [k for k in entries if k != "messages"]
+    opening = set(itertools.takewhile(lambda k: k != "messages", body))
+    if opening.intersection(keys) or any(k not in body for k in keys):
+        return None, ()
+    return tail, tuple((k, body[k]) for k in keys)
+
+
+def _reuse_with_tail(raw: bytes, last: _Body, shared: int) -> tuple[Any, int] | None:
+    """``_reuse`` when ``raw`` also ends with the bytes that followed last turn's messages: only the messages
+    between (new, or after an edit) are parsed, and last turn's objects stand for the tools and parameters.
+
+    Exact: what is parsed is the opening, the messages between and ``]}``; in ``raw`` the same messages
+    follow a complete value and a comma, so the parser reaches the tail in the state it reached it last
+    turn, and the tail parsed to ``last.after`` from there (see ``_tail``). A body that does not parse this
+    way goes the usual way, which raises exactly where a full parse does."""
+    tail = last.tail
+    if tail is None or not raw.endswith(tail):
+        return None
+    end = last.ends[shared - 1]
+    stop = len(raw) - len(tail)
+    if stop == end:
+        between = b""  # no message after the shared ones
+    elif stop > end + 1 and raw[end : end + 2] == b",{":
+        between = raw[end + 1 : stop]
+    else:
+        return None
+    if _MESSAGES_KEY in between:
+        return None
+    try:
+        body = orjson.loads(raw[: last.start] + between + b"]}")
+    except orjson.JSONDecodeError:
+        return None
+    if body.__class__ is not dict or body.get("messages").__class__ is not list:
+        return None
+    for key, value in last.after:
+        body[key] = value
+    body["messages"][:0] = last.messages[:shared]
+    return body, shared
 
 
 def _reuse(raw: bytes, last: _Body, shared: int) -> tuple[Any, int] | None:

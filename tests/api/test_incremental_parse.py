@@ -141,3 +141,88 @@ def test_an_unchanged_tool_list_is_last_turns_checked_object() -> None:
     changed = orjson.dumps(body)
     parsed, _ = parser.parse(changed, "caller")
     assert parsed == body and parsed["tools"] is not first["tools"] and not parser.vouches_tools(parsed)
+
+
+tails = st.dictionaries(
+    st.sampled_from(["tools", "tool_choice", "temperature", "stream_options", "user"]),
+    st.lists(st.fixed_dictionaries({"name": texts, "n": numbers}), max_size=3) | texts | numbers,
+    max_size=3,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=bodies,
+    tail=tails,
+    appended=st.lists(messages, max_size=3),
+    edit=st.none() | st.tuples(st.integers(0, 6), messages),
+    changed=st.none() | tails,
+    cut=st.none() | st.integers(1, 30),
+    glue=st.sampled_from([b"", b",", b",]", b" "]),
+)
+def test_a_resent_tail_parses_to_what_a_full_parse_gives_and_is_last_turns_objects(
+    first: dict[str, Any],
+    tail: dict[str, Any],
+    appended: list[dict[str, Any]],
+    edit: tuple[int, dict[str, Any]] | None,
+    changed: dict[str, Any] | None,
+    cut: int | None,
+    glue: bytes,
+) -> None:
+    """What follows the messages (tools, parameters) resent byte for byte is not parsed again: the body is still
+    exactly a full parse's (values, types, key order), its objects are last turn's, and a body that only looks
+    alike (cut short, a stray comma or bracket before the tail, a changed tail) goes the usual way."""
+    parser = IncrementalParser()
+    opening = {k: v for k, v in first.items() if k != "messages"}
+    parsed_first = first_turn(parser, orjson.dumps({**opening, "messages": first["messages"], **tail}))
+    history = [*first["messages"], *appended]
+    if edit is not None and edit[0] < len(history):
+        history[edit[0]] = edit[1]
+    entries = tail if changed is None else changed
+    start = orjson.dumps({**opening, "messages": []})[:-2]  # up to and with the array's "["
+    rest = b"," + orjson.dumps(entries)[1:] if entries else b"}"
+    # glue: bytes that break the array just before the tail, which both parsers must see alike
+    raw = start + orjson.dumps(history)[1:-1] + glue + b"]" + rest
+    if cut is not None:
+        raw = raw[:-cut]
+    try:
+        expected = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        with pytest.raises(orjson.JSONDecodeError):
+            parser.parse(raw, "caller")
+        return
+    body, reused = parser.parse(raw, "caller")
+    assert body == expected
+    assert orjson.dumps(body) == orjson.dumps(expected), "same values, types and key order"
+    assert all(m is o for m, o in zip(body["messages"][:reused], parsed_first["messages"], strict=False))
+    if changed is None and not glue and cut is None and reused == len(first["messages"]) and tail:
+        assert all(body[k] is parsed_first[k] for k in tail), "an unchanged tail is last turn's objects"
+
+
+def test_a_tail_that_repeats_a_key_of_the_opening_is_parsed_every_time() -> None:
+    """A full parse keeps a repeated key at its first place with its last value: such a tail is never stood in for."""
+    parser = IncrementalParser()
+    hi = b"hi, " * 30  # past the bytes that group a body's entries
+    raw = b'{"model":"a","messages":[{"role":"user","content":"' + hi + b'"}],"model":"b","tools":[]}'
+    first = first_turn(parser, raw)
+    assert first["model"] == "b"
+    again = raw.replace(hi + b'"}]', hi + b'"},{"role":"user","content":"and?"}]')
+    body, reused = parser.parse(again, "caller")
+    assert reused == 1 and body == orjson.loads(again)
+    assert orjson.dumps(body) == orjson.dumps(orjson.loads(again))
+
+
+def test_an_agents_unchanged_tools_are_not_parsed_again() -> None:
+    """The 14K agent profile resent with one more turn: its tool list is last turn's object, not a new parse."""
+    parser = IncrementalParser()
+    raw = build_profiles(("agent14k",))[0].body
+    first = first_turn(parser, raw)
+    body = orjson.loads(raw)
+    body["messages"].append({"role": "user", "content": "And the next one?"})
+    again = orjson.dumps(body)
+    parsed, reused = parser.parse(again, "caller")
+    assert parsed == body and reused == len(first["messages"]) and parser.vouches_tools(parsed)
+    assert parsed["tools"] is first["tools"]
+    parser.remember(again, "caller", parsed, reused)
+    third, _ = parser.parse(again, "caller")
+    assert third["tools"] is first["tools"], "the tail carried over to the turn remembered after it"
