@@ -17,7 +17,7 @@ from gateway.assembly.memory_blocks import RECALL_TOOL, RECALL_TOOL_NAME
 from gateway.config import parse_settings
 from gateway.edges.memory import MemoryRuntime
 from gateway.edges.recall_tool import NOTHING_FOUND, recall_tool
-from gateway.edges.served_tools import ServedTools, _reassemble
+from gateway.edges.served_tools import ServedTools, _reassemble, offers_own
 from gateway.memory.archive import archive, passages_of
 from gateway.store.migrate import upgrade
 from gateway.store.record import Forwarded
@@ -176,3 +176,17 @@ def test_a_held_stream_is_reassembled_with_its_call_ids_and_text() -> None:
     ]
     message, usage = _reassemble(payloads)
     assert message["content"] == "Let me check. " and message["tool_calls"][0]["id"] == "a" and usage is None
+
+
+def test_the_gateways_own_tool_is_told_apart_from_the_clients_tools_as_sent() -> None:
+    """The client's own tool objects, however many, carry no tool of the gateway's (read by identity, no name
+    read); one the gateway added is found; a client tool of the same name is the client's."""
+    client = [LOOKUP, {"type": "function", "function": {"name": "book", "description": "Book it"}}]
+    assert not offers_own({"tools": client}, client, RECALL_TOOL_NAME)
+    assert not offers_own({"tools": list(client)}, client, RECALL_TOOL_NAME), "a copy of the list, the same tools"
+    assert not offers_own({}, None, RECALL_TOOL_NAME)
+    assert offers_own({"tools": [*client, RECALL_TOOL]}, client, RECALL_TOOL_NAME)
+    assert offers_own({"tools": [RECALL_TOOL, LOOKUP]}, [LOOKUP, client[1]], RECALL_TOOL_NAME), "pruned and added"
+    own_name = {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": "the client's"}}
+    assert not offers_own({"tools": [own_name]}, [own_name], RECALL_TOOL_NAME)
+    assert not offers_own({"tools": [{**own_name}]}, [own_name], RECALL_TOOL_NAME), "equal, not the same object"
