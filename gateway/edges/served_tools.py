@@ -68,9 +68,9 @@ class ServedTool(Protocol):
 
 def offers_own(outgoing: Mapping[str, Any], client_tools: Sequence[Mapping[str, Any]] | None, name: str) -> bool:
     """Whether ``outgoing`` carries the gateway's own tool ``name`` (not a client tool of that name)."""
-    offered, sent = outgoing.get("tools") or (), client_tools or ()
-    if len(offered) == len(sent) and all(o is c for o, c in zip(offered, sent, strict=True)):
-        return False  # the client's own tool objects, nothing added (most requests): no name is read
+    offered, sent = outgoing.get("tools"), client_tools or ()
+    if not offered or (len(offered) == len(sent) and all(o is c for o, c in zip(offered, sent, strict=True))):
+        return False  # no tools, or the client's own tool objects, nothing added (most requests): no name is read
     if not any(tool_name(t) == name for t in offered):
         return False
     return not any(tool_name(t) == name for t in client_tools or ())
