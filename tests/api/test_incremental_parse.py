@@ -39,6 +39,22 @@ def first_turn(parser: IncrementalParser, raw: bytes) -> Any:
     return body
 
 
+def parses_like_a_full_parse(parser: IncrementalParser, raw: bytes, first: Any) -> tuple[Any, int] | None:
+    """``parser.parse(raw)``, checked against a full parse: the same values, types and key order, or the same
+    refusal (None then); the messages it reused are ``first``'s objects."""
+    try:
+        expected = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        with pytest.raises(orjson.JSONDecodeError):
+            parser.parse(raw, "caller")
+        return None
+    body, reused = parser.parse(raw, "caller")
+    assert body == expected
+    assert orjson.dumps(body) == orjson.dumps(expected), "same values, types (1 stays 1, 1.0 stays 1.0), key order"
+    assert all(m is o for m, o in zip(body["messages"][:reused], first["messages"], strict=False))
+    return body, reused
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     first=bodies,
@@ -64,16 +80,7 @@ def test_a_next_turn_parses_to_what_a_full_parse_gives(
     raw = encodings(second)[style]
     if cut is not None:
         raw = raw[:-cut]  # a truncated body: both parsers must refuse it
-    try:
-        expected = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        with pytest.raises(orjson.JSONDecodeError):
-            parser.parse(raw, "caller")
-        return
-    body, reused = parser.parse(raw, "caller")
-    assert body == expected
-    assert orjson.dumps(body) == orjson.dumps(expected), "same values, same types (1 stays 1, 1.0 stays 1.0)"
-    assert all(m is o for m, o in zip(body["messages"][:reused], parsed_first["messages"], strict=False))
+    parses_like_a_full_parse(parser, raw, parsed_first)
 
 
 def test_a_resent_agent_history_is_reused_whole_and_the_new_turn_parsed() -> None:
@@ -136,6 +143,7 @@ def test_an_unchanged_tool_list_is_last_turns_checked_object() -> None:
     assert parsed == body and reused == len(first["messages"])
     assert parsed["tools"] is first["tools"] and parser.vouches_tools(parsed)
     parser.remember(again, "caller", parsed, reused)
+    assert parser.parse(again, "caller")[0]["tools"] is first["tools"], "carried over to the turn after, unparsed"
     body["tools"] = [*body["tools"][:-1], {**body["tools"][-1], "type": "function"}]  # equal: still vouched
     body["tools"][0] = {**body["tools"][0], "function": {**body["tools"][0]["function"], "description": "changed"}}
     changed = orjson.dumps(body)
@@ -185,16 +193,10 @@ def test_a_resent_tail_parses_to_what_a_full_parse_gives_and_is_last_turns_objec
     raw = start + orjson.dumps(history)[1:-1] + glue + b"]" + rest
     if cut is not None:
         raw = raw[:-cut]
-    try:
-        expected = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        with pytest.raises(orjson.JSONDecodeError):
-            parser.parse(raw, "caller")
+    parsed = parses_like_a_full_parse(parser, raw, parsed_first)
+    if parsed is None:
         return
-    body, reused = parser.parse(raw, "caller")
-    assert body == expected
-    assert orjson.dumps(body) == orjson.dumps(expected), "same values, types and key order"
-    assert all(m is o for m, o in zip(body["messages"][:reused], parsed_first["messages"], strict=False))
+    body, reused = parsed
     if changed is None and not glue and cut is None and reused == len(first["messages"]) and tail:
         assert all(body[k] is parsed_first[k] for k in tail), "an unchanged tail is last turn's objects"
 
@@ -210,19 +212,3 @@ def test_a_tail_that_repeats_a_key_of_the_opening_is_parsed_every_time() -> None
     body, reused = parser.parse(again, "caller")
     assert reused == 1 and body == orjson.loads(again)
     assert orjson.dumps(body) == orjson.dumps(orjson.loads(again))
-
-
-def test_an_agents_unchanged_tools_are_not_parsed_again() -> None:
-    """The 14K agent profile resent with one more turn: its tool list is last turn's object, not a new parse."""
-    parser = IncrementalParser()
-    raw = build_profiles(("agent14k",))[0].body
-    first = first_turn(parser, raw)
-    body = orjson.loads(raw)
-    body["messages"].append({"role": "user", "content": "And the next one?"})
-    again = orjson.dumps(body)
-    parsed, reused = parser.parse(again, "caller")
-    assert parsed == body and reused == len(first["messages"]) and parser.vouches_tools(parsed)
-    assert parsed["tools"] is first["tools"]
-    parser.remember(again, "caller", parsed, reused)
-    third, _ = parser.parse(again, "caller")
-    assert third["tools"] is first["tools"], "the tail carried over to the turn remembered after it"
