@@ -26,7 +26,6 @@ stand for them (``_Body.tail``).
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -161,7 +160,7 @@ class IncrementalParser:
                 if tail_reused and used is not None and used.tail is not None and raw.endswith(used.tail):
                     entry.tail, entry.after = used.tail, used.after  # the same bytes: the same entries
                 else:
-                    entry.tail, entry.after = _tail(raw, ends[-1], body)
+                    entry.tail, entry.after = _tail(raw, start, ends[-1], body)
             group.insert(0, entry)
             self._bytes += entry.size
             self._count += 1
@@ -232,23 +231,23 @@ def _same_tools(body: dict[str, Any], last: _Body) -> None:
         body["tools"] = known
 
 
-def _tail(raw: bytes, end: int, body: dict[str, Any]) -> tuple[bytes | None, tuple[tuple[str, Any], ...]]:
-    """The bytes after the last message of ``raw`` (which ends at ``end``) and the entries of ``body`` they
-    hold, if a next turn may stand last turn's objects for them: they close the messages array, name no
-    ``messages``, and repeat no key of the opening (a full parse would keep such a key at the opening's
-    place). Parsed on their own once, when they are new."""
+def _tail(raw: bytes, start: int, end: int, body: dict[str, Any]) -> tuple[bytes | None, tuple[tuple[str, Any], ...]]:
+    """The bytes after the last message of ``raw`` (which ends at ``end``; its messages start at ``start``) and the
+    entries of ``body`` they hold, if a next turn may stand last turn's objects for them: they close the messages
+    array and name no ``messages``. A key of the opening they repeat stays at the opening's place with their
+    value in a full parse, so the opening must parse to what ``body`` holds (only its few scalars are parsed:
+    the tail was parsed once already, with the body)."""
     tail = raw[end:]
     if tail[:1] != b"]" or _MESSAGES_KEY in tail:
         return None, ()
     try:
-        entries = orjson.loads(b'{"messages":[' + tail)
+        opening = orjson.loads(raw[:start] + b"]}")
     except orjson.JSONDecodeError:
         return None, ()
-    keys = [k for k in entries if k != "messages"]
-    opening = set(itertools.takewhile(lambda k: k != "messages", body))
-    if opening.intersection(keys) or any(k not in body for k in keys):
+    if any(k not in body or orjson.dumps(body[k]) != orjson.dumps(v) for k, v in opening.items() if k != "messages"):
         return None, ()
-    return tail, tuple((k, body[k]) for k in keys)
+    keys = list(body)
+    return tail, tuple((k, body[k]) for k in keys[keys.index("messages") + 1 :])
 
 
 def _reuse_with_tail(raw: bytes, last: _Body, shared: int) -> tuple[Any, int] | None:
@@ -270,17 +269,11 @@ def _reuse_with_tail(raw: bytes, last: _Body, shared: int) -> tuple[Any, int] | 
         between = raw[end + 1 : stop]
     else:
         return None
-    if _MESSAGES_KEY in between:
-        return None
-    try:
-        body = orjson.loads(raw[: last.start] + between + b"]}")
-    except orjson.JSONDecodeError:
-        return None
-    if body.__class__ is not dict or body.get("messages").__class__ is not list:
+    body = _with_history(raw[: last.start] + between + b"]}", last, shared)
+    if body is None:
         return None
     for key, value in last.after:
         body[key] = value
-    body["messages"][:0] = last.messages[:shared]
     return body, shared
 
 
@@ -295,13 +288,20 @@ def _reuse(raw: bytes, last: _Body, shared: int) -> tuple[Any, int] | None:
         rest = raw[end:]
     else:
         return None
-    if _MESSAGES_KEY in rest:
+    body = _with_history(raw[: last.start] + rest, last, shared)
+    return None if body is None else (body, shared)
+
+
+def _with_history(partial: bytes, last: _Body, shared: int) -> dict[str, Any] | None:
+    """``partial`` (the opening, then what follows the shared messages) parsed, with last turn's first ``shared``
+    messages put back in front; None when it does not parse to a body, or names ``messages`` again."""
+    if partial.find(_MESSAGES_KEY, last.start) >= 0:
         return None  # a later "messages" key (or the word as a value): let the full parser decide
     try:
-        body = orjson.loads(raw[: last.start] + rest)
+        body = orjson.loads(partial)
     except orjson.JSONDecodeError:
         return None  # the full parse raises the error, with the position in the client's body
     if body.__class__ is not dict or body.get("messages").__class__ is not list:
         return None
     body["messages"][:0] = last.messages[:shared]
-    return body, shared
+    return body
