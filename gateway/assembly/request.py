@@ -24,11 +24,11 @@ def context_from_body(body: Mapping[str, Any], env: Env, state: SessionState) ->
     params = {k: v for k, v in body.items() if k not in ("messages", "tools") and k not in EXTENSION_FIELDS}
     extensions = {k: body[k] for k in EXTENSION_FIELDS if k in body}
     tools = body.get("tools")
-    if tools.__class__ is list:
-        tools = _TOOL_TUPLES.get_or(tools, tuple)
+    if tools is not None:
+        tools = _TOOL_TUPLES.get_or(tools, tuple) if tools.__class__ is list else tuple(tools)
     return Context(
         messages=tuple(body["messages"]),
-        tools=tuple(tools) if tools is not None and tools.__class__ is not tuple else tools,
+        tools=tools,
         params=params,
         env=env,
         session=state,
