@@ -73,6 +73,17 @@ def request_slice(us: float) -> bool:
     return True
 
 
+def give_way() -> None:
+    """Let a task the loop just woke on its core run before the loop goes on.
+
+    The short slice makes the loop's virtual deadline early, so a task it wakes on its own core (the
+    client, reading the answer just written) does not preempt it: it waited while the loop did the
+    request's bookkeeping after the answer (~0.15 ms of CPU for a small request, more after a wait).
+    ``sched_yield`` moves the loop's deadline one slice on (EEVDF's yield), so that task runs first;
+    with no other task runnable here it returns at once. Called only where a slice was asked for."""
+    os.sched_yield()
+
+
 def _numbers() -> tuple[int, int] | None:
     if not sys.platform.startswith("linux"):
         return None

@@ -33,6 +33,7 @@ from gateway.api.stream_relay import StreamRelay
 from gateway.config import ModelConfig
 from gateway.edges.served_tools import ServedTools
 from gateway.errors import UpstreamError, VentanaError
+from gateway.sched_slice import give_way
 from gateway.store.record import Answer, Counts, Forwarded, Outcome, request_record
 from gateway.upstream.usage import normalise_usage
 
@@ -251,6 +252,11 @@ async def _reach_upstream(flight: InFlight, overhead_ms: float, call: Awaitable[
 def _count_and_finish(
     flight: InFlight, answer: Answer, status: int, error: str | None, overhead_ms: float, ttfb_ms: float
 ) -> None:
+    """The bookkeeping after the answer, on the loop turn after its end was written; the client it woke goes
+    first (``sched_slice.give_way``): the client does not wait for it (0.06-0.13 ms of a small request's
+    time on a shared core, RESULTS session 57)."""
+    if flight.gw.gives_way:
+        give_way()
     counts = _counted(flight)
     finish(flight, counts, answer, status=status, error=error, overhead_ms=overhead_ms, ttfb_ms=ttfb_ms)
 

@@ -117,7 +117,8 @@ def create_app(
         # After the writer thread started (it keeps its slice); the slice found, to give back when the app stops
         # (a test or an embedding running the app in its own thread), if the loop's was changed.
         slice_asked, slice_found = settings.scheduling.loop_slice_us, current_slice_us()
-        give_back = slice_found if slice_asked is not None and request_slice(slice_asked) else None
+        gw.gives_way = slice_asked is not None and request_slice(slice_asked)
+        give_back = slice_found if gw.gives_way else None
         if probe is not None:
             probe.start()
         if callbacks is not None:
@@ -125,6 +126,7 @@ def create_app(
         try:
             yield
         finally:
+            gw.gives_way = False
             if give_back is not None:
                 request_slice(give_back)
             if callbacks is not None:

@@ -32,6 +32,9 @@ class Gateway:
     parser: IncrementalParser = field(default_factory=IncrementalParser)  # last turn's bytes, parsed once
     conversations: ConversationIndex = field(default_factory=ConversationIndex)  # headerless sessions that diverge
     memos: Memos = field(default_factory=Memos)  # the passes' caches between requests, this gateway's own
+    #: Whether the loop's thread holds the short slice (``sched_slice``, set by the app's lifespan): then the
+    #: bookkeeping after an answer first gives way to the client the answer woke.
+    gives_way: bool = False
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
 
     def info(self, model: ModelConfig) -> ModelInfo:
