@@ -54,7 +54,7 @@ from gateway.assembly.pipeline import PassSpec
 from gateway.config import parse_settings
 from gateway.tokens import TokenCounter
 from gateway.upstream import http1
-from tests.inproc import post_scope
+from tests.inproc import body_once, post_scope
 from tests.procs import run_simulator
 from tests.shared_data import data_path
 
@@ -227,24 +227,15 @@ class _TimedEdges:
 
 async def send_one(app: Any, raw: bytes) -> int:
     """One request through the ASGI app; its status (the body is read to the end)."""
-    delivered = False
     status = 0
     done = asyncio.Event()
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
 
-    await app(post_scope("/v1/chat/completions", len(raw)), receive, send)
+    await app(post_scope("/v1/chat/completions", len(raw)), body_once(raw, done), send)
     done.set()
     return status
 

@@ -6,9 +6,10 @@ gateway runs under uvicorn in a thread of the test process; clients still talk H
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -60,3 +61,19 @@ def post_scope(path: str, body_length: int | None = None) -> dict[str, Any]:
         "server": ("127.0.0.1", 8080),
         "state": {},
     }
+
+
+def body_once(raw: bytes, gone: asyncio.Event) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI ``receive`` for a client that sends ``raw`` as the whole body, then stays connected until ``gone``
+    is set (a server's next ``receive`` is its disconnect)."""
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive

@@ -182,25 +182,17 @@ async def _send_hi(app: Any) -> list[dict[str, Any]]:
     """Every ASGI message ``app`` sends for a streamed "hi" to chat completions; the client stays connected."""
     import orjson
 
-    from tests.inproc import post_scope
+    from tests.inproc import body_once, post_scope
 
     raw = orjson.dumps({"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
     sent: list[dict[str, Any]] = []
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        await asyncio.sleep(3600)
-        return {"type": "http.disconnect"}
+    gone = asyncio.Event()  # never set: the client stays
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     async with app.router.lifespan_context(app):
-        await app(post_scope("/v1/chat/completions", len(raw)), receive, send)
+        await app(post_scope("/v1/chat/completions", len(raw)), body_once(raw, gone), send)
     return sent
 
 

@@ -21,7 +21,7 @@ from gateway.api.app import create_app
 from gateway.config import parse_settings
 from gateway.sched_slice import current_slice_us, request_slice
 from gateway.store.record import MemoryRecorder, RequestRecord
-from tests.inproc import post_scope
+from tests.inproc import body_once, post_scope
 from tests.procs import SimHandle, sim_models
 
 
@@ -46,15 +46,6 @@ class _Recorder(MemoryRecorder):
 async def _one(app: Any, raw: bytes, events: list[str]) -> None:
     """One request through the ASGI app, its sends named in ``events``; then a few loop turns."""
     done = asyncio.Event()
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -62,7 +53,7 @@ async def _one(app: Any, raw: bytes, events: list[str]) -> None:
         elif not message.get("more_body", False):
             events.append("end written")
 
-    await app(post_scope("/v1/chat/completions", len(raw)), receive, send)
+    await app(post_scope("/v1/chat/completions", len(raw)), body_once(raw, done), send)
     done.set()
     for _ in range(20):
         await asyncio.sleep(0.01)

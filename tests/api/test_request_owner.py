@@ -23,7 +23,7 @@ from starlette.types import Message
 from gateway.api.app import create_app
 from gateway.config import parse_settings
 from gateway.store.record import MemoryRecorder, RequestRecord
-from tests.inproc import post_scope
+from tests.inproc import body_once, post_scope
 from tests.procs import SimHandle, sim_models
 
 USER = "Tell me about owners of requests, in a good many words please."
@@ -44,22 +44,13 @@ async def _drive(door: str, client: Callable[[Message], bool], gone: asyncio.Eve
     recorder = MemoryRecorder()
     app = create_app(parse_settings({"models": sim_models(SIM_URL[0])}), recorder=recorder)
     raw = orjson.dumps({**body, "stream": True})
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
         client(message)
 
     async with app.router.lifespan_context(app):
         with contextlib.suppress(OSError):  # the server's own failure, as uvicorn would log it
-            await app(post_scope(path), receive, send)
+            await app(post_scope(path), body_once(raw, gone), send)
         for _ in range(50):  # the record is handed over on a later loop turn
             await asyncio.sleep(0.02)
     return list(recorder.records)
