@@ -270,6 +270,7 @@ async def answer_chat(
     sent = forwarded(gw, opened, ctx.session.turn + 1, prefix, decisions, outgoing, raw, raw_out, native, route)
     count = partial(count_tokens, gw, model, assembly, lint_after)  # after the answer: not needed to forward
     flight = InFlight(gw, model, sent, started, opened.headers, count, served)
+    gw.in_flight += 1  # until ``finish`` records it
     _reject_if_strict_lint(flight, assembly)
     api_key = gw.upstream.provider_key(model, principal.provider_key)  # set only in pass-through mode
     if native is not None:

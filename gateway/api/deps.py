@@ -35,6 +35,10 @@ class Gateway:
     #: Whether the loop's thread holds the short slice (``sched_slice``, set by the app's lifespan): then the
     #: bookkeeping after an answer first gives way to the client the answer woke.
     gives_way: bool = False
+    #: Forwarded requests not finished yet (``answer.InFlight`` made, its record not built): the bookkeeping
+    #: after an answer gives way only when its own request is the last, so no request waiting on the loop
+    #: loses the core to a neighbour. A request that never finished would only keep it from giving way.
+    in_flight: int = 0
     _infos: dict[str, ModelInfo] = field(default_factory=dict)
 
     def info(self, model: ModelConfig) -> ModelInfo:

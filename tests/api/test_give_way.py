@@ -59,25 +59,39 @@ async def _one(app: Any, raw: bytes, events: list[str]) -> None:
         await asyncio.sleep(0.01)
 
 
-def _served(sim: SimHandle, extra: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], bool]:
-    """The events of a plain and a streamed request, and whether the gateway gave way while serving."""
+def _served(
+    sim: SimHandle,
+    extra: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    others: int = 0,
+    faults: tuple[dict[str, Any], ...] = (),
+) -> tuple[list[str], bool]:
+    """The events of a plain and a streamed request, and whether the gateway could give way while serving;
+    ``others``: requests counted in flight beside them (as if forwarded and waiting for their provider)."""
     events: list[str] = []
     monkeypatch.setattr(answer_module, "give_way", lambda: events.append("give way"))
     app = create_app(parse_settings({"models": sim_models(sim.base_url), **extra}), recorder=_Recorder(events))
     gives_way: list[bool] = []
+    in_flight_after: list[int] = []
 
     async def serve() -> None:
         async with app.router.lifespan_context(app):
-            gives_way.append(app.state.gateway.gives_way)
+            gateway = app.state.gateway
+            gives_way.append(gateway.gives_way)
+            gateway.in_flight += others
+            if faults:
+                sim.faults(*faults)
             for stream in (False, True):
                 messages = [{"role": "user", "content": "Say hello."}]
                 raw = orjson.dumps({"model": "gpt-4o-mini", "messages": messages, "stream": stream})
                 await _one(app, raw, events)
+            in_flight_after.append(gateway.in_flight - others)
 
     thread = threading.Thread(target=lambda: asyncio.run(serve()))
     thread.start()
     thread.join(60)
     assert gives_way, "the app did not serve"
+    assert in_flight_after == [0], "every request counted in flight was finished once"
     return events, gives_way[0]
 
 
@@ -95,3 +109,22 @@ def test_without_the_short_slice_the_loop_does_not_yield(sim: SimHandle, monkeyp
     events, gives_way = _served(sim, {"scheduling": {"loop_slice_us": None}}, monkeypatch)
     assert not gives_way
     assert events == ["status 200", "end written", "record"] * 2
+
+
+@pytest.mark.skipif(not _slices_honoured(), reason="a kernel without custom slices (Linux < 6.12) or not Linux")
+def test_with_other_requests_in_flight_the_loop_keeps_the_core_for_them(
+    sim: SimHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Yielding then could hand the core to a busy neighbour (a local model) while other requests wait on the loop."""
+    events, gives_way = _served(sim, {}, monkeypatch, others=1)
+    assert gives_way
+    assert events == ["status 200", "end written", "record"] * 2
+
+
+def test_a_request_the_provider_fails_is_finished_once_too(sim: SimHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused plain request and a stream cut half way leave nothing counted in flight (``_served`` checks)."""
+    faults = ({"kind": "status", "status": 400, "times": 1}, {"kind": "drop_stream", "times": 1})
+    events, gives_way = _served(sim, {}, monkeypatch, faults=faults)
+    refused = ["record", "status 400", "end written"]  # recorded before its error is answered: nothing to wait for
+    cut = ["status 200", "end written", *(["give way"] if gives_way else []), "record"]  # its error event, then the end
+    assert events == refused + cut
