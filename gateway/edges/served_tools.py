@@ -73,7 +73,7 @@ def offers_own(outgoing: Mapping[str, Any], client_tools: Sequence[Mapping[str, 
         return False  # no tools, or the client's own tool objects, nothing added (most requests): no name is read
     if not any(tool_name(t) == name for t in offered):
         return False
-    return not any(tool_name(t) == name for t in client_tools or ())
+    return not any(tool_name(t) == name for t in sent)
 
 
 def called_names(message: Mapping[str, Any]) -> list[str]:
