@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gateway.assembly.clear_tool_results import _Call
     from gateway.assembly.context import Message
     from gateway.assembly.prefix import PrefixBlock, _Part
+    from gateway.assembly.recall_memory import Choice
 
 V = TypeVar("V")
 
@@ -94,6 +95,12 @@ class Memos:
     kinds: ObjectMemo[str] = field(default_factory=ObjectMemo)
     #: ``assembly.budget_report``: tokens per kind of a chunk of history, per encoding.
     tokens_by_kind: FoldPerKey[dict[str, int]] = field(default_factory=_fold)
+    #: ``assembly.recall_memory``: per candidates object (the memory edge hands a resent question the same
+    #: one), the passages chosen and their block, with the messages, budget, places, threshold and encoding
+    #: they were chosen for.
+    recall_choices: ObjectMemo[tuple[tuple[Message, ...], tuple[int, int, float, str], Choice]] = field(
+        default_factory=lambda: ObjectMemo(limit=64)
+    )
 
     def clear(self) -> None:
         """Free everything (the gateway's shutdown); the memos stay usable."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import Field
@@ -54,7 +54,7 @@ from gateway.assembly.memory_blocks import (
 )
 from gateway.assembly.message_text import is_system, text_of
 from gateway.assembly.pass_policy import PassPolicy
-from gateway.assembly.select_passages import passage_detail, select_passages
+from gateway.assembly.select_passages import Chosen, passage_detail, select_passages
 from gateway.assembly.tool_modes import is_restricting_choice
 from gateway.assembly.tool_scoring import tool_name
 from gateway.assembly.verify_assembly import last_client_user
@@ -166,17 +166,42 @@ def _framed(recalls: list[Decision], block_tokens: int) -> list[Decision]:
     return [first, *recalls[1:]]
 
 
-def _select(ctx: Context, policy: MemoryPolicy) -> tuple[list[Passage], list[Decision]]:
-    """The passages to recall, best first, and one ``recalled`` decision each."""
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What recall chose for a question: the passages (each with the tokens it adds) and the block's text and
+    prompt tokens (none chosen: no block)."""
+
+    chosen: tuple[Chosen, ...]
+    block: str
+    block_tokens: int
+
+
+_NONE_CHOSEN = Choice((), "", 0)
+
+
+def _select(ctx: Context, policy: MemoryPolicy) -> Choice:
+    """The passages to recall, best first, and the block they make."""
     candidates: Sequence[Passage] = ctx.annotations.get(CANDIDATES_KEY) or ()
     if not candidates:
-        return [], []
+        return _NONE_CHOSEN
     spare = ctx.env.context_window - WINDOW_MARGIN_TOKENS - policy.recall_budget_tokens
     if not ctx.prompt_tokens_within(spare):  # a block over the window would make the plan revert without it
         room = ctx.env.context_window - ctx.prompt_tokens() - WINDOW_MARGIN_TOKENS
         policy = policy.model_copy(update={"recall_budget_tokens": max(0, room)})
-    chosen = select_passages(candidates, ctx.messages, policy, ctx.env.counter)
-    return [c.passage for c in chosen], [_recalled(c.passage, c.tokens, reused=False) for c in chosen]
+    memo, messages, counter = ctx.env.memos.recall_choices, ctx.messages, ctx.env.counter
+    terms = (policy.recall_budget_tokens, policy.max_passages, policy.min_score, counter.encoding_name)
+    found = memo.get(candidates)
+    if found is not None and found[1] == terms and _same_objects(found[0], messages):
+        return found[2]
+    chosen = tuple(select_passages(candidates, messages, policy, counter))
+    block = recalled_message([c.passage for c in chosen]) if chosen else None
+    choice = Choice(chosen, str(block["content"]), counter.message(block)) if block else _NONE_CHOSEN
+    memo.put(candidates, (tuple(messages), terms, choice))
+    return choice
+
+
+def _same_objects(kept: Sequence[Message], messages: Sequence[Message]) -> bool:
+    return len(kept) == len(messages) and all(a is b for a, b in zip(kept, messages, strict=True))
 
 
 def _question_key(message: Message) -> str:
@@ -186,8 +211,9 @@ def _question_key(message: Message) -> str:
 
 def _recall_block(
     ctx: Context, policy: MemoryPolicy, question: int
-) -> tuple[Message | None, list[Decision], Mapping[str, Any] | None]:
-    """The ``<recalled>`` block to place before the question, its decisions, and the recall state to keep.
+) -> tuple[Message | None, list[Decision], Mapping[str, Any] | None, int | None]:
+    """The ``<recalled>`` block to place before the question, its decisions, the recall state to keep, and the
+    block's prompt tokens when they are known (None: count them).
 
     A new question (the newest client message) gets a fresh choice, frozen with the question's
     key; the rounds of an agent loop that follow it get the frozen bytes again, so the block
@@ -195,15 +221,19 @@ def _recall_block(
     state = _memory_state(ctx.session)
     frozen = state.get("recall")
     if not policy.recall or policy.mode != "inline":
-        return None, [], frozen if isinstance(frozen, Mapping) else None
+        return None, [], frozen if isinstance(frozen, Mapping) else None, None
     key = _question_key(ctx.messages[question])
     if asks_now(ctx.messages, question):  # the question is what the model answers now
-        passages, decisions = _select(ctx, policy)
-        if not passages:
-            return None, [], None
-        block = recalled_message(passages)
+        # Chosen again only when its inputs changed (``recall_choices``): a resent question (a retry, a
+        # client that resends) has the same candidates from the memory edge and the same message objects,
+        # and choosing scanned a 100 KB rendering once per candidate: ~0.3-0.6 ms at 105K tokens.
+        choice = _select(ctx, policy)
+        if not choice.chosen:
+            return None, [], None, 0
+        decisions = [_recalled(c.passage, c.tokens, reused=False) for c in choice.chosen]
         details = [{**d.detail} for d in decisions]
-        return block, decisions, {"question": key, "block": block["content"], "passages": details}
+        block = {"role": "user", "content": choice.block}
+        return block, decisions, {"question": key, "block": choice.block, "passages": details}, choice.block_tokens
     if isinstance(frozen, Mapping) and frozen.get("question") == key and isinstance(frozen.get("block"), str):
         block = {"role": "user", "content": frozen["block"]}
         decisions = [
@@ -217,8 +247,8 @@ def _recall_block(
             for d in frozen.get("passages") or ()
             if isinstance(d, Mapping)
         ]
-        return block, decisions, frozen
-    return None, [], frozen if isinstance(frozen, Mapping) else None
+        return block, decisions, frozen, None
+    return None, [], frozen if isinstance(frozen, Mapping) else None, None
 
 
 def _offer_tool(ctx: Context) -> tuple[Context, list[Decision]]:
@@ -261,10 +291,10 @@ def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
     recalls: list[Decision] = []
     recall_state: Any = _memory_state(ctx.session).get("recall")
     if not placed_before:  # the pipeline run on its own output: the block is already in place
-        recall, recalls, recall_state = _recall_block(ctx, policy, question)
+        recall, recalls, recall_state, block_tokens = _recall_block(ctx, policy, question)
     if recall is not None:
         messages.insert(question, recall)
-        recalls = _framed(recalls, ctx.env.counter.message(recall))
+        recalls = _framed(recalls, ctx.env.counter.message(recall) if block_tokens is None else block_tokens)
     keep = profile or ""
     placed = (
         [c for m in ctx.messages if isinstance(c := m.get("content"), str) and c.startswith("<memory")]

@@ -105,6 +105,36 @@ def test_budget_and_max_passages_bound_the_block() -> None:
     assert len(decisions2) == 1 and decisions2[0].detail["start"] == 0
 
 
+def test_a_resent_question_reuses_its_choice_until_the_messages_or_the_budget_change(monkeypatch: Any) -> None:
+    """A resent turn (the same candidates from the memory edge, the same message objects in a new tuple) gets
+    the choice made before without choosing again; a message replaced (here by one saying the passage
+    verbatim) or another budget chooses again. Fails if the choice is made every time, or kept too long."""
+    from gateway.assembly import recall_memory as pass_module
+
+    calls: list[int] = []
+    choose = pass_module.select_passages
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return choose(*args)
+
+    monkeypatch.setattr(pass_module, "select_passages", counted)
+    candidates = (_passage(1, "user: my dog is called Rex", 0.9, start=3),)
+    ctx = _ctx([*_history(), {"role": "user", "content": "What is my dog's name?"}], **{CANDIDATES_KEY: candidates})
+    policy = ON.model_copy(update={"long_term": False})
+    first, decisions = recall_memory(ctx, policy)
+    resent = ctx.replace(messages=tuple(ctx.messages))  # a new tuple of the same objects, as a resent body
+    again, decisions_again = recall_memory(resent, policy)
+    assert len(calls) == 1, "the same question and candidates over the same messages: chosen once"
+    assert again.messages == first.messages and decisions_again == decisions and "Rex" in str(again.messages[-2])
+    said = {"role": "user", "content": "my dog is called Rex"}  # the model now sees the passage itself
+    seen = ctx.replace(messages=(SYSTEM, said, *ctx.messages[2:]))
+    out, made = recall_memory(seen, policy)
+    assert len(calls) == 2 and made == [] and out is seen, "a message replaced: chosen again, nothing recalled"
+    recall_memory(resent, policy.model_copy(update={"recall_budget_tokens": 10}))
+    assert len(calls) == 3, "another budget: chosen again"
+
+
 TOOL_MODE = MemoryPolicy(enabled=True, mode="tool")
 LOOKUP = {"type": "function", "function": {"name": "lookup", "description": "Look a booking up", "parameters": {}}}
 
