@@ -162,3 +162,23 @@ def test_a_tail_round_may_stand_condensed_with_its_calls_only_before_the_newest_
     newest[6] = _stubbed(messages[6], arguments=stub)
     assert check(newest, 6), "the newest round's arguments stay the client's"
     assert verify_assembly(ctx, ctx.replace(messages=tuple(older)), [], keep_rounds=3), "only when declared"
+
+
+def test_a_check_asks_its_questions_of_the_history_the_passes_already_cut_into_chunks(monkeypatch: Any) -> None:
+    """The check read a fresh list of the client's messages, cut into chunks again for each question asked of it
+    (twice a check, ~30-80 us at 287 messages); with nothing to make comparable it reads the context's own tuple,
+    whose chunks the passes found. Fails if the check cuts the history again."""
+    from gateway import history_fold
+    from tests.assembly.make_context import make_context
+
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    for k in range(60):
+        history += [{"role": "user", "content": f"question {k}"}, {"role": "assistant", "content": f"answer {k}"}]
+    ctx = make_context({"messages": [*history, {"role": "user", "content": "the newest question"}]})
+    history_fold.chunks(ctx.messages)  # as the passes before the check did
+    cut: list[int] = []
+    chunks_of = history_fold._chunks
+    monkeypatch.setattr(history_fold, "_chunks", lambda messages: cut.append(len(messages)) or chunks_of(messages))
+    plan = ctx.replace(messages=(*ctx.messages[:3], *ctx.messages[5:]))  # an older round left out
+    assert verify_assembly(ctx, plan, []) == []
+    assert cut == [], "the client's history is cut into chunks once, before the check"
