@@ -290,6 +290,7 @@ def _place_blocks(ctx: Context, policy: MemoryPolicy) -> tuple[Context, list[Dec
     recall: Message | None = None
     recalls: list[Decision] = []
     recall_state: Any = _memory_state(ctx.session).get("recall")
+    block_tokens: int | None = None
     if not placed_before:  # the pipeline run on its own output: the block is already in place
         recall, recalls, recall_state, block_tokens = _recall_block(ctx, policy, question)
     if recall is not None:
