@@ -11,8 +11,9 @@ alive (mostly objects that live requests and the resent-history caches hold anyw
 
 from __future__ import annotations
 
+import operator
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
@@ -21,6 +22,12 @@ V = TypeVar("V")
 #: objects (the ones ``sessions.resent`` keeps), but each is cleared on its own schedule, so the
 #: bound on what they keep alive together is a few times this many messages.
 DEFAULT_LIMIT = 10_000
+
+
+def same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether ``a`` and ``b`` hold the very same objects in the same order (a resent history's test: equal
+    values in new objects are not the same, since what is remembered about an object is keyed by its identity)."""
+    return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 class ObjectMemo(Generic[V]):

@@ -58,6 +58,7 @@ from gateway.assembly.select_passages import Chosen, passage_detail, select_pass
 from gateway.assembly.tool_modes import is_restricting_choice
 from gateway.assembly.tool_scoring import tool_name
 from gateway.assembly.verify_assembly import last_client_user
+from gateway.object_memo import same_objects
 
 PASS = "recall_memory"
 #: Room for ``max_passages`` (3) passages of about ``passage_tokens`` (300): 9 in 10 of rhelm's archived passages
@@ -191,17 +192,13 @@ def _select(ctx: Context, policy: MemoryPolicy) -> Choice:
     memo, messages, counter = ctx.env.memos.recall_choices, ctx.messages, ctx.env.counter
     terms = (policy.recall_budget_tokens, policy.max_passages, policy.min_score, counter.encoding_name)
     found = memo.get(candidates)
-    if found is not None and found[1] == terms and _same_objects(found[0], messages):
+    if found is not None and found[1] == terms and same_objects(found[0], messages):
         return found[2]
     chosen = tuple(select_passages(candidates, messages, policy, counter))
     block = recalled_message([c.passage for c in chosen]) if chosen else None
     choice = Choice(chosen, str(block["content"]), counter.message(block)) if block else _NONE_CHOSEN
     memo.put(candidates, (tuple(messages), terms, choice))
     return choice
-
-
-def _same_objects(kept: Sequence[Message], messages: Sequence[Message]) -> bool:
-    return len(kept) == len(messages) and all(a is b for a, b in zip(kept, messages, strict=True))
 
 
 def _question_key(message: Message) -> str:

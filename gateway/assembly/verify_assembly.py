@@ -27,7 +27,6 @@ The checks, each returning a sentence when it fails:
 from __future__ import annotations
 
 import hashlib
-import operator
 from collections.abc import Mapping, Sequence
 
 import orjson
@@ -35,6 +34,7 @@ import orjson
 from gateway.assembly.context import Context, Decision, Message
 from gateway.assembly.input_stubs import same_but_arguments, same_calls
 from gateway.history_fold import index_fold
+from gateway.object_memo import same_objects
 
 #: Openings of messages the gateway itself writes. A pass that inserts or rewrites a
 #: message starts its content with one of these, so the check (and a person) can tell.
@@ -182,7 +182,7 @@ def _comparable_all(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     the history's chunks are then the ones the passes found (``history_fold``). A new list, made per call, was
     cut into chunks again for each question asked of it, twice a check (~30-80 us at 287 messages)."""
     made = tuple(map(comparable, messages))
-    return messages if all(map(operator.is_, made, messages)) else made
+    return messages if same_objects(made, messages) else made
 
 
 def verify_assembly(

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.formats.anthropic_messages import ORIGIN, tool_input
+from gateway.object_memo import same_objects
 
 Json = dict[str, Any]
 _THINKING = ("thinking", "redacted_thinking")
@@ -57,8 +58,7 @@ def messages_body(
     new_tools = _tools(original.get("tools"), view.get("tools"), tools)
     unchanged = (
         system is original.get("system")
-        and len(items) == len(original["messages"])
-        and all(a is b for a, b in zip(items, original["messages"], strict=True))
+        and same_objects(items, original["messages"])
         and new_tools is original.get("tools")
         and original.get("model") == upstream_model
     )

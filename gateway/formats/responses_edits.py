@@ -39,6 +39,7 @@ from typing import Any
 
 from gateway.errors import RequestError
 from gateway.formats.responses import chat_messages_at
+from gateway.object_memo import same_objects
 
 #: Item ids the Responses route minted for items that came without one (``input_items``):
 #: the provider never saw them, so they are not sent.
@@ -146,7 +147,7 @@ def _input(
     view: ResponsesView, original: Sequence[Mapping[str, Any]], assembled: Sequence[Mapping[str, Any]]
 ) -> tuple[list[Mapping[str, Any]] | None, str | None]:
     """The new ``input`` (None when every message is the view's own, in order) and new ``instructions``."""
-    if len(original) == len(assembled) and all(a is b for a, b in zip(original, assembled, strict=True)):
+    if same_objects(original, assembled):
         return None, None
     index = {id(m): k for k, m in enumerate(original)}
     kept = [index.get(id(m)) for m in assembled]

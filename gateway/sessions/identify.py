@@ -31,7 +31,7 @@ import orjson
 
 from gateway.assembly.message_text import system_indices
 from gateway.assembly.volatile_patterns import strip_volatile
-from gateway.object_memo import ObjectMemo
+from gateway.object_memo import ObjectMemo, same_objects
 from gateway.tokens import content_text
 
 MAX_SESSION_ID_LENGTH = 128
@@ -136,15 +136,11 @@ def identify_session(header: str | None, caller: str, model: str, messages: Sequ
     if first_user is None:
         return _named(caller, model, systems, "")
     known = _NAMED.get(first_user)
-    if known is not None and known[0] == caller and known[1] == model and _same(known[2], systems):
+    if known is not None and known[0] == caller and known[1] == model and same_objects(known[2], systems):
         return known[3]
     name = _named(caller, model, systems, content_text(first_user.get("content"))[0])
     _NAMED.put(first_user, (caller, model, systems, name))
     return name
-
-
-def _same(a: tuple[Mapping[str, Any], ...], b: tuple[Mapping[str, Any], ...]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _named(caller: str, model: str, systems: tuple[Mapping[str, Any], ...], first_user: str) -> str:
