@@ -25,27 +25,18 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the gateway's key file
-    saved = {name: getattr(chat, name) for name in dir(chat) if not name.startswith("__")}  # restored after
-    saved_answer = {n: getattr(answer, n) for n in ("request_record", "normalise_usage")}
-    saved_observe = metrics.observe
-    saved_received = http1._Connection.data_received
-    try:
-        with run_simulator(tmp_path, record=False, cache=False) as sim:
-            models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
-            settings = parse_settings({"models": models, "database_url": f"sqlite:///{tmp_path}/t.db"})
-            app = create_app(settings, **build_dependencies(settings))
-            clock = StageClock()
-            stage_costs.instrument(app.state.gateway, clock)
+    with run_simulator(tmp_path, record=False, cache=False) as sim:
+        models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
+        settings = parse_settings({"models": models, "database_url": f"sqlite:///{tmp_path}/t.db"})
+        app = create_app(settings, **build_dependencies(settings))
+        clock = StageClock()
+        seams = stage_costs.instrument(app.state.gateway, clock)
+        try:
             profile = build_profiles(("agent14k",))[0]
             shape = stage_costs.Shape("agent14k", [profile.body] * 3, 1, "")
             results, spans = asyncio.run(stage_costs.measure(app, clock, [shape]))
-    finally:
-        for name, value in saved.items():
-            setattr(chat, name, value)
-        for name, value in saved_answer.items():
-            setattr(answer, name, value)
-        metrics.observe = saved_observe
-        http1._Connection.data_received = saved_received  # type: ignore[method-assign]
+        finally:
+            seams.remove()
     medians = results["agent14k"]
     expected = {
         "parse, check, name",
@@ -75,6 +66,57 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
     assert sum(stages) == pytest.approx(medians[stage_costs.TOTAL], rel=0.5)  # medians of parts, roughly the whole
     lines = stage_costs.table(results, {"agent14k": "detail"})
     assert any(line.startswith("| pass clear_tool_results |") for line in lines)
+    assert not any(line.startswith(f"| {stage_costs.TIMER} |") for line in lines)  # every request timed: no plain one
+
+
+def test_every_other_request_goes_plain_and_the_loop_total_is_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timing costs a request ~2x its clock reads' hot cost (a frame, a wrapper, a context variable per
+    span, each read a syscall), so a total taken while timed said stages were over budget that were not:
+    with the seams, every other request is sent with the gateway's own functions back in place."""
+    monkeypatch.chdir(tmp_path)  # the gateway's key file
+    own = (chat.read_and_name, chat.FORWARD_PASSES, answer.request_record, metrics.observe)
+    own_received = http1._Connection.data_received
+    with run_simulator(tmp_path, record=False, cache=False) as sim:
+        models = [{"name": MODEL, "litellm_model": f"openai/{MODEL}", "api_base": sim.base_url}]
+        settings = parse_settings({"models": models, "database_url": f"sqlite:///{tmp_path}/t.db"})
+        app = create_app(settings, **build_dependencies(settings))
+        gw = app.state.gateway
+        own_objects = (gw.recorder, gw.edges, gw.sessions, gw.upstream)
+        clock = StageClock()
+        seams = stage_costs.instrument(gw, clock)
+        try:
+            assert chat.read_and_name is not own[0] and gw.recorder is not own_objects[0]
+            seams.remove()
+            assert (chat.read_and_name, chat.FORWARD_PASSES, answer.request_record, metrics.observe) == own
+            assert http1._Connection.data_received is own_received
+            assert (gw.recorder, gw.edges, gw.sessions, gw.upstream) == own_objects
+            seams.install()
+            body = build_profiles(("tiny",))[0].body
+            shape = stage_costs.Shape("tiny", [body] * 6, 2, "")
+
+            async def run() -> tuple[dict[str, list[float]], int]:
+                async with app.router.lifespan_context(app):
+                    return await stage_costs.run_shape(app, clock, shape, seams=seams)
+
+            samples, spans = asyncio.run(run())  # a plain request with a stage timed stops the run
+            assert seams.installed and chat.read_and_name is not own[0]  # left as ``instrument`` left it
+        finally:
+            seams.remove()
+    # requests 2-5 measured: 2 and 4 timed, 3 and 5 plain
+    assert len(samples[stage_costs.TOTAL]) == len(samples[stage_costs.TIMED_TOTAL]) == 2
+    assert len(samples[stage_costs.HTTP]) == len(samples["parse, check, name"]) == 2
+    assert len(samples[stage_costs.REFERENCE]) == 4 and spans > 20
+    medians = {
+        "parse, check, name": 30.0,
+        stage_costs.TOTAL: 600.0,
+        stage_costs.TIMER: 250.0,
+        stage_costs.REFERENCE: stage_costs.BUDGET_REFERENCE_US,
+    }
+    lines = stage_costs.table({"tiny": medians}, {"tiny": "detail"})
+    assert f"| {stage_costs.TIMER} | 250.0 |" in lines  # reported, never over a budget
+    assert stage_costs.over_budget({"tiny": medians}) == ["tiny: parse, check, name 30.0 us > 25"]
 
 
 def test_cold_caches_write_over_every_byte_of_their_buffer_each_time() -> None:
