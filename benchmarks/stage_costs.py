@@ -166,14 +166,27 @@ def _limit(stage: str, shape: str, medians: dict[str, float]) -> float:
 
 class Seams:
     """The request path's seams, timed or as the gateway has them: ``install`` swaps the timed ones in,
-    ``remove`` puts the gateway's own back, so one process can time some requests and leave others plain."""
+    ``remove`` puts the gateway's own back, so one process can time some requests and leave others plain;
+    ``close`` restores everything, switches included."""
 
     def __init__(self) -> None:
         self._swaps: list[tuple[Any, str, Any, Any]] = []  # (owner, attribute, the gateway's, the timed)
+        self._switches: list[tuple[Any, str, Any]] = []  # (owner, attribute, the gateway's)
         self.installed = False
 
     def swap(self, owner: Any, attr: str, timed: Any) -> None:
         self._swaps.append((owner, attr, getattr(owner, attr), timed))
+
+    def switch(self, owner: Any, attr: str, timed: Callable[..., Any]) -> None:
+        """For a method something keeps bound (a transport holds its protocol's ``data_received`` from the
+        connection's start): one function, in place from now until ``close``, timed only while installed."""
+        original = getattr(owner, attr)
+
+        def switched(*args: Any, **kwargs: Any) -> Any:
+            return (timed if self.installed else original)(*args, **kwargs)
+
+        self._switches.append((owner, attr, original))
+        setattr(owner, attr, switched)
 
     def install(self) -> None:
         for owner, attr, _, timed in self._swaps:
@@ -184,6 +197,12 @@ class Seams:
         for owner, attr, original, _ in self._swaps:
             setattr(owner, attr, original)
         self.installed = False
+
+    def close(self) -> None:
+        self.remove()
+        for owner, attr, original in self._switches:
+            setattr(owner, attr, original)
+        self._switches.clear()
 
 
 def instrument(gw: Any, clock: StageClock) -> Seams:
@@ -225,7 +244,7 @@ def instrument(gw: Any, clock: StageClock) -> Seams:
     upstream = {"complete": "upstream client (http1 pool)", "open_stream": "upstream client (http1 pool)"}
     seams.swap(gw, "upstream", Timed(gw.upstream, clock, upstream))
     # the answer's bytes are parsed in the connection's callback, a loop callback outside the call's own steps
-    seams.swap(http1._Connection, "data_received", t("upstream client (http1 pool)", http1._Connection.data_received))
+    seams.switch(http1._Connection, "data_received", t("upstream client (http1 pool)", http1._Connection.data_received))
     recorder = {"record": "after: record queued", "journal": "answer: journal", "look_ahead": "record: looked ahead"}
     seams.swap(gw, "recorder", Timed(gw.recorder, clock, recorder))
     seams.swap(gw, "calibration", Timed(gw.calibration, clock, {"observe": "after: calibration"}))
