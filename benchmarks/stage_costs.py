@@ -379,15 +379,17 @@ async def run_shape(
     """Per stage, the us of each measured request; and the spans a request makes.
 
     With ``seams``, every other request goes plain (the seams removed): the loop's total is theirs, since
-    the timing itself costs a request ~2x its clock reads' hot cost (reads are syscalls, each span a frame,
-    a wrapper, a context variable; nested stages each carry their children's part); ``TIMED_TOTAL`` is the
+    the timing itself costs a request 2-4x what its spans cost hot (each clock read a syscall, each span a
+    frame, a wrapper, a context variable; nested stages each carry their children's part); ``TIMED_TOTAL`` is the
     timed requests' own."""
     samples: dict[str, list[float]] = {}
     spans = []
     for i, raw in enumerate(shape.bodies):
         timed = seams is None or i % 2 == 0
-        if seams is not None and timed != seams.installed:
-            seams.install() if timed else seams.remove()
+        if seams is not None and timed and not seams.installed:
+            seams.install()
+        elif seams is not None and not timed and seams.installed:
+            seams.remove()
         if before is not None:
             before()
         reference = reference_ns()
@@ -493,7 +495,8 @@ async def measure(
             if timed_total is not None:
                 medians[TIMER] = timed_total - medians[TOTAL]
             results[shape.name] = medians
-            print(f"{shape.name}: {len(samples[TOTAL])} requests measured plain", file=sys.stderr)
+            how = "plain, as many timed" if seams is not None else "timed"
+            print(f"{shape.name}: {len(samples[TOTAL])} requests measured ({how})", file=sys.stderr)
     return results, spans
 
 
