@@ -420,6 +420,8 @@ async def run_shape(
             samples.setdefault(k, []).append(v)
     if seams is not None:
         seams.install()
+    if not spans or TOTAL not in samples:
+        raise SystemExit(f"{shape.name}: too few requests to measure both timed and plain ones: raise --requests")
     return samples, int(statistics.median(spans))
 
 
