@@ -339,8 +339,10 @@ class ColdCaches:
     """Overwrites ``megabytes`` of memory before each request, so it starts with caches holding other data.
 
     The test of one reading of what a run beside LiteLLM's proxy does (its 10-20 ms of CPU a request
-    pushing the gateway's code and data out of the caches): with 64 MB no stage grew here, where a
-    wait (``idle``) makes every stage 1.5-2.3x (RESULTS, session 43). Kept as that contrast.
+    pushing the gateway's code and data out of the caches): with 64 MB no stage grew on session 43's machine,
+    where a wait (``idle``) made every stage 1.5-2.3x; on the AMD EPYC kind of sessions 53-59 every stage and
+    the reference work grew alike, 1.2-1.7x (RESULTS, session 59), so no stage is heavier on the caches than
+    the rest. Kept as that contrast.
     """
 
     def __init__(self, megabytes: int) -> None:
@@ -356,7 +358,7 @@ def idle(milliseconds: float) -> Callable[[], None]:
     """Sleep before each request: what a request costs after the process waited, as a gateway does between
     a provider's answers, or beside a slow neighbour (LiteLLM's proxy: 13-29 ms a request). On this VM every
     stage then costs 1.5-2.3x its back-to-back figure (RESULTS, session 43), where overwritten caches
-    (``ColdCaches``) cost nothing measurable: the machine, not the data, is cold."""
+    (``ColdCaches``) cost nothing measurable on that machine (1.2-1.7x, every stage alike, on session 59's)."""
     return lambda: time.sleep(milliseconds / 1000)
 
 
