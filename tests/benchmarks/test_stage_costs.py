@@ -73,8 +73,8 @@ def test_every_seam_of_a_served_request_is_timed_and_the_stages_add_up(
 def test_every_other_request_goes_plain_and_the_loop_total_is_theirs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The timing costs a request ~2x its clock reads' hot cost (a frame, a wrapper, a context variable per
-    span, each read a syscall), so a total taken while timed said stages were over budget that were not:
+    """The timing costs a request 2-4x what its spans cost hot (a frame, a wrapper, a context variable per
+    span, each clock read a syscall), so a total taken while timed named totals over budget that were not:
     with the seams, every other request is sent with the gateway's own functions back in place."""
     monkeypatch.chdir(tmp_path)  # the gateway's key file
     own = (chat.read_and_name, chat.FORWARD_PASSES, answer.request_record, metrics.observe)
