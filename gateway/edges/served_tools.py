@@ -28,6 +28,7 @@ import orjson
 from gateway.assembly.context import Decision
 from gateway.assembly.tool_scoring import tool_name
 from gateway.decision_tally import STEP_PASS
+from gateway.object_memo import same_objects
 from gateway.store.record import Forwarded
 from gateway.tokens import TokenCounter
 from gateway.upstream.usage import Usage, normalise_usage
@@ -69,7 +70,7 @@ class ServedTool(Protocol):
 def offers_own(outgoing: Mapping[str, Any], client_tools: Sequence[Mapping[str, Any]] | None, name: str) -> bool:
     """Whether ``outgoing`` carries the gateway's own tool ``name`` (not a client tool of that name)."""
     offered, sent = outgoing.get("tools"), client_tools or ()
-    if not offered or (len(offered) == len(sent) and all(o is c for o, c in zip(offered, sent, strict=True))):
+    if not offered or same_objects(offered, sent):
         return False  # no tools, or the client's own tool objects, nothing added (most requests): no name is read
     if not any(tool_name(t) == name for t in offered):
         return False

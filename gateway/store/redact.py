@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from gateway.history_fold import CHUNK, Chunk, HistoryFold
-from gateway.object_memo import ObjectMemo, WeakMemo
+from gateway.object_memo import ObjectMemo, WeakMemo, same_objects
 from gateway.store.record import Forwarded, RequestRecord
 
 MASK = "[REDACTED]"
@@ -196,7 +196,7 @@ class Redactor:
             return value if same else dict(pairs)
         if isinstance(value, list | tuple):
             items = [self.value(v) for v in value]
-            return value if all(m is v for m, v in zip(items, value, strict=True)) else items
+            return value if same_objects(items, value) else items
         return value
 
     def sent(self, sent: Forwarded) -> Forwarded:
