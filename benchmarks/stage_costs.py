@@ -206,8 +206,8 @@ class Seams:
 
 
 def instrument(gw: Any, clock: StageClock) -> Seams:
-    """Swap the request path's seams for timed ones (installed; ``remove`` undoes it); raise if a seam is
-    gone (the code moved)."""
+    """Swap the request path's seams for timed ones (installed; ``remove`` puts the gateway's own back for a
+    plain request, ``close`` undoes all of it); raise if a seam is gone (the code moved)."""
     t = clock.auto
     seams = Seams()
     module_seams = {
