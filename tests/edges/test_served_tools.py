@@ -190,3 +190,30 @@ def test_the_gateways_own_tool_is_told_apart_from_the_clients_tools_as_sent() ->
     own_name = {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": "the client's"}}
     assert not offers_own({"tools": [own_name]}, [own_name], RECALL_TOOL_NAME)
     assert not offers_own({"tools": [{**own_name}]}, [own_name], RECALL_TOOL_NAME), "equal, not the same object"
+
+
+class _Untouchable:
+    """A gateway whose every part fails when read: what steps aside must not ask it anything."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the gateway's {name} was read")
+
+
+def test_a_request_with_none_of_the_gateways_tools_asks_nothing_of_the_gateway() -> None:
+    """No tools forwarded, or the client's own tool objects: no loop, and no tool's counter or owner worked out
+    (the gateway here fails on any read); with one of the gateway's tools added, the tools are asked."""
+    from gateway.edges.edges import Turn
+    from gateway.edges.own_tools import own_tools
+
+    client = [LOOKUP]
+    bare = Turn("req-1", "caller-a:s", "caller-a", {"messages": HISTORY})
+    with_tools = Turn("req-2", "caller-a:s", "caller-a", {"messages": HISTORY, "tools": client})
+    gw, model = _Untouchable(), parse_settings({"models": [{"name": "m", "litellm_model": "openai/m"}]}).models[0]
+    assert own_tools(gw, model, bare, {"messages": HISTORY}) is None  # type: ignore[arg-type]
+    assert own_tools(gw, model, with_tools, {"messages": HISTORY, "tools": list(client)}) is None  # type: ignore[arg-type]
+    try:
+        own_tools(gw, model, with_tools, {"messages": HISTORY, "tools": [*client, RECALL_TOOL]})  # type: ignore[arg-type]
+    except AssertionError as exc:
+        assert "was read" in str(exc)
+    else:
+        raise AssertionError("a request carrying the gateway's own tool was not looked at")
