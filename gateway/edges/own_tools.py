@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 from gateway.api.deps import Gateway
 from gateway.config import ModelConfig
 from gateway.edges.recall_tool import recall_tool
-from gateway.edges.served_tools import ServedTool, ServedTools
+from gateway.edges.served_tools import ServedTool, ServedTools, adds_tools
 from gateway.edges.tool_search import tool_search
 from gateway.memory.profile import owner_of
-from gateway.object_memo import same_objects
 
 if TYPE_CHECKING:
     from gateway.edges.edges import Turn
@@ -28,8 +27,7 @@ def own_tools(gw: Gateway, model: ModelConfig, turn: Turn, outgoing: Mapping[str
     A request forwarded with no tools, or with the client's own tool objects, carries none of the gateway's:
     it steps aside before asking each tool (its counter, the body's owner), as most requests do."""
     client_tools = turn.body.get("tools") or ()
-    offered = outgoing.get("tools")
-    if not offered or same_objects(offered, client_tools):
+    if not adds_tools(outgoing, client_tools):
         return None
     handlers: list[ServedTool | None] = [
         tool_search(gw, model, turn.scoped, turn.body, outgoing),

@@ -67,11 +67,20 @@ class ServedTool(Protocol):
         ...
 
 
+def adds_tools(outgoing: Mapping[str, Any], client_tools: Sequence[Mapping[str, Any]] | None) -> bool:
+    """Whether ``outgoing`` may carry a tool the gateway added: it has tools, and they are not the client's own
+    tool objects in order. False for most requests, told without reading a name."""
+    offered = outgoing.get("tools")
+    if not offered:
+        return False
+    return not same_objects(offered, client_tools or ())
+
+
 def offers_own(outgoing: Mapping[str, Any], client_tools: Sequence[Mapping[str, Any]] | None, name: str) -> bool:
     """Whether ``outgoing`` carries the gateway's own tool ``name`` (not a client tool of that name)."""
-    offered, sent = outgoing.get("tools"), client_tools or ()
-    if not offered or same_objects(offered, sent):
-        return False  # no tools, or the client's own tool objects, nothing added (most requests): no name is read
+    if not adds_tools(outgoing, client_tools):
+        return False
+    offered, sent = outgoing["tools"], client_tools or ()
     if not any(tool_name(t) == name for t in offered):
         return False
     return not any(tool_name(t) == name for t in sent)

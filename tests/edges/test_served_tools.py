@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from gateway.assembly.memory_blocks import RECALL_TOOL, RECALL_TOOL_NAME
 from gateway.config import parse_settings
@@ -211,9 +212,5 @@ def test_a_request_with_none_of_the_gateways_tools_asks_nothing_of_the_gateway()
     gw, model = _Untouchable(), parse_settings({"models": [{"name": "m", "litellm_model": "openai/m"}]}).models[0]
     assert own_tools(gw, model, bare, {"messages": HISTORY}) is None  # type: ignore[arg-type]
     assert own_tools(gw, model, with_tools, {"messages": HISTORY, "tools": list(client)}) is None  # type: ignore[arg-type]
-    try:
+    with pytest.raises(AssertionError, match="was read"):  # a request carrying the gateway's own tool is looked at
         own_tools(gw, model, with_tools, {"messages": HISTORY, "tools": [*client, RECALL_TOOL]})  # type: ignore[arg-type]
-    except AssertionError as exc:
-        assert "was read" in str(exc)
-    else:
-        raise AssertionError("a request carrying the gateway's own tool was not looked at")
