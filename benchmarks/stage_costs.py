@@ -357,8 +357,9 @@ class ColdCaches:
 def idle(milliseconds: float) -> Callable[[], None]:
     """Sleep before each request: what a request costs after the process waited, as a gateway does between
     a provider's answers, or beside a slow neighbour (LiteLLM's proxy: 13-29 ms a request). On this VM every
-    stage then costs 1.5-2.3x its back-to-back figure (RESULTS, session 43), where overwritten caches
-    (``ColdCaches``) cost nothing measurable on that machine (1.2-1.7x, every stage alike, on session 59's)."""
+    stage then costs 1.5-2.3x its back-to-back figure (RESULTS, session 43; 1.5-4.5x, the loop's total 3.1x and
+    the reference work 2.0x after 15 ms, session 61), where overwritten caches (``ColdCaches``) cost nothing
+    measurable on that machine (1.2-1.7x, every stage alike, on session 59's)."""
     return lambda: time.sleep(milliseconds / 1000)
 
 
