@@ -9,6 +9,7 @@ from hypothesis import settings
 
 import gateway  # noqa: F401  (offline tiktoken and litellm settings)
 from tests.procs import GatewayHandle, SimHandle, run_gateway, run_simulator, sim_models
+from tests.sdk_models import build_all
 from tests.shared_data import TEST_DATA
 
 # Tests read the subsets kept in tests/data, never a ../shared a clone does not have; set before
@@ -28,6 +29,13 @@ settings.load_profile(os.environ.get("VENTANA_HYPOTHESIS", "ci"))
 _PINNED_BIN = Path(__file__).resolve().parent.parent / ".clients" / "node_modules" / ".bin"
 if _PINNED_BIN.is_dir():
     os.environ["PATH"] = os.pathsep.join([str(_PINNED_BIN), os.environ.get("PATH", "")])
+
+
+@pytest.fixture(scope="session")
+def sdk_models() -> None:
+    """The openai SDK's answer models built in this thread, for a test whose clients read answers from a pool
+    of threads (pydantic builds a deferred model unsafely across threads: tests/sdk_models.py)."""
+    build_all()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import openai
+import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
@@ -130,6 +131,7 @@ def _requests_per_worker(multiproc: Path) -> dict[str, float]:
     return {pid: total for pid, total in served.items() if total}
 
 
+@pytest.mark.usefixtures("sdk_models")  # answers read 16 threads at a time
 def test_two_workers_report_one_aggregate(sim: SimHandle, tmp_path: Path) -> None:
     """With --workers 2 every scrape, whichever worker answers it, shows the sum of both."""
     multiproc = tmp_path / "prom"

@@ -192,6 +192,7 @@ def test_serve_workers_2_shares_state_like_one_gateway(
     assert [k for k, n in Counter(run["summaries"]).items() if n > 1] == []
 
 
+@pytest.mark.usefixtures("sdk_models")  # answers read 2 threads at a time
 def test_concurrent_turns_on_two_replicas_summarise_once(
     sims: tuple[SimHandle, SimHandle], requests_60: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
 ) -> None:

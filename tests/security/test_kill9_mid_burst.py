@@ -235,6 +235,7 @@ def _burst(gw: GatewayHandle, count: int) -> set[str]:
         return set(pool.map(ask, range(count)))
 
 
+@pytest.mark.usefixtures("sdk_models")  # answers read 8 threads at a time
 @pytest.mark.parametrize(("workers", "busy"), [(1, False), (2, False), (1, True)])
 def test_kill9_right_after_the_last_answer_with_the_database_up_loses_no_answered_request(
     sim: SimHandle, tmp_path: Path, workers: int, busy: bool
@@ -275,6 +276,7 @@ def test_kill9_right_after_the_last_answer_with_the_database_up_loses_no_answere
     assert not [p for p in journals if p.exists()], "the replayed journals are gone"
 
 
+@pytest.mark.usefixtures("sdk_models")  # answers read 8 threads at a time
 def test_kill9_after_native_responses_and_messages_answers_loses_none(sim: SimHandle, tmp_path: Path) -> None:
     """The native doors journal too: a Responses upstream (before its completed event) and an Anthropic
     one (before ``message_stop``), streamed and not, then SIGKILL and a restart. Without their journal

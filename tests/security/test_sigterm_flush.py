@@ -12,12 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import openai
+import pytest
 
 from tests.procs import SimHandle, run_gateway, sim_models, stop
 
 BURST = 40
 
 
+@pytest.mark.usefixtures("sdk_models")  # answers read 8 threads at a time
 def test_every_answered_request_is_recorded_after_sigterm(sim: SimHandle, tmp_path: Path) -> None:
     with run_gateway(tmp_path, {"models": sim_models(sim.base_url)}, workers=2) as gw:
         client = openai.OpenAI(base_url=gw.base_url, api_key="sk-burst", max_retries=0)
